@@ -1,0 +1,199 @@
+/*
+ * hetccl — collective communication across GPU vendors and CPU ranks.
+ *
+ * Public C99 API. Calls, types and enum values follow NCCL's API so that code
+ * written for NCCL maps one to one (ncclX -> hetcclX). Additions:
+ * hetcclCommInitFromEnv, hetcclCommGetInfo, hetcclGather, hetcclScatter.
+ *
+ * Streams: device ranks pass their vendor stream (cudaStream_t / hipStream_t)
+ * as an opaque pointer; host (CPU-memory) ranks pass NULL and a call completes
+ * before it returns (or at hetcclGroupEnd inside a group).
+ */
+#ifndef HETCCL_HETCCL_H_
+#define HETCCL_HETCCL_H_
+
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define HETCCL_MAJOR 0
+#define HETCCL_MINOR 1
+#define HETCCL_PATCH 0
+#define HETCCL_VERSION_CODE (HETCCL_MAJOR * 10000 + HETCCL_MINOR * 100 + HETCCL_PATCH)
+
+typedef struct hetcclComm* hetcclComm_t;
+#define HETCCL_COMM_NULL NULL
+
+/* Opaque stream handle: a cudaStream_t or hipStream_t, or NULL on host ranks. */
+typedef void* hetcclStream_t;
+
+#define HETCCL_UNIQUE_ID_BYTES 128
+typedef struct {
+  char internal[HETCCL_UNIQUE_ID_BYTES];
+} hetcclUniqueId;
+
+typedef enum {
+  hetcclSuccess = 0,
+  hetcclUnhandledDeviceError = 1, /* NCCL: ncclUnhandledCudaError */
+  hetcclSystemError = 2,
+  hetcclInternalError = 3,
+  hetcclInvalidArgument = 4,
+  hetcclInvalidUsage = 5,
+  hetcclRemoteError = 6,
+  hetcclInProgress = 7,
+  hetcclNumResults = 8
+} hetcclResult_t;
+
+typedef enum {
+  hetcclInt8 = 0,
+  hetcclChar = 0,
+  hetcclUint8 = 1,
+  hetcclInt32 = 2,
+  hetcclInt = 2,
+  hetcclUint32 = 3,
+  hetcclInt64 = 4,
+  hetcclUint64 = 5,
+  hetcclFloat16 = 6,
+  hetcclHalf = 6,
+  hetcclFloat32 = 7,
+  hetcclFloat = 7,
+  hetcclFloat64 = 8,
+  hetcclDouble = 8,
+  hetcclBfloat16 = 9,
+  hetcclFloat8e4m3 = 10,
+  hetcclFloat8e5m2 = 11,
+  hetcclNumTypes = 12
+} hetcclDataType_t;
+
+/* Built-in ops. hetcclRedOpCreatePreMulSum returns further values, from
+ * hetcclNumOps up, valid only on the communicator that created them. */
+typedef enum {
+  hetcclSum = 0,
+  hetcclProd = 1,
+  hetcclMax = 2,
+  hetcclMin = 3,
+  hetcclAvg = 4,
+  hetcclNumOps = 5,
+  hetcclMaxRedOp = 0x7fffffff
+} hetcclRedOp_t;
+
+/* Where the PreMulSum scalar lives (NCCL's ncclScalarResidence_t). */
+typedef enum {
+  hetcclScalarDevice = 0,
+  hetcclScalarHostImmediate = 1
+} hetcclScalarResidence_t;
+
+#define HETCCL_CONFIG_UNDEF_INT INT_MIN
+#define HETCCL_CONFIG_MAGIC 0xcafebeefu
+#define HETCCL_CONFIG_VERSION 1
+#define HETCCL_SPLIT_NOCOLOR (-1)
+
+/* Communicator options. Versioned by size/magic/version: fields are only ever
+ * appended, and a caller built against an older header passes a smaller size,
+ * so the library reads only what the caller has. Unset ints are INT_MIN. */
+typedef struct hetcclConfig_v1 {
+  size_t size;
+  unsigned int magic;
+  unsigned int version;
+  int blocking;         /* 0: init and collectives may return hetcclInProgress */
+  int timeoutSeconds;   /* overrides HETCCL_TIMEOUT_S for this communicator */
+  const char* groupName;/* overrides HETCCL_GROUP for this rank */
+  const char* transport;/* overrides HETCCL_TRANSPORT: "auto", "tcp", "shm" */
+} hetcclConfig_t;
+
+#define HETCCL_CONFIG_INITIALIZER                                          \
+  {                                                                        \
+    sizeof(hetcclConfig_t), HETCCL_CONFIG_MAGIC, HETCCL_CONFIG_VERSION,    \
+        HETCCL_CONFIG_UNDEF_INT, HETCCL_CONFIG_UNDEF_INT, NULL, NULL       \
+  }
+
+/* What hetcclCommGetInfo reports. Versioned like hetcclConfig_t: set size
+ * before the call; the library fills what fits. */
+#define HETCCL_MAX_GROUPS 16
+#define HETCCL_NAME_BYTES 32
+typedef struct hetcclCommInfo_v1 {
+  size_t size;
+  int rank;
+  int nranks;
+  int ngroups;
+  int myGroup;                               /* index into the arrays below */
+  int myGroupRank;                           /* rank inside my group */
+  int groupSize[HETCCL_MAX_GROUPS];
+  char groupName[HETCCL_MAX_GROUPS][HETCCL_NAME_BYTES];
+  char groupBackend[HETCCL_MAX_GROUPS][HETCCL_NAME_BYTES]; /* "host", "nccl", ... */
+  char deviceKind[HETCCL_NAME_BYTES];        /* this rank's: "host", "cuda", "hip" */
+  char transport[HETCCL_NAME_BYTES];         /* border transport in use: "tcp", "shm" */
+  int borderPeers;                           /* ranks of other groups this rank exchanges with in AllReduce */
+} hetcclCommInfo_t;
+
+/* Version, library and errors */
+hetcclResult_t hetcclGetVersion(int* version);
+const char* hetcclGetErrorString(hetcclResult_t result);
+/* Last error text of comm (what, where, which peer); comm may be NULL for
+ * errors of calls without a communicator. Thread-local. */
+const char* hetcclGetLastError(hetcclComm_t comm);
+
+/* Communicator creation and destruction */
+hetcclResult_t hetcclGetUniqueId(hetcclUniqueId* uniqueId);
+hetcclResult_t hetcclCommInitRank(hetcclComm_t* comm, int nranks, hetcclUniqueId commId, int rank);
+hetcclResult_t hetcclCommInitRankConfig(hetcclComm_t* comm, int nranks, hetcclUniqueId commId, int rank,
+                                        hetcclConfig_t* config);
+/* Rank, size and rendezvous from the launcher's environment: torchrun
+ * (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE), Open MPI (OMPI_COMM_WORLD_*),
+ * Slurm (SLURM_PROCID, SLURM_NTASKS with HETCCL_COMM_ID=host:port). */
+hetcclResult_t hetcclCommInitFromEnv(hetcclComm_t* comm, hetcclConfig_t* config);
+hetcclResult_t hetcclCommSplit(hetcclComm_t comm, int color, int key, hetcclComm_t* newcomm,
+                               hetcclConfig_t* config);
+hetcclResult_t hetcclCommFinalize(hetcclComm_t comm);
+hetcclResult_t hetcclCommDestroy(hetcclComm_t comm);
+/* Safe from any thread: releases every waiter of comm, then frees it. */
+hetcclResult_t hetcclCommAbort(hetcclComm_t comm);
+hetcclResult_t hetcclCommGetAsyncError(hetcclComm_t comm, hetcclResult_t* asyncError);
+hetcclResult_t hetcclCommCount(const hetcclComm_t comm, int* count);
+hetcclResult_t hetcclCommUserRank(const hetcclComm_t comm, int* rank);
+hetcclResult_t hetcclCommGetInfo(const hetcclComm_t comm, hetcclCommInfo_t* info);
+
+/* Reduction ops */
+hetcclResult_t hetcclRedOpCreatePreMulSum(hetcclRedOp_t* op, void* scalar, hetcclDataType_t datatype,
+                                          hetcclScalarResidence_t residence, hetcclComm_t comm);
+hetcclResult_t hetcclRedOpDestroy(hetcclRedOp_t op, hetcclComm_t comm);
+
+/* Collectives. Counts are in elements; AllGather's sendcount and
+ * ReduceScatter's recvcount are per rank; AlltoAll, Gather and Scatter move
+ * `count` elements per rank pair. Outputs are in global rank order. */
+hetcclResult_t hetcclAllReduce(const void* sendbuff, void* recvbuff, size_t count, hetcclDataType_t datatype,
+                               hetcclRedOp_t op, hetcclComm_t comm, hetcclStream_t stream);
+hetcclResult_t hetcclBroadcast(const void* sendbuff, void* recvbuff, size_t count, hetcclDataType_t datatype,
+                               int root, hetcclComm_t comm, hetcclStream_t stream);
+hetcclResult_t hetcclReduce(const void* sendbuff, void* recvbuff, size_t count, hetcclDataType_t datatype,
+                            hetcclRedOp_t op, int root, hetcclComm_t comm, hetcclStream_t stream);
+hetcclResult_t hetcclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                               hetcclDataType_t datatype, hetcclComm_t comm, hetcclStream_t stream);
+hetcclResult_t hetcclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                   hetcclDataType_t datatype, hetcclRedOp_t op, hetcclComm_t comm,
+                                   hetcclStream_t stream);
+hetcclResult_t hetcclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, hetcclDataType_t datatype,
+                              hetcclComm_t comm, hetcclStream_t stream);
+hetcclResult_t hetcclGather(const void* sendbuff, void* recvbuff, size_t count, hetcclDataType_t datatype,
+                            int root, hetcclComm_t comm, hetcclStream_t stream);
+hetcclResult_t hetcclScatter(const void* sendbuff, void* recvbuff, size_t count, hetcclDataType_t datatype,
+                             int root, hetcclComm_t comm, hetcclStream_t stream);
+hetcclResult_t hetcclSend(const void* sendbuff, size_t count, hetcclDataType_t datatype, int peer,
+                          hetcclComm_t comm, hetcclStream_t stream);
+hetcclResult_t hetcclRecv(void* recvbuff, size_t count, hetcclDataType_t datatype, int peer,
+                          hetcclComm_t comm, hetcclStream_t stream);
+
+/* Group calls: operations between Start and End are issued together at End;
+ * send/recv pairs may be posted in any order without deadlock. Nestable. */
+hetcclResult_t hetcclGroupStart(void);
+hetcclResult_t hetcclGroupEnd(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HETCCL_HETCCL_H_ */

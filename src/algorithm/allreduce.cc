@@ -1,0 +1,113 @@
+// AllReduce: group ReduceScatter, border reduce-scatter/allgather between the
+// groups' shard owners, group AllGather (the DESIGN.md central path).
+#include <cstring>
+
+#include "algorithm/coll.h"
+#include "algorithm/host_reduce.h"
+#include "core/comm.h"
+#include "core/log.h"
+#include "topology/border.h"
+
+namespace hetccl {
+namespace {
+
+// The border step: after it, every owner holds the final value of what it owns.
+void borderReduce(Comm& c, const BorderAssignment& ba, uint8_t* buf, DataType dt, const ReduceOp& op) {
+  const int G = c.topo().ngroups(), g = c.myGroup(), me = c.rank();
+  const size_t es = dataTypeSize(dt);
+  const MsgTag& tag = c.callTag();
+
+  size_t sharedElems = 0;
+  for (const auto& p : ba.shared) sharedElems += p.count;
+  // Shared pieces: G-1 receive slots plus one fold scratch per element.
+  uint8_t* staging = sharedElems ? c.scratch(sharedElems * es * G) : nullptr;
+
+  // Split pieces: round t gives part g+t to its owner and folds part g from
+  // group g-t. One owner folds each part, in a fixed order: every rank ends
+  // with the same bits, run after run.
+  for (int t = 1; t < G; ++t) {
+    std::vector<Xfer> x;
+    int to = (g + t) % G, from = (g - t + G) % G;
+    for (const auto& p : ba.split) {
+      size_t sLo = p.partLo(to), sHi = p.partLo(to + 1);
+      size_t rLo = p.partLo(g), rHi = p.partLo(g + 1);
+      if (sHi > sLo) x.push_back(Xfer::send(p.owners[to], buf + sLo * es, (sHi - sLo) * es, tag));
+      if (rHi > rLo) x.push_back(Xfer::recvReduce(p.owners[from], buf + rLo * es, (rHi - rLo) * es, dt, op.kind, tag));
+    }
+    if (t == 1) {
+      size_t at = 0;
+      for (const auto& p : ba.shared) {
+        for (int dst : p.sendTo) x.push_back(Xfer::send(dst, buf + p.offset * es, p.count * es, tag));
+        for (int h = 0; h < G; ++h) {
+          if (h == g) continue;
+          x.push_back(Xfer::recv(p.recvFrom[h], staging + (at + h * sharedElems) * es, p.count * es, tag));
+        }
+        at += p.count;
+      }
+    }
+    if (!x.empty()) c.transport().run(x);
+  }
+  // Shared pieces: fold all G partials in group order.
+  size_t at = 0;
+  std::vector<const void*> parts(G);
+  for (const auto& p : ba.shared) {
+    for (int h = 0; h < G; ++h)
+      parts[h] = h == g ? buf + p.offset * es : staging + (at + h * sharedElems) * es;
+    // The fold scratch is the slot of this rank's own group (unused).
+    foldOrdered(buf + p.offset * es, parts.data(), G, p.count, dt, op.kind, staging + (at + g * sharedElems) * es);
+    if (op.postDiv) divideArray(buf + p.offset * es, p.count, dt, op.divisor);
+    at += p.count;
+  }
+  // Split pieces: finish my parts, then hand them to the other owners.
+  std::vector<Xfer> x;
+  for (const auto& p : ba.split) {
+    size_t lo = p.partLo(g), hi = p.partLo(g + 1);
+    if (op.postDiv) divideArray(buf + lo * es, hi - lo, dt, op.divisor);
+    for (int h = 0; h < G; ++h) {
+      if (h == g) continue;
+      if (hi > lo) x.push_back(Xfer::send(p.owners[h], buf + lo * es, (hi - lo) * es, tag));
+      size_t rLo = p.partLo(h), rHi = p.partLo(h + 1);
+      if (rHi > rLo) x.push_back(Xfer::recv(p.owners[h], buf + rLo * es, (rHi - rLo) * es, tag));
+    }
+  }
+  if (!x.empty()) c.transport().run(x);
+  (void)me;
+}
+
+}  // namespace
+
+void runAllReduce(Comm& c, const CollArgs& a) {
+  const size_t es = dataTypeSize(a.dt), n = a.count;
+  auto* buf = static_cast<uint8_t*>(a.recv);
+  const void* in = a.send;
+  if (a.op.preMul) {
+    scaleArray(buf, in, n, a.dt, a.op.scalar);
+    in = buf;
+  }
+  Backend& be = c.backend();
+  if (c.topo().ngroups() == 1) {
+    be.allReduce(in, buf, n, a.dt, a.op.kind, a.stream);
+    if (a.op.postDiv) divideArray(buf, n, a.dt, a.op.divisor);
+    return;
+  }
+  if (in != buf) memcpy(buf, in, n * es);
+  if (n == 0) return;
+  const Topology& t = c.topo();
+  bool latency = n * es < c.smallBytes();
+  std::vector<ShardLayout> layouts;
+  for (const Group& grp : t.groups) layouts.push_back(shardLayout(n, static_cast<int>(grp.ranks.size()), latency));
+  const ShardLayout& mine = layouts[c.myGroup()];
+  const size_t i = static_cast<size_t>(c.myLocal());
+
+  // Group step: my group's partial of my shard, and of the tail everywhere.
+  if (mine.shard > 0) be.reduceScatter(buf, buf + i * mine.shard * es, mine.shard, a.dt, a.op.kind, a.stream);
+  if (mine.mainEnd() < n)
+    be.allReduce(buf + mine.mainEnd() * es, buf + mine.mainEnd() * es, n - mine.mainEnd(), a.dt, a.op.kind, a.stream);
+
+  borderReduce(c, assignBorder(t, layouts, c.rank()), buf, a.dt, a.op);
+
+  // Group step: everyone's final shards.
+  if (mine.shard > 0) be.allGather(buf + i * mine.shard * es, buf, mine.shard, a.dt, a.stream);
+}
+
+}  // namespace hetccl

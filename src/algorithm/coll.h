@@ -1,0 +1,48 @@
+// Collective plans. Each collective over one group goes straight to the
+// group's backend; over several groups it runs group steps (backend), border
+// steps (transport) and local reductions, as shared/DESIGN.md describes.
+// Host ranks execute the steps in order before returning.
+#pragma once
+
+#include <cstddef>
+
+#include "core/datatype.h"
+#include "device/device.h"
+#include "transport/transport.h"
+
+namespace hetccl {
+
+class Comm;
+
+struct CollArgs {
+  CollKind kind = CollKind::kAllReduce;
+  const void* send = nullptr;
+  void* recv = nullptr;
+  size_t count = 0;  // as the API takes it (per rank for AllGather, ReduceScatter, AlltoAll, Gather, Scatter)
+  DataType dt = hetcclFloat32;
+  ReduceOp op;
+  int root = -1;     // root, or peer for send/recv
+  Stream stream = nullptr;
+};
+
+// The message tag of a collective call.
+MsgTag makeTag(uint64_t seq, const CollArgs& a);
+
+void runAllReduce(Comm& c, const CollArgs& a);
+void runBroadcast(Comm& c, const CollArgs& a);
+void runReduce(Comm& c, const CollArgs& a);
+void runAllGather(Comm& c, const CollArgs& a);
+void runReduceScatter(Comm& c, const CollArgs& a);
+void runAlltoAll(Comm& c, const CollArgs& a);
+void runGather(Comm& c, const CollArgs& a);
+void runScatter(Comm& c, const CollArgs& a);
+// Point-to-point operations of one group call (or a single one): same-group
+// pairs through the backend, the rest through the transport; no deadlock for
+// any pairing order.
+void runPointToPoint(Comm& c, const CollArgs* ops, size_t n);
+
+// Dispatches by a.kind (collectives; not send/recv). Assigns the sequence
+// number and sets the call tag.
+void runCollective(Comm& c, const CollArgs& a);
+
+}  // namespace hetccl

@@ -1,0 +1,146 @@
+// Collectives that go direct: AlltoAll, Gather, Scatter and point-to-point.
+// Pairs inside one group use the backend's send/recv (one backend group
+// call), pairs across groups the transport (one batch).
+#include <cstring>
+#include <vector>
+
+#include "algorithm/coll.h"
+#include "core/comm.h"
+#include "core/error.h"
+
+namespace hetccl {
+namespace {
+
+struct Exchange {
+  std::vector<CollArgs> ops;  // kind kSendRecv: send != null -> send to root(peer), else recv
+};
+
+void addSend(Exchange& e, const void* buf, size_t count, DataType dt, int peer) {
+  CollArgs a;
+  a.kind = CollKind::kSendRecv;
+  a.send = buf;
+  a.count = count;
+  a.dt = dt;
+  a.root = peer;
+  e.ops.push_back(a);
+}
+
+void addRecv(Exchange& e, void* buf, size_t count, DataType dt, int peer) {
+  CollArgs a;
+  a.kind = CollKind::kSendRecv;
+  a.recv = buf;
+  a.count = count;
+  a.dt = dt;
+  a.root = peer;
+  e.ops.push_back(a);
+}
+
+// Runs sends and receives of one collective call; they all carry its tag.
+void runExchange(Comm& c, const std::vector<CollArgs>& ops, bool collectiveTags) {
+  const Topology& t = c.topo();
+  const int g = c.myGroup();
+  std::vector<Xfer> cross;
+  Backend& be = c.backend();
+  // To self: the i-th send pairs with the i-th receive.
+  std::vector<const CollArgs*> selfSend, selfRecv;
+  for (const CollArgs& op : ops)
+    if (op.root == c.rank()) (op.send ? selfSend : selfRecv).push_back(&op);
+  if (selfSend.size() != selfRecv.size())
+    throwError(hetcclInvalidUsage, std::to_string(selfSend.size()) + " sends to self but " +
+                                       std::to_string(selfRecv.size()) + " receives from self in one group call");
+  for (size_t i = 0; i < selfSend.size(); ++i) {
+    size_t sb = selfSend[i]->count * dataTypeSize(selfSend[i]->dt), rb = selfRecv[i]->count * dataTypeSize(selfRecv[i]->dt);
+    if (sb != rb)
+      throwError(hetcclInvalidUsage, "send to self of " + std::to_string(sb) + " bytes meets a receive of " +
+                                         std::to_string(rb) + " bytes");
+    if (sb) memmove(selfRecv[i]->recv, selfSend[i]->send, sb);
+  }
+  bool any = false;
+  for (const CollArgs& op : ops)
+    if (t.groupOf[op.root] == g && op.root != c.rank()) any = true;
+  if (any) be.groupStart();
+  for (const CollArgs& op : ops) {
+    if (op.root == c.rank()) continue;
+    const size_t bytes = op.count * dataTypeSize(op.dt);
+    MsgTag tag = c.callTag();
+    if (!collectiveTags) {
+      // Point-to-point: matched per ordered pair by a per-peer counter.
+      tag = MsgTag{};
+      tag.coll = static_cast<uint16_t>(CollKind::kSendRecv);
+      tag.seq = op.send ? c.nextSendSeq(op.root) : c.nextRecvSeq(op.root);
+      tag.count = op.count;
+      tag.dtype = static_cast<uint8_t>(op.dt);
+    }
+    if (t.groupOf[op.root] == g) {
+      c.callTag() = tag;
+      int peer = t.localIndex[op.root];
+      if (op.send) be.send(op.send, op.count, op.dt, peer, op.stream);
+      else be.recv(op.recv, op.count, op.dt, peer, op.stream);
+    } else if (op.send) {
+      cross.push_back(Xfer::send(op.root, op.send, bytes, tag));
+    } else {
+      cross.push_back(Xfer::recv(op.root, op.recv, bytes, tag));
+    }
+  }
+  if (any) be.groupEnd();
+  if (!cross.empty()) c.transport().run(cross);
+}
+
+}  // namespace
+
+void runAlltoAll(Comm& c, const CollArgs& a) {
+  const size_t bytes = a.count * dataTypeSize(a.dt);
+  const int n = c.nranks(), me = c.rank();
+  const auto* in = static_cast<const uint8_t*>(a.send);
+  auto* out = static_cast<uint8_t*>(a.recv);
+  std::vector<uint8_t> copy;
+  if (a.send == a.recv && n > 1) {  // in place: keep the input intact while blocks arrive
+    copy.assign(in, in + bytes * n);
+    in = copy.data();
+  }
+  if (in + me * bytes != out + me * bytes) memmove(out + me * bytes, in + me * bytes, bytes);
+  Exchange e;
+  for (int j = 1; j < n; ++j) {
+    int to = (me + j) % n, from = (me - j + n) % n;
+    addSend(e, in + to * bytes, a.count, a.dt, to);
+    addRecv(e, out + from * bytes, a.count, a.dt, from);
+  }
+  runExchange(c, e.ops, true);
+}
+
+void runGather(Comm& c, const CollArgs& a) {
+  const size_t bytes = a.count * dataTypeSize(a.dt);
+  const int n = c.nranks(), me = c.rank();
+  Exchange e;
+  if (me == a.root) {
+    auto* out = static_cast<uint8_t*>(a.recv);
+    if (a.send != out + me * bytes) memmove(out + me * bytes, a.send, bytes);
+    for (int r = 0; r < n; ++r)
+      if (r != me) addRecv(e, out + r * bytes, a.count, a.dt, r);
+  } else {
+    addSend(e, a.send, a.count, a.dt, a.root);
+  }
+  runExchange(c, e.ops, true);
+}
+
+void runScatter(Comm& c, const CollArgs& a) {
+  const size_t bytes = a.count * dataTypeSize(a.dt);
+  const int n = c.nranks(), me = c.rank();
+  Exchange e;
+  if (me == a.root) {
+    auto* in = static_cast<const uint8_t*>(a.send);
+    if (a.recv != in + me * bytes) memmove(a.recv, in + me * bytes, bytes);
+    for (int r = 0; r < n; ++r)
+      if (r != me) addSend(e, in + r * bytes, a.count, a.dt, r);
+  } else {
+    addRecv(e, a.recv, a.count, a.dt, a.root);
+  }
+  runExchange(c, e.ops, true);
+}
+
+void runPointToPoint(Comm& c, const CollArgs* ops, size_t n) {
+  std::vector<CollArgs> v(ops, ops + n);
+  runExchange(c, v, false);
+}
+
+}  // namespace hetccl

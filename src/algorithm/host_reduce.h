@@ -1,0 +1,30 @@
+// Element-wise reductions on host memory. Vectorised per CPU at run time
+// (function clones for x86-64-v4, -v3 and baseline, chosen by the loader).
+// Low-precision types (half, bfloat16, fp8) combine in float32 and round once
+// to the type, to nearest-even; that is also what NCCL's kernels do.
+#pragma once
+
+#include <cstddef>
+
+#include "core/datatype.h"
+
+namespace hetccl {
+
+// out[i] = a[i] op b[i]. out may be a or b.
+void reduceArrays(void* out, const void* a, const void* b, size_t n, DataType dt, RedKind kind);
+// out[i] = in[i] * scalar (PreMulSum, float Avg). Integers: scalar is rounded
+// to the nearest integer first, as NCCL does for integer PreMulSum.
+void scaleArray(void* out, const void* in, size_t n, DataType dt, double scalar);
+// buf[i] /= divisor (integer Avg; truncates toward zero).
+void divideArray(void* buf, size_t n, DataType dt, int divisor);
+
+}  // namespace hetccl
+
+namespace hetccl {
+
+// dst = parts[0] op parts[1] op ... op parts[n-1], folded left to right (a
+// fixed order, so every rank that folds the same parts gets the same bits).
+// parts may include dst; scratch holds n elements when nparts > 2.
+void foldOrdered(void* dst, const void* const* parts, int nparts, size_t n, DataType dt, RedKind kind, void* scratch);
+
+}  // namespace hetccl

@@ -1,0 +1,190 @@
+// extern "C" entry points of the collectives, point-to-point and group calls:
+// argument checks, then run now or queue until hetcclGroupEnd.
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "algorithm/coll.h"
+#include "api/guard.h"
+
+using namespace hetccl;
+
+namespace {
+
+struct Pending {
+  hetcclComm* comm;
+  CollArgs args;
+};
+
+struct GroupState {
+  int depth = 0;
+  std::vector<Pending> ops;
+};
+thread_local GroupState tlsGroup;
+
+// Elements moved per rank pair times this factor must fit in size_t bytes.
+size_t countFactor(CollKind k, int nranks) {
+  switch (k) {
+    case CollKind::kAllGather:
+    case CollKind::kReduceScatter:
+    case CollKind::kAlltoAll:
+    case CollKind::kGather:
+    case CollKind::kScatter: return static_cast<size_t>(nranks);
+    default: return 1;
+  }
+}
+
+void checkArgs(hetcclComm* comm, CollArgs& a, hetcclRedOp_t op, bool reduces) {
+  checkComm(comm);
+  HETCCL_CHECK_ARG(dataTypeValid(a.dt),
+                   "datatype " + std::to_string(static_cast<int>(a.dt)) + " is not a hetccl data type (0-11)");
+  const int n = comm->nranks(), me = comm->rank();
+  size_t es = dataTypeSize(a.dt), factor = countFactor(a.kind, n);
+  HETCCL_CHECK_ARG(a.count <= std::numeric_limits<size_t>::max() / es / factor,
+                   "count " + std::to_string(a.count) + " overflows the byte size of the buffers");
+  HETCCL_CHECK_ARG(a.count <= (size_t{1} << 48), "count " + std::to_string(a.count) + " is larger than 2^48 elements");
+  if (reduces) a.op = comm->resolveOp(op, a.dt);
+  bool rooted = a.kind == CollKind::kBroadcast || a.kind == CollKind::kReduce || a.kind == CollKind::kGather ||
+                a.kind == CollKind::kScatter || a.kind == CollKind::kSendRecv;
+  if (rooted)
+    HETCCL_CHECK_ARG(a.root >= 0 && a.root < n, std::string(a.kind == CollKind::kSendRecv ? "peer " : "root ") +
+                                                    std::to_string(a.root) + " out of range [0, " +
+                                                    std::to_string(n) + ")");
+  HETCCL_CHECK_ARG(a.stream == nullptr || !comm->device().synchronous(),
+                   "stream must be NULL on a host rank (device kind host)");
+  if (a.count == 0) return;
+  bool isRoot = a.root == me;
+  bool needSend = true, needRecv = true;
+  switch (a.kind) {
+    case CollKind::kBroadcast: needSend = isRoot; break;
+    case CollKind::kReduce: needRecv = isRoot; break;
+    case CollKind::kGather: needRecv = isRoot; break;
+    case CollKind::kScatter: needSend = isRoot; break;
+    default: break;
+  }
+  if (a.kind != CollKind::kSendRecv) {
+    HETCCL_CHECK_ARG(!needSend || a.send, "sendbuff is NULL with count " + std::to_string(a.count));
+    HETCCL_CHECK_ARG(!needRecv || a.recv, "recvbuff is NULL with count " + std::to_string(a.count));
+  }
+}
+
+hetcclResult_t submit(hetcclComm* comm, const char* fn, CollArgs a, hetcclRedOp_t op, bool reduces) {
+  return guard(comm, fn, [&] {
+    checkArgs(comm, a, op, reduces);
+    if (comm->asyncError() != hetcclSuccess)
+      throwError(comm->asyncError(), "an earlier call on this communicator failed; it must be aborted or destroyed");
+    if (tlsGroup.depth > 0) {
+      tlsGroup.ops.push_back(Pending{comm, a});
+      return;
+    }
+    CallScope scope(comm);
+    if (a.kind == CollKind::kSendRecv) runPointToPoint(*comm, &a, 1);
+    else runCollective(*comm, a);
+  });
+}
+
+CollArgs args(CollKind k, const void* s, void* r, size_t count, hetcclDataType_t dt, int root, hetcclStream_t st) {
+  CollArgs a;
+  a.kind = k;
+  a.send = s;
+  a.recv = r;
+  a.count = count;
+  a.dt = dt;
+  a.root = root;
+  a.stream = st;
+  return a;
+}
+
+}  // namespace
+
+extern "C" {
+
+hetcclResult_t hetcclAllReduce(const void* s, void* r, size_t count, hetcclDataType_t dt, hetcclRedOp_t op,
+                               hetcclComm_t comm, hetcclStream_t st) {
+  return submit(comm, "hetcclAllReduce", args(CollKind::kAllReduce, s, r, count, dt, -1, st), op, true);
+}
+
+hetcclResult_t hetcclBroadcast(const void* s, void* r, size_t count, hetcclDataType_t dt, int root,
+                               hetcclComm_t comm, hetcclStream_t st) {
+  return submit(comm, "hetcclBroadcast", args(CollKind::kBroadcast, s, r, count, dt, root, st), hetcclSum, false);
+}
+
+hetcclResult_t hetcclReduce(const void* s, void* r, size_t count, hetcclDataType_t dt, hetcclRedOp_t op, int root,
+                            hetcclComm_t comm, hetcclStream_t st) {
+  return submit(comm, "hetcclReduce", args(CollKind::kReduce, s, r, count, dt, root, st), op, true);
+}
+
+hetcclResult_t hetcclAllGather(const void* s, void* r, size_t sendcount, hetcclDataType_t dt, hetcclComm_t comm,
+                               hetcclStream_t st) {
+  return submit(comm, "hetcclAllGather", args(CollKind::kAllGather, s, r, sendcount, dt, -1, st), hetcclSum, false);
+}
+
+hetcclResult_t hetcclReduceScatter(const void* s, void* r, size_t recvcount, hetcclDataType_t dt, hetcclRedOp_t op,
+                                   hetcclComm_t comm, hetcclStream_t st) {
+  return submit(comm, "hetcclReduceScatter", args(CollKind::kReduceScatter, s, r, recvcount, dt, -1, st), op, true);
+}
+
+hetcclResult_t hetcclAlltoAll(const void* s, void* r, size_t count, hetcclDataType_t dt, hetcclComm_t comm,
+                              hetcclStream_t st) {
+  return submit(comm, "hetcclAlltoAll", args(CollKind::kAlltoAll, s, r, count, dt, -1, st), hetcclSum, false);
+}
+
+hetcclResult_t hetcclGather(const void* s, void* r, size_t count, hetcclDataType_t dt, int root, hetcclComm_t comm,
+                            hetcclStream_t st) {
+  return submit(comm, "hetcclGather", args(CollKind::kGather, s, r, count, dt, root, st), hetcclSum, false);
+}
+
+hetcclResult_t hetcclScatter(const void* s, void* r, size_t count, hetcclDataType_t dt, int root, hetcclComm_t comm,
+                             hetcclStream_t st) {
+  return submit(comm, "hetcclScatter", args(CollKind::kScatter, s, r, count, dt, root, st), hetcclSum, false);
+}
+
+hetcclResult_t hetcclSend(const void* s, size_t count, hetcclDataType_t dt, int peer, hetcclComm_t comm,
+                          hetcclStream_t st) {
+  hetcclResult_t r = guard(comm, "hetcclSend", [&] { HETCCL_CHECK_ARG(s || count == 0, "sendbuff is NULL with count > 0"); });
+  if (r != hetcclSuccess) return r;
+  return submit(comm, "hetcclSend", args(CollKind::kSendRecv, s, nullptr, count, dt, peer, st), hetcclSum, false);
+}
+
+hetcclResult_t hetcclRecv(void* rb, size_t count, hetcclDataType_t dt, int peer, hetcclComm_t comm,
+                          hetcclStream_t st) {
+  hetcclResult_t r = guard(comm, "hetcclRecv", [&] { HETCCL_CHECK_ARG(rb || count == 0, "recvbuff is NULL with count > 0"); });
+  if (r != hetcclSuccess) return r;
+  return submit(comm, "hetcclRecv", args(CollKind::kSendRecv, nullptr, rb, count, dt, peer, st), hetcclSum, false);
+}
+
+hetcclResult_t hetcclGroupStart(void) {
+  ++tlsGroup.depth;
+  return hetcclSuccess;
+}
+
+hetcclResult_t hetcclGroupEnd(void) {
+  return guard(nullptr, "hetcclGroupEnd", [&] {
+    HETCCL_CHECK_USAGE(tlsGroup.depth > 0, "hetcclGroupEnd without hetcclGroupStart");
+    if (--tlsGroup.depth > 0) return;
+    std::vector<Pending> ops;
+    ops.swap(tlsGroup.ops);
+    // Per communicator, in order of first use: its collectives in call order,
+    // then all its point-to-point operations together.
+    std::vector<hetcclComm*> comms;
+    for (const Pending& p : ops)
+      if (std::find(comms.begin(), comms.end(), p.comm) == comms.end()) comms.push_back(p.comm);
+    for (hetcclComm* comm : comms) {
+      hetcclResult_t r = guard(comm, "hetcclGroupEnd", [&] {
+        checkComm(comm);
+        CallScope scope(comm);
+        std::vector<CollArgs> p2p;
+        for (const Pending& p : ops) {
+          if (p.comm != comm) continue;
+          if (p.args.kind == CollKind::kSendRecv) p2p.push_back(p.args);
+          else runCollective(*comm, p.args);
+        }
+        if (!p2p.empty()) runPointToPoint(*comm, p2p.data(), p2p.size());
+      });
+      if (r != hetcclSuccess) throw Error(r, lastErrorText(comm));
+    }
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,63 @@
+// Group backend interface: the vendor library that runs collectives inside
+// one group (NCCL, RCCL, any library with the NCCL ABI, or the built-in host
+// backend). Its calls mirror the NCCL API one to one, so a vendor backend is
+// a thin table of library functions: counts in elements, buffers in the
+// group's device memory, ranks are group ranks, work ordered on `stream`.
+// Semantics follow NCCL's, in-place forms included (e.g. in-place
+// ReduceScatter: recv == send + groupRank * recvcount).
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/datatype.h"
+#include "device/device.h"
+#include "transport/transport.h"
+
+namespace hetccl {
+
+class Bootstrap;
+
+struct BackendContext {
+  std::vector<int> ranks;     // the group's global ranks, ascending
+  int groupRank = 0;          // this rank's index in ranks
+  Bootstrap* bootstrap = nullptr;  // the communicator's; vendor backends share their unique id over it
+  Transport* transport = nullptr;  // used by the host backend for its messages
+  DeviceRuntime* device = nullptr;
+  const MsgTag* callTag = nullptr;  // the collective in progress; host backend messages carry it
+  size_t smallBytes = 64 << 10;     // below this AllReduce is one direct exchange
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const char* name() const = 0;
+  int nranks() const { return static_cast<int>(ctx_.ranks.size()); }
+  int rank() const { return ctx_.groupRank; }
+
+  virtual void allReduce(const void* send, void* recv, size_t count, DataType dt, RedKind op, Stream s) = 0;
+  virtual void reduceScatter(const void* send, void* recv, size_t recvcount, DataType dt, RedKind op, Stream s) = 0;
+  virtual void allGather(const void* send, void* recv, size_t sendcount, DataType dt, Stream s) = 0;
+  virtual void broadcast(const void* send, void* recv, size_t count, DataType dt, int root, Stream s) = 0;
+  virtual void reduce(const void* send, void* recv, size_t count, DataType dt, RedKind op, int root, Stream s) = 0;
+  // Point-to-point inside the group; between groupStart/groupEnd they are
+  // issued together (any order, no deadlock).
+  virtual void send(const void* buf, size_t count, DataType dt, int peer, Stream s) = 0;
+  virtual void recv(void* buf, size_t count, DataType dt, int peer, Stream s) = 0;
+  virtual void groupStart() = 0;
+  virtual void groupEnd() = 0;
+
+ protected:
+  explicit Backend(BackendContext ctx) : ctx_(std::move(ctx)) {}
+  BackendContext ctx_;
+};
+
+// "host" is built in. Collective over the group's ranks. Throws
+// InvalidArgument naming the known backends.
+std::unique_ptr<Backend> createBackend(const std::string& name, const BackendContext& ctx);
+// The backend a device kind uses by default: host -> "host", cuda -> "nccl", hip -> "rccl".
+std::string defaultBackendFor(const std::string& deviceKind);
+
+}  // namespace hetccl

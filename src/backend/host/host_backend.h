@@ -1,0 +1,43 @@
+// The built-in backend for groups of CPU-memory ranks. Collectives are
+// direct algorithms over the communicator's transport (shm on one host, tcp
+// otherwise): pairwise-exchange ReduceScatter, direct AllGather, and for
+// small AllReduce one all-to-all exchange with a fold in rank order.
+// Reductions are deterministic: every element is folded in a fixed order.
+#pragma once
+
+#include <vector>
+
+#include "backend/backend.h"
+
+namespace hetccl {
+
+class HostBackend : public Backend {
+ public:
+  explicit HostBackend(const BackendContext& ctx) : Backend(ctx) {}
+  const char* name() const override { return "host"; }
+
+  void allReduce(const void* send, void* recv, size_t count, DataType dt, RedKind op, Stream s) override;
+  void reduceScatter(const void* send, void* recv, size_t recvcount, DataType dt, RedKind op, Stream s) override;
+  void allGather(const void* send, void* recv, size_t sendcount, DataType dt, Stream s) override;
+  void broadcast(const void* send, void* recv, size_t count, DataType dt, int root, Stream s) override;
+  void reduce(const void* send, void* recv, size_t count, DataType dt, RedKind op, int root, Stream s) override;
+  void send(const void* buf, size_t count, DataType dt, int peer, Stream s) override;
+  void recv(void* buf, size_t count, DataType dt, int peer, Stream s) override;
+  void groupStart() override { ++groupDepth_; }
+  void groupEnd() override;
+
+ private:
+  int global(int groupRank) const { return ctx_.ranks[groupRank]; }
+  MsgTag tag() const { return ctx_.callTag ? *ctx_.callTag : MsgTag{}; }
+  void run(std::vector<Xfer>& xfers);
+  // Reduces count elements of every rank's `send` into `recv` (which may be
+  // send) at every rank; shards [lo, hi) per rank given by bounds.
+  void reduceScatterRanges(const void* send, void* recv, const std::vector<size_t>& bounds, DataType dt, RedKind op);
+  void allGatherRanges(void* buf, const std::vector<size_t>& bounds, DataType dt);
+
+  int groupDepth_ = 0;
+  std::vector<Xfer> pending_;  // p2p posted inside a group
+  std::vector<uint8_t> scratch_;
+};
+
+}  // namespace hetccl

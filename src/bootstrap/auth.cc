@@ -1,0 +1,149 @@
+#include "bootstrap/auth.h"
+
+#include <sys/random.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace hetccl {
+namespace {
+
+inline uint64_t rotl(uint64_t x, int b) { return (x << b) | (x >> (64 - b)); }
+
+inline void sipRound(uint64_t& v0, uint64_t& v1, uint64_t& v2, uint64_t& v3) {
+  v0 += v1; v1 = rotl(v1, 13); v1 ^= v0; v0 = rotl(v0, 32);
+  v2 += v3; v3 = rotl(v3, 16); v3 ^= v2;
+  v0 += v3; v3 = rotl(v3, 21); v3 ^= v0;
+  v2 += v1; v1 = rotl(v1, 17); v1 ^= v2; v2 = rotl(v2, 32);
+}
+
+uint64_t load64(const uint8_t* p) {
+  uint64_t v;
+  memcpy(&v, p, 8);
+  return v;  // little-endian hosts only (x86-64, aarch64 as configured)
+}
+
+struct ServerHello {
+  uint32_t magic, version, service, reserved;
+  uint8_t nonce[16];
+};
+struct ClientProof {
+  uint32_t magic, version;
+  PeerHello hello;
+  uint8_t nonce[16];
+  uint64_t mac;
+};
+struct ServerProof {
+  uint64_t mac;
+};
+
+struct MacInput {
+  char role;
+  uint8_t pad[7];
+  uint8_t nonceServer[16];
+  uint8_t nonceClient[16];
+  PeerHello hello;
+};
+
+uint64_t proof(const Secret& s, char role, const uint8_t* ns, const uint8_t* nc, const PeerHello& h) {
+  MacInput in{};
+  in.role = role;
+  memcpy(in.nonceServer, ns, 16);
+  memcpy(in.nonceClient, nc, 16);
+  in.hello = h;
+  return secretMac(s, &in, sizeof(in));
+}
+
+}  // namespace
+
+uint64_t sipHash24(const uint8_t key[16], const void* data, size_t len) {
+  uint64_t k0 = load64(key), k1 = load64(key + 8);
+  uint64_t v0 = 0x736f6d6570736575ull ^ k0, v1 = 0x646f72616e646f6dull ^ k1;
+  uint64_t v2 = 0x6c7967656e657261ull ^ k0, v3 = 0x7465646279746573ull ^ k1;
+  auto* p = static_cast<const uint8_t*>(data);
+  size_t full = len & ~size_t{7};
+  for (size_t i = 0; i < full; i += 8) {
+    uint64_t m = load64(p + i);
+    v3 ^= m;
+    sipRound(v0, v1, v2, v3);
+    sipRound(v0, v1, v2, v3);
+    v0 ^= m;
+  }
+  uint64_t b = static_cast<uint64_t>(len) << 56;
+  for (size_t i = 0; i < (len & 7); ++i) b |= static_cast<uint64_t>(p[full + i]) << (8 * i);
+  v3 ^= b;
+  sipRound(v0, v1, v2, v3);
+  sipRound(v0, v1, v2, v3);
+  v0 ^= b;
+  v2 ^= 0xff;
+  for (int i = 0; i < 4; ++i) sipRound(v0, v1, v2, v3);
+  return v0 ^ v1 ^ v2 ^ v3;
+}
+
+uint64_t secretMac(const Secret& secret, const void* data, size_t len) {
+  uint64_t a = sipHash24(secret.data(), data, len);
+  return sipHash24(secret.data() + 16, &a, sizeof(a)) ^ a;
+}
+
+void randomBytes(void* out, size_t n) {
+  auto* p = static_cast<uint8_t*>(out);
+  while (n > 0) {
+    ssize_t r = getrandom(p, n, 0);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      throwSystemError("getrandom", errno);
+    }
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+}
+
+void clientHandshake(const Socket& s, const Secret& secret, const PeerHello& me, const Deadline& dl,
+                     const std::string& what) {
+  ServerHello sh{};
+  s.recvAll(&sh, sizeof(sh), dl, what + " (handshake)");
+  if (sh.magic != kProtocolMagic)
+    throwError(hetcclRemoteError, what + ": not a hetccl endpoint (bad magic in handshake)");
+  if (sh.version != kProtocolVersion)
+    throwError(hetcclRemoteError, what + ": protocol version " + std::to_string(sh.version) + " where " +
+                                      std::to_string(kProtocolVersion) + " is spoken");
+  if (sh.service != me.service)
+    throwError(hetcclRemoteError, what + ": endpoint serves another kind of connection");
+  ClientProof cp{};
+  cp.magic = kProtocolMagic;
+  cp.version = kProtocolVersion;
+  cp.hello = me;
+  randomBytes(cp.nonce, sizeof(cp.nonce));
+  cp.mac = proof(secret, 'C', sh.nonce, cp.nonce, me);
+  s.sendAll(&cp, sizeof(cp), dl, what + " (handshake)");
+  ServerProof sp{};
+  s.recvAll(&sp, sizeof(sp), dl, what + " (handshake: the peer refused this rank's proof of the job secret)");
+  if (sp.mac != proof(secret, 'S', sh.nonce, cp.nonce, me))
+    throwError(hetcclRemoteError, what + ": peer does not know the job secret (unique id of another job?)");
+}
+
+PeerHello serverHandshake(const Socket& s, const Secret& secret, uint64_t jobId, Service service,
+                          const Deadline& dl) {
+  ServerHello sh{};
+  sh.magic = kProtocolMagic;
+  sh.version = kProtocolVersion;
+  sh.service = static_cast<uint32_t>(service);
+  randomBytes(sh.nonce, sizeof(sh.nonce));
+  s.sendAll(&sh, sizeof(sh), dl, "handshake");
+  ClientProof cp{};
+  s.recvAll(&cp, sizeof(cp), dl, "handshake");
+  if (cp.magic != kProtocolMagic) throwError(hetcclRemoteError, "handshake: client is not hetccl (bad magic)");
+  if (cp.version != kProtocolVersion)
+    throwError(hetcclRemoteError, "handshake: client speaks protocol version " + std::to_string(cp.version));
+  if (cp.mac != proof(secret, 'C', sh.nonce, cp.nonce, cp.hello))
+    throwError(hetcclRemoteError, "handshake: client failed to prove the job secret");
+  if (cp.hello.jobId != jobId || cp.hello.service != static_cast<uint32_t>(service))
+    throwError(hetcclRemoteError, "handshake: client belongs to another communicator or service");
+  ServerProof sp{proof(secret, 'S', sh.nonce, cp.nonce, cp.hello)};
+  s.sendAll(&sp, sizeof(sp), dl, "handshake");
+  return cp.hello;
+}
+
+}  // namespace hetccl

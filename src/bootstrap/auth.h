@@ -1,0 +1,47 @@
+// Authenticated handshake of every hetccl connection (bootstrap root, ring,
+// transports). Both sides prove knowledge of the job secret with a keyed MAC
+// (SipHash-2-4) over fresh nonces, and the protocol version must match.
+// Anything else is refused with a clear error before any other byte is read.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "bootstrap/socket.h"
+
+namespace hetccl {
+
+constexpr uint32_t kProtocolMagic = 0x4c435448;  // "HTCL"
+constexpr uint32_t kProtocolVersion = 1;
+
+using Secret = std::array<uint8_t, 32>;
+
+uint64_t sipHash24(const uint8_t key[16], const void* data, size_t len);
+// MAC of data under a 32-byte secret (both key halves folded in).
+uint64_t secretMac(const Secret& secret, const void* data, size_t len);
+
+// Which service a connection is for; a client of one service talking to
+// another's port is refused.
+enum class Service : uint32_t { kRoot = 1, kRing = 2, kTransport = 3 };
+
+// What the connecting side announces about itself.
+struct PeerHello {
+  uint64_t jobId = 0;
+  int32_t rank = -1;
+  int32_t nranks = 0;
+  uint32_t service = 0;
+  uint32_t reserved = 0;
+};
+
+// Client: proves the secret, checks the server's proof. Throws on failure.
+void clientHandshake(const Socket& s, const Secret& secret, const PeerHello& me, const Deadline& dl,
+                     const std::string& what);
+// Server: returns the client's hello once it proved the secret for this job
+// and service; throws hetcclRemoteError otherwise (the caller drops it).
+PeerHello serverHandshake(const Socket& s, const Secret& secret, uint64_t jobId, Service service,
+                          const Deadline& dl);
+
+void randomBytes(void* out, size_t n);
+
+}  // namespace hetccl

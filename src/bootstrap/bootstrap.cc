@@ -1,0 +1,108 @@
+#include "bootstrap/bootstrap.h"
+
+#include <cstring>
+#include <exception>
+#include <thread>
+
+#include "bootstrap/root.h"
+#include "core/error.h"
+#include "core/log.h"
+
+namespace hetccl {
+namespace {
+// What the bootstrap adds in front of the caller's record: its ring address.
+struct RingRecord {
+  sockaddr_storage addr;
+  uint32_t len;
+  uint32_t reserved;
+};
+}  // namespace
+
+Deadline Bootstrap::deadline() const { return Deadline::in(timeoutS_, abort_); }
+
+Bootstrap::Bootstrap(const IdContents& id, int rank, int nranks, const std::vector<uint8_t>& record,
+                     double timeoutS, const std::atomic<bool>* abort)
+    : id_(id), rank_(rank), nranks_(nranks), timeoutS_(timeoutS), abort_(abort) {
+  Socket listener = Socket::listen(SockAddr::local());
+  RingRecord rr{};
+  SockAddr mine = listener.boundAddr();
+  rr.addr = mine.ss;
+  rr.len = mine.len;
+  std::vector<uint8_t> full(sizeof(rr) + record.size());
+  memcpy(full.data(), &rr, sizeof(rr));
+  memcpy(full.data() + sizeof(rr), record.data(), record.size());
+
+  auto table = rendezvous(id, rank, nranks, full, deadline());
+  std::vector<SockAddr> ring(nranks);
+  records_.resize(nranks);
+  for (int r = 0; r < nranks; ++r) {
+    memcpy(&rr, table[r].data(), sizeof(rr));
+    if (rr.len > sizeof(sockaddr_storage)) throwError(hetcclRemoteError, "bootstrap: bad ring address of rank " + std::to_string(r));
+    ring[r].ss = rr.addr;
+    ring[r].len = rr.len;
+    records_[r].assign(table[r].begin() + sizeof(rr), table[r].end());
+  }
+  if (nranks == 1) return;
+
+  int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
+  // Accept the previous rank on a helper thread while connecting to the
+  // next: every rank is client and server at once.
+  std::exception_ptr acceptError;
+  std::thread acceptor([&] {
+    try {
+      Deadline dl = deadline();
+      while (!prev_.valid()) {
+        if (dl.aborted())
+          throwError(hetcclRemoteError, "bootstrap: aborted while waiting for rank " + std::to_string(prev));
+        if (dl.passed())
+          throwError(hetcclRemoteError, "bootstrap: rank " + std::to_string(prev) + " did not connect to the ring in time");
+        Socket s = listener.accept(dl.sliceMs());
+        if (!s.valid()) continue;
+        try {
+          PeerHello h = serverHandshake(s, id.secret, id.jobId, Service::kRing, Deadline::in(10, abort_));
+          if (h.rank != prev) throw Error(hetcclRemoteError, "ring connection from rank " + std::to_string(h.rank));
+          prev_ = std::move(s);
+        } catch (const Error& e) {
+          LOG_WARN(kBootstrap, "bootstrap ring: dropped a connection: %s", e.what());
+        }
+      }
+    } catch (...) {
+      acceptError = std::current_exception();
+    }
+  });
+  try {
+    PeerHello me{id.jobId, rank, nranks, static_cast<uint32_t>(Service::kRing), 0};
+    std::string nextWhat = "bootstrap ring peer rank " + std::to_string(next);
+    next_ = Socket::connect(ring[next], deadline(), nextWhat);
+    clientHandshake(next_, id.secret, me, deadline(), nextWhat);
+  } catch (...) {
+    acceptor.join();
+    throw;
+  }
+  acceptor.join();
+  if (acceptError) std::rethrow_exception(acceptError);
+  LOG_INFO(kBootstrap, "rank %d of %d: bootstrap ring connected", rank, nranks);
+}
+
+void Bootstrap::allGather(void* data, size_t bytes) {
+  if (nranks_ == 1 || bytes == 0) return;
+  auto* base = static_cast<uint8_t*>(data);
+  // Step s: pass on the block that arrived in step s-1 (first: my own).
+  for (int s = 0; s < nranks_ - 1; ++s) {
+    int sendBlock = (rank_ - s + nranks_) % nranks_;
+    int recvBlock = (rank_ - s - 1 + nranks_) % nranks_;
+    Deadline dl = deadline();
+    // Small blocks fit in the socket buffers; send first, then receive.
+    next_.sendAll(base + static_cast<size_t>(sendBlock) * bytes, bytes, dl,
+                  "bootstrap allgather to rank " + std::to_string((rank_ + 1) % nranks_));
+    prev_.recvAll(base + static_cast<size_t>(recvBlock) * bytes, bytes, dl,
+                  "bootstrap allgather from rank " + std::to_string((rank_ + nranks_ - 1) % nranks_));
+  }
+}
+
+void Bootstrap::barrier() {
+  std::vector<uint8_t> b(nranks_);
+  allGather(b.data(), 1);
+}
+
+}  // namespace hetccl

@@ -1,0 +1,44 @@
+// Bootstrap network of one communicator: the rendezvous through the root,
+// then a ring of authenticated sockets for small control collectives
+// (allgather, barrier) used at init, split and by backends to share ids.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <vector>
+
+#include "bootstrap/socket.h"
+#include "bootstrap/unique_id.h"
+
+namespace hetccl {
+
+class Bootstrap {
+ public:
+  // Joins the rendezvous of `id` with this rank's record; returns when every
+  // rank's record is known and the ring is connected.
+  Bootstrap(const IdContents& id, int rank, int nranks, const std::vector<uint8_t>& record, double timeoutS,
+            const std::atomic<bool>* abort);
+
+  int rank() const { return rank_; }
+  int nranks() const { return nranks_; }
+  const IdContents& id() const { return id_; }
+  // Every rank's record, in rank order, as given to the constructor.
+  const std::vector<std::vector<uint8_t>>& records() const { return records_; }
+
+  // data holds nranks blocks of `bytes`; this rank's block is at rank*bytes.
+  void allGather(void* data, size_t bytes);
+  void barrier();
+
+ private:
+  Deadline deadline() const;
+
+  IdContents id_;
+  int rank_;
+  int nranks_;
+  double timeoutS_;
+  const std::atomic<bool>* abort_;
+  std::vector<std::vector<uint8_t>> records_;
+  Socket next_, prev_;
+};
+
+}  // namespace hetccl

@@ -1,0 +1,25 @@
+// Rank, size and rendezvous address from a launcher's environment.
+#pragma once
+
+#include <string>
+
+#include "bootstrap/unique_id.h"
+
+namespace hetccl {
+
+struct LaunchInfo {
+  std::string launcher;  // "torchrun", "openmpi", "slurm", "hetccl"
+  int rank = -1;
+  int nranks = 0;
+  int localRank = -1;
+  SockAddr root;         // where rank 0 runs the rendezvous root
+  uint64_t jobId = 0;
+  Secret secret{};
+  bool weakSecret = true;  // derived from public job facts, not HETCCL_JOB_SECRET
+};
+
+// Throws InvalidUsage naming the variables it looked for when no launcher
+// (or no rendezvous address) is found.
+LaunchInfo detectLauncher();
+
+}  // namespace hetccl

@@ -1,0 +1,28 @@
+// The 128-byte unique id: vendor-neutral, so NVIDIA and AMD ranks can share
+// the same bytes. Layout (little-endian): magic "HTCL", protocol version,
+// root address (family, port, 16 address bytes), job id, 32-byte secret.
+#pragma once
+
+#include <cstdint>
+
+#include "bootstrap/auth.h"
+#include "bootstrap/socket.h"
+#include "hetccl/hetccl.h"
+
+namespace hetccl {
+
+struct IdContents {
+  SockAddr root;
+  uint64_t jobId = 0;
+  Secret secret{};
+};
+
+hetcclUniqueId encodeUniqueId(const IdContents& c);
+// Throws hetcclInvalidArgument naming what is wrong (not a hetccl id, another
+// protocol version, bad address family).
+IdContents decodeUniqueId(const hetcclUniqueId& id);
+
+// A fresh job id and secret for `root`.
+IdContents newIdContents(const SockAddr& root);
+
+}  // namespace hetccl

@@ -1,0 +1,157 @@
+#include "core/comm.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "core/config.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "topology/peer.h"
+
+namespace hetccl {
+
+CommOptions readOptions(const hetcclConfig_t* cfg) {
+  CommOptions o;
+  o.timeoutS = static_cast<double>(config().getInt("HETCCL_TIMEOUT_S"));
+  if (!cfg) return o;
+  if (cfg->magic != HETCCL_CONFIG_MAGIC)
+    throwError(hetcclInvalidArgument, "config: bad magic (initialise it with HETCCL_CONFIG_INITIALIZER)");
+  // Fields are appended over versions: read only those inside the caller's size.
+  constexpr size_t v1Size = offsetof(hetcclConfig_t, transport) + sizeof(const char*);
+  if (cfg->size < offsetof(hetcclConfig_t, blocking) + sizeof(int))
+    throwError(hetcclInvalidArgument, "config: size " + std::to_string(cfg->size) + " is smaller than any version");
+  if (cfg->blocking != HETCCL_CONFIG_UNDEF_INT) o.blocking = cfg->blocking != 0;
+  if (cfg->size >= v1Size) {
+    if (cfg->timeoutSeconds != HETCCL_CONFIG_UNDEF_INT) {
+      if (cfg->timeoutSeconds <= 0) throwError(hetcclInvalidArgument, "config: timeoutSeconds must be positive");
+      o.timeoutS = cfg->timeoutSeconds;
+    }
+    if (cfg->groupName) o.groupName = cfg->groupName;
+    if (cfg->transport) o.transport = cfg->transport;
+  }
+  return o;
+}
+
+Comm::Comm(const IdContents& id, int nranks, int rank, const CommOptions& opts)
+    : opts_(opts), rank_(rank), nranks_(nranks) {
+  logSetRank(rank);
+  if (opts_.timeoutS <= 0) throwError(hetcclInvalidArgument, "HETCCL_TIMEOUT_S must be positive");
+  buffBytes_ = config().getBytes("HETCCL_BUFFSIZE");
+  if (buffBytes_ < 4096) throwError(hetcclInvalidArgument, "HETCCL_BUFFSIZE must be at least 4096");
+  smallBytes_ = config().getBytes("HETCCL_SMALL_BYTES");
+  device_ = createDeviceRuntime(opts_.deviceKind);
+
+  PeerInfo me;
+  me.rank = rank;
+  me.pid = getpid();
+  me.hostHash = localHostHash();
+  snprintf(me.hostname, sizeof(me.hostname), "%s", localHostName().c_str());
+  snprintf(me.deviceKind, sizeof(me.deviceKind), "%s", device_->kind());
+  std::string group = resolveGroupName(rank, device_->kind(), opts_.groupName.c_str());
+  snprintf(me.group, sizeof(me.group), "%s", group.c_str());
+
+  bootstrap_ = std::make_unique<Bootstrap>(id, rank, nranks, me.serialize(), opts_.timeoutS, &abort_);
+  std::vector<PeerInfo> peers;
+  for (int r = 0; r < nranks; ++r) peers.push_back(PeerInfo::deserialize(bootstrap_->records()[r], r));
+  topo_ = buildTopology(peers);
+
+  std::string want = opts_.transport.empty() ? config().getString("HETCCL_TRANSPORT") : opts_.transport;
+  if (want == "auto") transportName_ = topo_.singleHost ? "shm" : "tcp";
+  else transportName_ = want;
+  if (transportName_ == "shm" && !topo_.singleHost)
+    throwError(hetcclInvalidUsage, "transport shm needs every rank on one host; these ranks span several");
+  // Every rank must pick the same transport.
+  std::vector<char> names(static_cast<size_t>(nranks) * 16, 0);
+  snprintf(names.data() + rank * 16, 16, "%s", transportName_.c_str());
+  bootstrap_->allGather(names.data(), 16);
+  for (int r = 0; r < nranks; ++r)
+    if (strncmp(names.data() + r * 16, transportName_.c_str(), 16) != 0)
+      throwError(hetcclInvalidUsage, "rank " + std::to_string(r) + " chose transport '" +
+                                         std::string(names.data() + r * 16, strnlen(names.data() + r * 16, 16)) +
+                                         "' but rank " + std::to_string(rank) + " chose '" + transportName_ +
+                                         "' (HETCCL_TRANSPORT must agree)");
+  TransportContext tc;
+  tc.rank = rank;
+  tc.nranks = nranks;
+  for (int r = 0; r < nranks; ++r)
+    if (r != rank) tc.peers.push_back(r);
+  tc.bootstrap = bootstrap_.get();
+  tc.abort = &abort_;
+  tc.timeoutS = opts_.timeoutS;
+  tc.buffBytes = buffBytes_;
+  transport_ = createTransport(transportName_, tc);
+
+  BackendContext bc;
+  bc.ranks = topo_.groupOfRank(rank).ranks;
+  bc.groupRank = topo_.localIndex[rank];
+  bc.bootstrap = bootstrap_.get();
+  bc.transport = transport_.get();
+  bc.device = device_.get();
+  bc.callTag = &callTag_;
+  bc.smallBytes = smallBytes_;
+  backend_ = createBackend(defaultBackendFor(device_->kind()), bc);
+
+  LOG_INFO(kInit, "rank %d of %d: group %s (%d of %zu), %d groups, transport %s, backend %s", rank, nranks,
+           group.c_str(), myLocal(), topo_.groupOfRank(rank).ranks.size(), topo_.ngroups(), transportName_.c_str(),
+           backend_->name());
+  if (rank == 0) LOG_INFO(kTopo, "topology:\n%s", describeTopology(topo_).c_str());
+}
+
+Comm::~Comm() = default;
+
+ReduceOp Comm::resolveOp(hetcclRedOp_t op, DataType dt) const {
+  ReduceOp r;
+  r.userOp = op;
+  if (op >= hetcclSum && op <= hetcclMin) {
+    r.kind = static_cast<RedKind>(op);
+    return r;
+  }
+  if (op == hetcclAvg) {
+    if (dataTypeIsFloat(dt)) {
+      r.preMul = true;
+      r.scalar = 1.0 / nranks_;
+    } else {
+      r.postDiv = true;
+      r.divisor = nranks_;
+    }
+    return r;
+  }
+  size_t idx = static_cast<size_t>(op) - hetcclNumOps;
+  if (op < hetcclNumOps || idx >= premul_.size() || !premul_[idx].live)
+    throwError(hetcclInvalidArgument, "op " + std::to_string(static_cast<int>(op)) +
+                                          " is neither built in (sum, prod, max, min, avg) nor a live "
+                                          "PreMulSum op of this communicator");
+  if (premul_[idx].dt != dt)
+    throwError(hetcclInvalidArgument, std::string("PreMulSum op was created for ") + dataTypeName(premul_[idx].dt) +
+                                          ", used with " + dataTypeName(dt));
+  r.preMul = true;
+  r.scalar = premul_[idx].scalar;
+  return r;
+}
+
+hetcclRedOp_t Comm::createPreMulSum(double scalar, DataType dt) {
+  for (size_t i = 0; i < premul_.size(); ++i) {
+    if (!premul_[i].live) {
+      premul_[i] = PreMul{true, scalar, dt};
+      return static_cast<hetcclRedOp_t>(hetcclNumOps + i);
+    }
+  }
+  premul_.push_back(PreMul{true, scalar, dt});
+  return static_cast<hetcclRedOp_t>(hetcclNumOps + premul_.size() - 1);
+}
+
+void Comm::destroyOp(hetcclRedOp_t op) {
+  size_t idx = static_cast<size_t>(op) - hetcclNumOps;
+  if (op < hetcclNumOps || idx >= premul_.size() || !premul_[idx].live)
+    throwError(hetcclInvalidArgument, "op " + std::to_string(static_cast<int>(op)) + " is not a live PreMulSum op");
+  premul_[idx].live = false;
+}
+
+uint8_t* Comm::scratch(size_t bytes) {
+  if (scratch_.size() < bytes) scratch_.resize(bytes);
+  return scratch_.data();
+}
+
+}  // namespace hetccl

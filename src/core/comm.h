@@ -1,0 +1,110 @@
+// The communicator: one per rank and hetcclCommInit*. It owns the bootstrap,
+// the topology, this rank's device runtime and group backend, and the border
+// transport, plus the state that the API layer reports (errors, sequence
+// numbers, PreMulSum ops).
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "bootstrap/bootstrap.h"
+#include "core/datatype.h"
+#include "device/device.h"
+#include "topology/groups.h"
+#include "transport/transport.h"
+
+namespace hetccl {
+
+struct CommOptions {
+  bool blocking = true;
+  double timeoutS = 300;
+  std::string groupName;  // empty: resolve from the environment
+  std::string transport;  // empty: HETCCL_TRANSPORT
+  std::string deviceKind = "host";
+};
+
+// Reads hetcclConfig_t by its size and version; null is all defaults.
+// Throws InvalidArgument on a bad magic or an unsupported size.
+CommOptions readOptions(const hetcclConfig_t* config);
+
+class Comm {
+ public:
+  // Collective over all nranks ranks of id.
+  Comm(const IdContents& id, int nranks, int rank, const CommOptions& opts);
+  ~Comm();
+
+  int rank() const { return rank_; }
+  int nranks() const { return nranks_; }
+  const Topology& topo() const { return topo_; }
+  int myGroup() const { return topo_.groupOf[rank_]; }
+  int myLocal() const { return topo_.localIndex[rank_]; }
+  const CommOptions& options() const { return opts_; }
+  Bootstrap& bootstrap() { return *bootstrap_; }
+  Transport& transport() { return *transport_; }
+  Backend& backend() { return *backend_; }
+  DeviceRuntime& device() { return *device_; }
+  const std::string& transportName() const { return transportName_; }
+  size_t buffBytes() const { return buffBytes_; }
+  size_t smallBytes() const { return smallBytes_; }
+  std::atomic<bool>& abortFlag() { return abort_; }
+
+  // The call in progress: its tag goes on every message of the call.
+  MsgTag& callTag() { return callTag_; }
+  uint64_t nextSeq() { return ++seq_; }
+  uint64_t nextSendSeq(int peer) { return ++sendSeq_[peer]; }
+  uint64_t nextRecvSeq(int peer) { return ++recvSeq_[peer]; }
+
+  // Resolves a user op to what runs; throws InvalidArgument on an op that is
+  // neither built in nor a live PreMulSum of this communicator.
+  ReduceOp resolveOp(hetcclRedOp_t op, DataType dt) const;
+  hetcclRedOp_t createPreMulSum(double scalar, DataType dt);
+  void destroyOp(hetcclRedOp_t op);
+
+  // The first error of a failed call sticks: later calls report it.
+  void setAsyncError(hetcclResult_t r) {
+    hetcclResult_t expect = hetcclSuccess;
+    asyncError_.compare_exchange_strong(expect, r);
+  }
+  hetcclResult_t asyncError() const { return asyncError_.load(); }
+
+  // Scratch memory for border staging, bounded by HETCCL_BUFFSIZE per use.
+  uint8_t* scratch(size_t bytes);
+
+  // API calls in flight on this communicator (Abort waits for them to leave).
+  std::atomic<int> activeCalls{0};
+
+ private:
+  CommOptions opts_;
+  int rank_, nranks_;
+  std::atomic<bool> abort_{false};
+  std::atomic<hetcclResult_t> asyncError_{hetcclSuccess};
+  std::unique_ptr<Bootstrap> bootstrap_;
+  Topology topo_;
+  std::unique_ptr<DeviceRuntime> device_;
+  std::unique_ptr<Transport> transport_;
+  std::unique_ptr<Backend> backend_;
+  std::string transportName_;
+  size_t buffBytes_ = 0, smallBytes_ = 0;
+  MsgTag callTag_;
+  uint64_t seq_ = 0;
+  std::map<int, uint64_t> sendSeq_, recvSeq_;
+  struct PreMul {
+    bool live;
+    double scalar;
+    DataType dt;
+  };
+  std::vector<PreMul> premul_;
+  std::vector<uint8_t> scratch_;
+};
+
+}  // namespace hetccl
+
+// The C handle is the Comm.
+struct hetcclComm : hetccl::Comm {
+  using hetccl::Comm::Comm;
+};

@@ -1,0 +1,103 @@
+#include "core/config.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace hetccl {
+namespace {
+
+const std::vector<VarSpec> kVars = {
+    {"HETCCL_DEBUG", VarType::kString, "", "NCCL_DEBUG", "log level: WARN, INFO or TRACE (unset: silent)"},
+    {"HETCCL_DEBUG_SUBSYS", VarType::kString, "ALL", nullptr,
+     "subsystems to log: comma list of INIT,BOOTSTRAP,TOPO,TRANSPORT,BACKEND,COLL,DEVICE; ^ negates"},
+    {"HETCCL_TIMEOUT_S", VarType::kInt, "300", nullptr,
+     "seconds a wait may go without progress before it fails with a remote error naming the peer"},
+    {"HETCCL_TRANSPORT", VarType::kString, "auto", nullptr,
+     "border and host-group transport: auto (shm when all ranks share a host, else tcp), shm, tcp"},
+    {"HETCCL_GROUP", VarType::kString, "", nullptr,
+     "this rank's group name (default: its device kind: host, cuda, hip)"},
+    {"HETCCL_GROUP_MAP", VarType::kString, "", nullptr,
+     "group names by global rank, e.g. 0-1:a,2-3:b; for launchers that give every rank one environment"},
+    {"HETCCL_COMM_ID", VarType::kString, "", nullptr,
+     "host:port of the rendezvous root for hetcclCommInitFromEnv (default MASTER_ADDR:MASTER_PORT+1)"},
+    {"HETCCL_JOB_SECRET", VarType::kString, "", nullptr,
+     "job secret for hetcclCommInitFromEnv; unset: derived from the launcher's job id (weak)"},
+    {"HETCCL_SOCKET_IFNAME", VarType::kString, "", "NCCL_SOCKET_IFNAME",
+     "network interface (prefix) whose address the TCP listeners use; default: the host name's address"},
+    {"HETCCL_BUFFSIZE", VarType::kBytes, "4M", nullptr,
+     "staging memory per communicator per peer connection (TCP receive staging, shm ring size)"},
+    {"HETCCL_SHM_SLOT_BYTES", VarType::kBytes, "256K", nullptr, "shm ring slot size; HETCCL_BUFFSIZE/slot = slots"},
+    {"HETCCL_SPIN_US", VarType::kInt, "30", nullptr,
+     "microseconds a waiting rank spins before it sleeps on a futex or poll"},
+    {"HETCCL_SMALL_BYTES", VarType::kBytes, "64K", nullptr,
+     "AllReduce below this size: group AllReduce plus one direct border exchange (latency plan)"},
+    {"HETCCL_SOCKET_BUFFER", VarType::kBytes, "4M", nullptr, "SO_SNDBUF/SO_RCVBUF of TCP transport sockets"},
+};
+
+const char* rawEnv(const VarSpec& v) {
+  const char* val = getenv(v.name);
+  if ((!val || !*val) && v.fallback) val = getenv(v.fallback);
+  return (val && *val) ? val : nullptr;
+}
+
+}  // namespace
+
+const Config& config() {
+  static Config c;
+  return c;
+}
+
+const std::vector<VarSpec>& Config::vars() const { return kVars; }
+
+const VarSpec& Config::spec(const char* name) const {
+  for (const auto& v : kVars)
+    if (strcmp(v.name, name) == 0) return v;
+  throwError(hetcclInternalError, std::string("setting not in the registry: ") + name);
+}
+
+std::string Config::getString(const char* name) const {
+  const VarSpec& v = spec(name);
+  const char* val = rawEnv(v);
+  return val ? val : v.defaultValue;
+}
+
+bool Config::isSet(const char* name) const { return rawEnv(spec(name)) != nullptr; }
+
+int64_t Config::getInt(const char* name) const { return parseInt(getString(name), name); }
+
+uint64_t Config::getBytes(const char* name) const { return parseBytes(getString(name), name); }
+
+bool Config::getBool(const char* name) const {
+  std::string s = getString(name);
+  return !(s.empty() || s == "0" || strcasecmp(s.c_str(), "false") == 0 || strcasecmp(s.c_str(), "no") == 0);
+}
+
+int64_t parseInt(const std::string& text, const char* what) {
+  errno = 0;
+  char* end = nullptr;
+  long long v = strtoll(text.c_str(), &end, 10);
+  if (text.empty() || errno != 0 || *end != '\0')
+    throwError(hetcclInvalidArgument, std::string(what) + ": not an integer: '" + text + "'");
+  return v;
+}
+
+uint64_t parseBytes(const std::string& text, const char* what) {
+  errno = 0;
+  char* end = nullptr;
+  unsigned long long v = strtoull(text.c_str(), &end, 10);
+  if (text.empty() || errno != 0 || text[0] == '-')
+    throwError(hetcclInvalidArgument, std::string(what) + ": not a size: '" + text + "'");
+  uint64_t mult = 1;
+  if (*end == 'K' || *end == 'k') mult = 1ull << 10, ++end;
+  else if (*end == 'M' || *end == 'm') mult = 1ull << 20, ++end;
+  else if (*end == 'G' || *end == 'g') mult = 1ull << 30, ++end;
+  if (*end == 'B' || *end == 'b') ++end;
+  if (*end != '\0' || (v != 0 && mult > UINT64_MAX / v))
+    throwError(hetcclInvalidArgument, std::string(what) + ": not a size: '" + text + "'");
+  return v * mult;
+}
+
+}  // namespace hetccl

@@ -1,0 +1,90 @@
+#include "topology/border.h"
+
+#include <algorithm>
+#include <set>
+
+namespace hetccl {
+
+ShardLayout shardLayout(size_t count, int k, bool latency) {
+  ShardLayout l;
+  l.count = count;
+  l.k = k;
+  l.shard = (latency || count < static_cast<size_t>(k)) ? 0 : count / static_cast<size_t>(k);
+  return l;
+}
+
+namespace {
+
+// The members of group h holding its partial of the piece starting at `at`.
+std::vector<int> holders(const Group& grp, const ShardLayout& l, size_t at) {
+  if (at < l.mainEnd()) return {grp.ranks[at / l.shard]};
+  return grp.ranks;
+}
+
+}  // namespace
+
+BorderAssignment assignBorder(const Topology& topo, const std::vector<ShardLayout>& layouts, int rank) {
+  BorderAssignment out;
+  const int g = topo.groupOf[rank], i = topo.localIndex[rank], G = topo.ngroups();
+  const size_t n = layouts[g].count;
+  if (n == 0 || G < 2) return out;
+
+  std::set<size_t> cuts{0, n};
+  for (int h = 0; h < G; ++h) {
+    const ShardLayout& l = layouts[h];
+    for (int j = 1; l.shard > 0 && j <= l.k; ++j) cuts.insert(l.shard * static_cast<size_t>(j));
+  }
+  const ShardLayout& mine = layouts[g];
+  std::vector<std::pair<size_t, size_t>> owned;
+  if (mine.shard > 0) owned.emplace_back(mine.shard * i, mine.shard * (i + 1));
+  if (mine.mainEnd() < n) owned.emplace_back(mine.mainEnd(), n);
+
+  for (auto [lo, hi] : owned) {
+    for (auto it = cuts.upper_bound(lo); lo < hi; ++it) {
+      size_t b = std::min(*it, hi);
+      std::vector<std::vector<int>> own(G);
+      bool allSingle = true;
+      for (int h = 0; h < G; ++h) {
+        own[h] = holders(topo.groups[h], layouts[h], lo);
+        allSingle = allSingle && own[h].size() == 1;
+      }
+      if (allSingle) {
+        SplitPiece p;
+        p.offset = lo;
+        p.count = b - lo;
+        for (int h = 0; h < G; ++h) p.owners.push_back(own[h][0]);
+        out.split.push_back(std::move(p));
+      } else {
+        SharedPiece p;
+        p.offset = lo;
+        p.count = b - lo;
+        size_t myIdx = std::find(own[g].begin(), own[g].end(), rank) - own[g].begin();
+        p.recvFrom.assign(G, -1);
+        for (int h = 0; h < G; ++h) {
+          if (h == g) continue;
+          p.recvFrom[h] = own[h][myIdx % own[h].size()];
+          for (size_t jq = 0; jq < own[h].size(); ++jq)
+            if (own[g][jq % own[g].size()] == rank) p.sendTo.push_back(own[h][jq]);
+        }
+        out.shared.push_back(std::move(p));
+      }
+      lo = b;
+    }
+  }
+  return out;
+}
+
+int borderPeerCount(const BorderAssignment& a, int rank) {
+  std::set<int> peers;
+  for (const auto& p : a.split)
+    for (int o : p.owners)
+      if (o != rank) peers.insert(o);
+  for (const auto& p : a.shared) {
+    for (int r : p.recvFrom)
+      if (r >= 0) peers.insert(r);
+    peers.insert(p.sendTo.begin(), p.sendTo.end());
+  }
+  return static_cast<int>(peers.size());
+}
+
+}  // namespace hetccl

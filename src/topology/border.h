@@ -1,0 +1,61 @@
+// Border assignment for reductions across groups.
+//
+// After the group step each group holds its partial of [0, count) laid out
+// by a ShardLayout: equal shards [i*shard, (i+1)*shard) owned by member i,
+// and a tail [k*shard, count) that every member holds (shard = 0 puts the
+// whole vector in the tail: the latency plan for small messages).
+//
+// The border cuts [0, count) at the union of every group's boundaries.
+// A piece whose owner is a single rank in every group is a SplitPiece: its
+// G owners reduce-scatter it among themselves (part j is folded by group j's
+// owner) and then allgather the parts; every group's partial crosses each
+// border once. Any other piece is a SharedPiece: each holder receives every
+// other group's partial from one holder of that group and folds all G
+// partials in group order itself.
+//
+// Both sides of every transfer compute the same pieces from the same
+// topology, and lists are sorted by offset, so transfers match in order.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "topology/groups.h"
+
+namespace hetccl {
+
+struct ShardLayout {
+  size_t count = 0;
+  int k = 1;
+  size_t shard = 0;
+  size_t mainEnd() const { return shard * static_cast<size_t>(k); }
+};
+
+// shard = count / k, or 0 when `latency` (small messages) or count < k.
+ShardLayout shardLayout(size_t count, int k, bool latency);
+
+struct SplitPiece {
+  size_t offset = 0, count = 0;
+  std::vector<int> owners;  // by group index: the global rank holding that group's partial
+  // Part j of the piece, [partLo(j), partLo(j+1)), is folded by owners[j].
+  size_t partLo(int j) const { return offset + count * static_cast<size_t>(j) / owners.size(); }
+};
+
+struct SharedPiece {
+  size_t offset = 0, count = 0;
+  std::vector<int> recvFrom;  // by group index: the rank this rank receives from; -1 for its own group
+  std::vector<int> sendTo;    // ranks of other groups that receive this rank's partial
+};
+
+struct BorderAssignment {
+  std::vector<SplitPiece> split;
+  std::vector<SharedPiece> shared;
+};
+
+// The pieces that `rank` takes part in (sorted by offset).
+BorderAssignment assignBorder(const Topology& topo, const std::vector<ShardLayout>& layouts, int rank);
+
+// Ranks of other groups that `rank` exchanges data with (for hetcclCommGetInfo).
+int borderPeerCount(const BorderAssignment& a, int rank);
+
+}  // namespace hetccl

@@ -1,0 +1,55 @@
+// Shared bookkeeping of transport progress loops: abort checks, the no-progress
+// timeout, and the errors that name the peer and what was awaited.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <string>
+
+#include "core/error.h"
+#include "transport/transport.h"
+
+namespace hetccl {
+
+class ProgressWatch {
+ public:
+  ProgressWatch(const std::atomic<bool>* abort, double timeoutS, const char* transport)
+      : abort_(abort), timeout_(timeoutS), transport_(transport), last_(std::chrono::steady_clock::now()) {}
+
+  void madeProgress() { last_ = std::chrono::steady_clock::now(); }
+
+  // Throws if aborted, or if nothing moved for the timeout; `pending` names
+  // one transfer still waiting (peer, direction, tag).
+  void check(const Xfer& pending) const {
+    if (abort_ && abort_->load(std::memory_order_relaxed))
+      throwError(hetcclRemoteError, std::string(transport_) + ": communicator aborted during " + pending.tag.describe());
+    double idle = std::chrono::duration<double>(std::chrono::steady_clock::now() - last_).count();
+    if (idle >= timeout_)
+      throwError(hetcclRemoteError,
+                 std::string(transport_) + ": timed out after " + std::to_string(static_cast<int>(timeout_)) +
+                     " s without progress in " + pending.tag.describe() + ": " +
+                     (pending.kind == Xfer::Kind::kSend ? "sending to" : "receiving from") + " rank " +
+                     std::to_string(pending.peer) + " (" + std::to_string(pending.done) + " of " +
+                     std::to_string(pending.bytes) + " bytes moved; is that rank alive and in the same call?)");
+  }
+
+ private:
+  const std::atomic<bool>* abort_;
+  double timeout_;
+  const char* transport_;
+  std::chrono::steady_clock::time_point last_;
+};
+
+// The error for a received header that does not match the local call.
+[[noreturn]] inline void throwMismatch(const char* transport, int myRank, const Xfer& x, const MsgTag& got) {
+  if (got.sameCall(x.tag))
+    throwError(hetcclInvalidUsage, std::string(transport) + ": rank " + std::to_string(myRank) + " expected " +
+                                       std::to_string(x.tag.bytes) + " bytes from rank " + std::to_string(x.peer) +
+                                       " in " + x.tag.describe() + " but it sent " + std::to_string(got.bytes) +
+                                       " (ranks disagree on counts or group layout)");
+  throwError(hetcclInvalidUsage, std::string(transport) + ": collective mismatch: rank " + std::to_string(myRank) +
+                                     " is in " + x.tag.describe() + " but rank " + std::to_string(x.peer) +
+                                     " is in " + got.describe());
+}
+
+}  // namespace hetccl

@@ -1,0 +1,286 @@
+#include "transport/shm/shm_transport.h"
+
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <map>
+
+#include "algorithm/host_reduce.h"
+#include "bootstrap/auth.h"
+#include "bootstrap/bootstrap.h"
+#include "core/config.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "transport/progress.h"
+
+namespace hetccl {
+
+struct alignas(64) ShmInbox {
+  uint64_t magic;
+  uint64_t jobId;
+  alignas(64) std::atomic<uint32_t> doorbell;
+  std::atomic<uint32_t> sleeping;
+  // rings follow at offset kInboxHeader
+};
+
+struct SlotHeader {
+  MsgTag tag;
+  uint64_t offset;  // of this piece within the message
+  uint64_t len;
+  uint8_t pad[16];
+};
+static_assert(sizeof(SlotHeader) == 64, "slot header");
+
+struct alignas(64) ShmRing {
+  alignas(64) std::atomic<uint64_t> head;  // slots published by the sender
+  alignas(64) std::atomic<uint64_t> tail;  // slots consumed by the receiver
+  // slots follow at offset kRingHeader: [SlotHeader][slotBytes data] each
+};
+
+namespace {
+
+constexpr uint64_t kMagic = 0x48544c4353484d31ull;  // "HTLCSHM1"
+constexpr size_t kInboxHeader = 256;
+constexpr size_t kRingHeader = 128;
+static_assert(sizeof(ShmInbox) <= kInboxHeader && sizeof(ShmRing) <= kRingHeader, "layout");
+
+std::string segName(uint64_t jobId, int rank) {
+  char buf[64];
+  snprintf(buf, sizeof(buf), "/hetccl-%016llx-%d", static_cast<unsigned long long>(jobId), rank);
+  return buf;
+}
+
+int futexWait(std::atomic<uint32_t>* addr, uint32_t expect, int ms) {
+  timespec ts{ms / 1000, (ms % 1000) * 1000000L};
+  return static_cast<int>(syscall(SYS_futex, reinterpret_cast<uint32_t*>(addr), FUTEX_WAIT, expect, &ts, nullptr, 0));
+}
+void futexWake(std::atomic<uint32_t>* addr) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(addr), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
+}
+
+// Index of `sender`'s ring inside `receiver`'s inbox.
+inline size_t ringIndex(int sender, int receiver) { return sender < receiver ? sender : sender - 1; }
+
+bool processAlive(int pid) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+  FILE* f = fopen(path, "r");
+  if (!f) return false;
+  char buf[256] = {0};
+  size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+  fclose(f);
+  const char* close = strrchr(buf, ')');  // "pid (comm) S ..."
+  if (n == 0 || !close || close[1] == 0) return true;
+  return close[2] != 'Z' && close[2] != 'X';
+}
+
+}  // namespace
+
+ShmTransport::ShmTransport(const TransportContext& ctx) : ctx_(ctx) {
+  slotBytes_ = std::max<size_t>(config().getBytes("HETCCL_SHM_SLOT_BYTES"), 4096);
+  slots_ = static_cast<uint32_t>(std::clamp<size_t>(ctx.buffBytes / slotBytes_, 2, 1024));
+  ringBytes_ = kRingHeader + static_cast<size_t>(slots_) * (sizeof(SlotHeader) + slotBytes_);
+  segBytes_ = kInboxHeader + static_cast<size_t>(std::max(ctx.nranks - 1, 1)) * ringBytes_;
+  spinUs_ = static_cast<int>(config().getInt("HETCCL_SPIN_US"));
+  inbox_.assign(ctx.nranks, nullptr);
+
+  pids_.assign(ctx.nranks, 0);
+  pids_[ctx.rank] = getpid();
+  ctx.bootstrap->allGather(pids_.data(), sizeof(int));
+
+  // Segment names: the job id plus a nonce of rank 0's, so two runs of one
+  // job configuration never meet.
+  std::vector<uint64_t> nonce(ctx.nranks, 0);
+  randomBytes(&nonce[ctx.rank], sizeof(uint64_t));
+  ctx.bootstrap->allGather(nonce.data(), sizeof(uint64_t));
+  uint64_t jobId = ctx.bootstrap->id().jobId ^ nonce[0];
+  std::string mine = segName(jobId, ctx.rank);
+  int fd = shm_open(mine.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  if (fd < 0) throwSystemError("shm_open " + mine, errno);
+  if (ftruncate(fd, static_cast<off_t>(segBytes_)) != 0) {
+    int e = errno;
+    close(fd);
+    shm_unlink(mine.c_str());
+    throwSystemError("ftruncate " + mine + " to " + std::to_string(segBytes_) + " bytes (is /dev/shm full?)", e);
+  }
+  void* p = mmap(nullptr, segBytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (p == MAP_FAILED) {
+    shm_unlink(mine.c_str());
+    throwSystemError("mmap " + mine, errno);
+  }
+  inbox_[ctx.rank] = new (p) ShmInbox{};
+  inbox_[ctx.rank]->magic = kMagic;
+  inbox_[ctx.rank]->jobId = jobId;
+  for (int i = 0; i < ctx.nranks - 1; ++i)
+    new (static_cast<uint8_t*>(p) + kInboxHeader + static_cast<size_t>(i) * ringBytes_) ShmRing{};
+
+  // Everyone's segment exists after this barrier; map the peers', then unlink
+  // mine once every peer has it mapped, so nothing is left behind on a crash.
+  try {
+    ctx.bootstrap->barrier();
+    for (int peer : ctx.peers) {
+      std::string name = segName(jobId, peer);
+      int pfd = shm_open(name.c_str(), O_RDWR, 0600);
+      if (pfd < 0) throwSystemError("shm_open " + name + " (rank " + std::to_string(peer) + " on another host?)", errno);
+      void* q = mmap(nullptr, segBytes_, PROT_READ | PROT_WRITE, MAP_SHARED, pfd, 0);
+      close(pfd);
+      if (q == MAP_FAILED) throwSystemError("mmap " + name, errno);
+      inbox_[peer] = static_cast<ShmInbox*>(q);
+      if (inbox_[peer]->magic != kMagic || inbox_[peer]->jobId != jobId)
+        throwError(hetcclRemoteError, "shm: segment of rank " + std::to_string(peer) + " is not this job's");
+    }
+    ctx.bootstrap->barrier();
+  } catch (...) {
+    shm_unlink(mine.c_str());
+    throw;
+  }
+  shm_unlink(mine.c_str());
+  LOG_INFO(kTransport, "shm: rank %d mapped %zu peers, %u slots of %zu bytes per ring", ctx.rank, ctx.peers.size(),
+           slots_, slotBytes_);
+}
+
+ShmTransport::~ShmTransport() {
+  for (ShmInbox* p : inbox_)
+    if (p) munmap(p, segBytes_);
+}
+
+ShmRing* ShmTransport::ringTo(int peer) {
+  return reinterpret_cast<ShmRing*>(reinterpret_cast<uint8_t*>(inbox_[peer]) + kInboxHeader +
+                                    ringIndex(ctx_.rank, peer) * ringBytes_);
+}
+
+ShmRing* ShmTransport::ringFrom(int peer) {
+  return reinterpret_cast<ShmRing*>(reinterpret_cast<uint8_t*>(inbox_[ctx_.rank]) + kInboxHeader +
+                                    ringIndex(peer, ctx_.rank) * ringBytes_);
+}
+
+void ShmTransport::ring(int rank) {
+  ShmInbox* in = inbox_[rank];
+  in->doorbell.fetch_add(1, std::memory_order_seq_cst);
+  if (in->sleeping.load(std::memory_order_seq_cst)) futexWake(&in->doorbell);
+}
+
+void ShmTransport::checkPeersAlive(const Xfer& waitingFor) const {
+  if (!processAlive(pids_[waitingFor.peer]))
+    throwError(hetcclRemoteError, "shm: rank " + std::to_string(waitingFor.peer) + " (pid " +
+                                      std::to_string(pids_[waitingFor.peer]) + ") died during " +
+                                      waitingFor.tag.describe());
+}
+
+void ShmTransport::run(std::span<Xfer> xfers) {
+  struct Lanes {
+    std::deque<Xfer*> send, recv;
+  };
+  std::map<int, Lanes> work;
+  for (Xfer& x : xfers) {
+    if (x.peer < 0 || x.peer >= ctx_.nranks || !inbox_[x.peer] || x.peer == ctx_.rank)
+      throwError(hetcclInternalError, "shm: no ring to rank " + std::to_string(x.peer));
+    x.done = 0;
+    (x.kind == Xfer::Kind::kSend ? work[x.peer].send : work[x.peer].recv).push_back(&x);
+  }
+  const size_t stride = sizeof(SlotHeader) + slotBytes_;
+  ShmInbox* me = inbox_[ctx_.rank];
+  ProgressWatch watch(ctx_.abort, ctx_.timeoutS, "shm");
+  auto spinStart = std::chrono::steady_clock::now();
+  for (;;) {
+    uint32_t bell = me->doorbell.load(std::memory_order_acquire);
+    bool progress = false;
+    const Xfer* waiting = nullptr;
+    for (auto& [peer, lanes] : work) {
+      if (!lanes.send.empty()) {
+        ShmRing* r = ringTo(peer);
+        uint64_t head = r->head.load(std::memory_order_relaxed);
+        uint64_t tail = r->tail.load(std::memory_order_acquire);
+        bool pushed = false;
+        while (!lanes.send.empty() && head - tail < slots_) {
+          Xfer* x = lanes.send.front();
+          uint8_t* slot = reinterpret_cast<uint8_t*>(r) + kRingHeader + (head % slots_) * stride;
+          auto* sh = reinterpret_cast<SlotHeader*>(slot);
+          size_t len = std::min(slotBytes_, x->bytes - x->done);
+          sh->tag = x->tag;
+          sh->offset = x->done;
+          sh->len = len;
+          memcpy(slot + sizeof(SlotHeader), static_cast<const uint8_t*>(x->src) + x->done, len);
+          x->done += len;
+          ++head;
+          pushed = true;
+          if (x->done == x->bytes) lanes.send.pop_front();
+        }
+        if (pushed) {
+          r->head.store(head, std::memory_order_release);
+          ring(peer);
+          progress = true;
+        }
+        if (!lanes.send.empty()) waiting = lanes.send.front();
+      }
+      if (!lanes.recv.empty()) {
+        ShmRing* r = ringFrom(peer);
+        uint64_t tail = r->tail.load(std::memory_order_relaxed);
+        uint64_t head = r->head.load(std::memory_order_acquire);
+        bool popped = false;
+        while (!lanes.recv.empty() && tail < head) {
+          Xfer* x = lanes.recv.front();
+          uint8_t* slot = reinterpret_cast<uint8_t*>(r) + kRingHeader + (tail % slots_) * stride;
+          const auto* sh = reinterpret_cast<const SlotHeader*>(slot);
+          MsgTag got = sh->tag;
+          uint64_t off = sh->offset, len = sh->len;
+          if (!got.sameCall(x->tag) || got.bytes != x->bytes) throwMismatch("shm", ctx_.rank, *x, got);
+          if (off != x->done || len > slotBytes_ || len > x->bytes - x->done)
+            throwError(hetcclRemoteError, "shm: corrupt slot from rank " + std::to_string(peer) + " in " +
+                                              x->tag.describe());
+          const uint8_t* data = slot + sizeof(SlotHeader);
+          uint8_t* dst = static_cast<uint8_t*>(x->dst) + x->done;
+          if (x->kind == Xfer::Kind::kRecv) {
+            memcpy(dst, data, len);
+          } else {
+            size_t es = dataTypeSize(x->dtype);
+            if (len % es != 0) throwError(hetcclRemoteError, "shm: slot splits an element");
+            reduceArrays(dst, dst, data, len / es, x->dtype, x->redKind);
+          }
+          x->done += len;
+          ++tail;
+          popped = true;
+          if (x->done == x->bytes) lanes.recv.pop_front();
+        }
+        if (popped) {
+          r->tail.store(tail, std::memory_order_release);
+          ring(peer);
+          progress = true;
+        }
+        if (!lanes.recv.empty()) waiting = lanes.recv.front();
+      }
+    }
+    if (!waiting) return;
+    if (progress) {
+      watch.madeProgress();
+      spinStart = std::chrono::steady_clock::now();
+      continue;
+    }
+    watch.check(*waiting);
+    auto spun = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - spinStart);
+    if (spun.count() < spinUs_) {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+      continue;
+    }
+    me->sleeping.store(1, std::memory_order_seq_cst);
+    if (me->doorbell.load(std::memory_order_seq_cst) == bell) {
+      futexWait(&me->doorbell, bell, 100);
+      if (me->doorbell.load(std::memory_order_acquire) == bell) checkPeersAlive(*waiting);
+    }
+    me->sleeping.store(0, std::memory_order_relaxed);
+  }
+}
+
+}  // namespace hetccl

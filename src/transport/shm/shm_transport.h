@@ -1,0 +1,43 @@
+// Shared-memory transport for ranks on one host. Each rank owns an inbox
+// segment holding one single-producer/single-consumer ring of fixed slots per
+// sending peer, plus a doorbell word the rank sleeps on (futex) when it has
+// nothing to do. Senders copy into a slot and ring the receiver's doorbell;
+// receivers copy (or reduce) out of the slot and ring the sender's doorbell.
+// A peer that dies is noticed through its pid within one wait slice.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "transport/transport.h"
+
+namespace hetccl {
+
+struct ShmInbox;  // layout in shm_transport.cc
+struct ShmRing;
+
+class ShmTransport : public Transport {
+ public:
+  explicit ShmTransport(const TransportContext& ctx);
+  ~ShmTransport() override;
+  const char* name() const override { return "shm"; }
+  void run(std::span<Xfer> xfers) override;
+
+ private:
+  ShmRing* ringTo(int peer);    // in peer's inbox, written by me
+  ShmRing* ringFrom(int peer);  // in my inbox, written by peer
+  void ring(int rank);          // wake `rank` if it sleeps
+  void checkPeersAlive(const Xfer& waitingFor) const;
+
+  TransportContext ctx_;
+  size_t slotBytes_ = 0;
+  uint32_t slots_ = 0;
+  size_t ringBytes_ = 0;
+  size_t segBytes_ = 0;
+  std::vector<ShmInbox*> inbox_;  // by rank; mapped for me and my peers
+  std::vector<int> pids_;         // by rank
+  int spinUs_ = 0;
+};
+
+}  // namespace hetccl

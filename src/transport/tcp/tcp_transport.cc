@@ -1,0 +1,216 @@
+#include "transport/tcp/tcp_transport.h"
+
+#include <poll.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <cstring>
+#include <deque>
+
+#include "algorithm/host_reduce.h"
+#include "bootstrap/auth.h"
+#include "bootstrap/bootstrap.h"
+#include "core/config.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "transport/progress.h"
+
+namespace hetccl {
+namespace {
+
+struct AddrBlock {
+  sockaddr_storage ss;
+  uint32_t len;
+  uint32_t reserved;
+};
+
+}  // namespace
+
+TcpTransport::TcpTransport(const TransportContext& ctx) : ctx_(ctx) {
+  Socket listener = Socket::listen(SockAddr::local());
+  SockAddr mine = listener.boundAddr();
+  std::vector<AddrBlock> addrs(ctx.nranks);
+  addrs[ctx.rank].ss = mine.ss;
+  addrs[ctx.rank].len = mine.len;
+  ctx.bootstrap->allGather(addrs.data(), sizeof(AddrBlock));
+
+  const IdContents& id = ctx.bootstrap->id();
+  size_t sockBuf = config().getBytes("HETCCL_SOCKET_BUFFER");
+  auto setup = [&](Socket& s, int peer) {
+    s.setNoDelay();
+    s.setBuffers(sockBuf);
+    s.setNonBlocking(true);
+    conns_[peer] = PeerConn{std::move(s), "tcp peer rank " + std::to_string(peer)};
+  };
+  // Lower rank connects to higher: each pair has exactly one connection.
+  size_t expectAccepts = 0;
+  for (int p : ctx.peers) {
+    if (p > ctx.rank) {
+      ++expectAccepts;
+      continue;
+    }
+    SockAddr a;
+    if (addrs[p].len > sizeof(a.ss)) throwError(hetcclRemoteError, "tcp: bad address from rank " + std::to_string(p));
+    a.ss = addrs[p].ss;
+    a.len = addrs[p].len;
+    std::string what = "tcp peer rank " + std::to_string(p);
+    Deadline dl = Deadline::in(ctx.timeoutS, ctx.abort);
+    Socket s = Socket::connect(a, dl, what);
+    PeerHello me{id.jobId, ctx.rank, ctx.nranks, static_cast<uint32_t>(Service::kTransport), 0};
+    clientHandshake(s, id.secret, me, dl, what);
+    setup(s, p);
+  }
+  Deadline dl = Deadline::in(ctx.timeoutS, ctx.abort);
+  size_t accepted = 0;
+  while (accepted < expectAccepts) {
+    if (dl.aborted()) throwError(hetcclRemoteError, "tcp: aborted while peers connected");
+    if (dl.passed()) throwError(hetcclRemoteError, "tcp: not all peers connected before the timeout");
+    Socket s = listener.accept(dl.sliceMs());
+    if (!s.valid()) continue;
+    try {
+      PeerHello h = serverHandshake(s, id.secret, id.jobId, Service::kTransport, Deadline::in(10, ctx.abort));
+      bool expected = h.rank > ctx.rank && std::find(ctx.peers.begin(), ctx.peers.end(), h.rank) != ctx.peers.end();
+      if (!expected || conns_.count(h.rank))
+        throw Error(hetcclRemoteError, "unexpected connection from rank " + std::to_string(h.rank));
+      setup(s, h.rank);
+      ++accepted;
+    } catch (const Error& e) {
+      LOG_WARN(kTransport, "tcp: dropped a connection: %s", e.what());
+    }
+  }
+  staging_.resize(std::max<size_t>(ctx.buffBytes, 64 * 1024));
+  LOG_INFO(kTransport, "tcp: rank %d connected to %zu peers", ctx.rank, conns_.size());
+}
+
+TcpTransport::PeerConn& TcpTransport::conn(int peer) {
+  auto it = conns_.find(peer);
+  if (it == conns_.end())
+    throwError(hetcclInternalError, "tcp: no connection to rank " + std::to_string(peer));
+  return it->second;
+}
+
+namespace {
+
+// Per peer and direction: the transfers in order and the one in progress.
+struct Lane {
+  std::deque<Xfer*> q;
+  MsgTag hdr;             // send: the header being sent; recv: being received
+  size_t hdrDone = 0;     // header bytes moved
+  uint8_t carry[8];       // recv-reduce: bytes of an element split across reads
+  size_t carryLen = 0;
+};
+
+}  // namespace
+
+void TcpTransport::run(std::span<Xfer> xfers) {
+  struct PeerWork {
+    PeerConn* c;
+    Lane send, recv;
+  };
+  std::map<int, PeerWork> work;
+  for (Xfer& x : xfers) {
+    x.done = 0;
+    auto& w = work[x.peer];
+    if (!w.c) w.c = &conn(x.peer);
+    (x.kind == Xfer::Kind::kSend ? w.send : w.recv).q.push_back(&x);
+  }
+  ProgressWatch watch(ctx_.abort, ctx_.timeoutS, "tcp");
+  std::vector<pollfd> pfds;
+  std::vector<PeerWork*> pw;
+  for (;;) {
+    bool progress = false;
+    bool pending = false;
+    const Xfer* oneWaiting = nullptr;
+    for (auto& [peer, w] : work) {
+      // Send side: header then payload, in one writev where possible.
+      while (!w.send.q.empty()) {
+        Xfer* x = w.send.q.front();
+        if (w.send.hdrDone == 0 && x->done == 0) w.send.hdr = x->tag;
+        iovec iov[2];
+        int n = 0;
+        if (w.send.hdrDone < sizeof(MsgTag))
+          iov[n++] = {reinterpret_cast<uint8_t*>(&w.send.hdr) + w.send.hdrDone, sizeof(MsgTag) - w.send.hdrDone};
+        if (x->done < x->bytes)
+          iov[n++] = {const_cast<uint8_t*>(static_cast<const uint8_t*>(x->src)) + x->done, x->bytes - x->done};
+        ssize_t r = writev(w.c->sock.fd(), iov, n);
+        if (r < 0) {
+          if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) break;
+          if (errno == EPIPE || errno == ECONNRESET)
+            throwError(hetcclRemoteError, "tcp: rank " + std::to_string(peer) + " closed the connection during " +
+                                              x->tag.describe());
+          throwSystemError("tcp send to rank " + std::to_string(peer), errno);
+        }
+        size_t moved = static_cast<size_t>(r);
+        if (moved > 0) progress = true;
+        size_t h = std::min(moved, sizeof(MsgTag) - w.send.hdrDone);
+        w.send.hdrDone += h;
+        x->done += moved - h;
+        if (w.send.hdrDone == sizeof(MsgTag) && x->done == x->bytes) {
+          w.send.q.pop_front();
+          w.send.hdrDone = 0;
+          continue;
+        }
+        break;  // socket buffer full
+      }
+      // Receive side.
+      while (!w.recv.q.empty()) {
+        Xfer* x = w.recv.q.front();
+        if (w.recv.hdrDone < sizeof(MsgTag)) {
+          size_t r = w.c->sock.recvSome(reinterpret_cast<uint8_t*>(&w.recv.hdr) + w.recv.hdrDone,
+                                        sizeof(MsgTag) - w.recv.hdrDone, w.c->what);
+          if (r == 0) break;
+          progress = true;
+          w.recv.hdrDone += r;
+          if (w.recv.hdrDone < sizeof(MsgTag)) break;
+          if (!w.recv.hdr.sameCall(x->tag) || w.recv.hdr.bytes != x->bytes)
+            throwMismatch("tcp", ctx_.rank, *x, w.recv.hdr);
+        }
+        if (x->kind == Xfer::Kind::kRecv) {
+          if (x->done < x->bytes) {
+            size_t r = w.c->sock.recvSome(static_cast<uint8_t*>(x->dst) + x->done, x->bytes - x->done, w.c->what);
+            if (r == 0) break;
+            progress = true;
+            x->done += r;
+          }
+        } else if (x->done < x->bytes) {
+          // Receive into staging after any carried partial element, reduce
+          // the whole elements, carry the rest.
+          size_t es = dataTypeSize(x->dtype);
+          memcpy(staging_.data(), w.recv.carry, w.recv.carryLen);
+          size_t want = std::min(staging_.size() - w.recv.carryLen, x->bytes - x->done - w.recv.carryLen);
+          size_t r = w.c->sock.recvSome(staging_.data() + w.recv.carryLen, want, w.c->what);
+          if (r == 0) break;
+          progress = true;
+          size_t avail = w.recv.carryLen + r;
+          size_t whole = avail / es * es;
+          uint8_t* dst = static_cast<uint8_t*>(x->dst) + x->done;
+          reduceArrays(dst, dst, staging_.data(), whole / es, x->dtype, x->redKind);
+          x->done += whole;
+          w.recv.carryLen = avail - whole;
+          memcpy(w.recv.carry, staging_.data() + whole, w.recv.carryLen);
+        }
+        if (x->done == x->bytes) {
+          w.recv.q.pop_front();
+          w.recv.hdrDone = 0;
+          continue;
+        }
+      }
+      if (!w.send.q.empty()) pending = true, oneWaiting = w.send.q.front();
+      if (!w.recv.q.empty()) pending = true, oneWaiting = w.recv.q.front();
+    }
+    if (!pending) return;
+    if (progress) {
+      watch.madeProgress();
+      continue;
+    }
+    watch.check(*oneWaiting);
+    pfds.clear();
+    for (auto& [peer, w] : work) {
+      short ev = (w.send.q.empty() ? 0 : POLLOUT) | (w.recv.q.empty() ? 0 : POLLIN);
+      if (ev) pfds.push_back(pollfd{w.c->sock.fd(), ev, 0});
+    }
+    ::poll(pfds.data(), pfds.size(), 100);
+  }
+}
+
+}  // namespace hetccl

@@ -1,0 +1,32 @@
+// TCP transport: one authenticated socket per peer, a poll()-driven progress
+// loop over all transfers of a batch, receive-and-reduce through one bounded
+// staging buffer.
+#pragma once
+
+#include <map>
+#include <vector>
+
+#include "bootstrap/socket.h"
+#include "transport/transport.h"
+
+namespace hetccl {
+
+class TcpTransport : public Transport {
+ public:
+  explicit TcpTransport(const TransportContext& ctx);
+  const char* name() const override { return "tcp"; }
+  void run(std::span<Xfer> xfers) override;
+
+ private:
+  struct PeerConn {
+    Socket sock;
+    std::string what;  // "tcp peer rank N"
+  };
+  PeerConn& conn(int peer);
+
+  TransportContext ctx_;
+  std::map<int, PeerConn> conns_;
+  std::vector<uint8_t> staging_;
+};
+
+}  // namespace hetccl

@@ -1,0 +1,98 @@
+// Border transport interface: moves bytes between ranks of one communicator.
+//
+// A transport owns a connection to every peer it was built for. Work is
+// handed over as a batch of transfers (Xfer) that run() moves to completion
+// concurrently, so any pairing of sends and receives across ranks completes
+// without deadlock as long as every transfer is matched by the peer.
+// Transfers with the same peer and direction are matched in the order given.
+//
+// Every message carries a MsgTag: the receiver checks it against what it
+// expects, so a rank that called another collective, count, type or op than
+// its peer gets an error naming both sides instead of wrong data.
+//
+// Implementations: tcp/ (sockets; any hosts), shm/ (shared-memory rings; one
+// host). Each folder has the same file set: <name>_transport.{h,cc}.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/datatype.h"
+
+namespace hetccl {
+
+class Bootstrap;
+
+// Collective kinds, as carried in MsgTag and printed in errors.
+enum class CollKind : uint16_t {
+  kAllReduce = 1, kBroadcast, kReduce, kAllGather, kReduceScatter, kAlltoAll, kGather, kScatter, kSendRecv,
+};
+const char* collKindName(CollKind k);
+
+struct MsgTag {
+  uint64_t seq = 0;     // collective sequence number on the communicator
+  uint64_t count = 0;   // the collective's count argument
+  uint64_t bytes = 0;   // this message's payload bytes
+  uint16_t coll = 0;    // CollKind
+  uint8_t dtype = 0;
+  uint8_t op = 0;       // RedKind or 0
+  int32_t root = -1;    // root/peer argument, or -1
+
+  bool sameCall(const MsgTag& o) const {
+    return seq == o.seq && count == o.count && coll == o.coll && dtype == o.dtype && op == o.op && root == o.root;
+  }
+  std::string describe() const;  // "AllReduce #12 (count 1000, float, sum)"
+};
+static_assert(sizeof(MsgTag) == 32, "MsgTag is a wire format");
+
+struct Xfer {
+  enum class Kind : uint8_t { kSend, kRecv, kRecvReduce };
+  Kind kind = Kind::kSend;
+  int peer = -1;              // global rank
+  const void* src = nullptr;  // kSend
+  void* dst = nullptr;        // kRecv: written; kRecvReduce: dst = dst op incoming
+  size_t bytes = 0;
+  DataType dtype = hetcclInt8;  // kRecvReduce
+  RedKind redKind = RedKind::kSum;
+  MsgTag tag;                 // expected (recv) or carried (send); bytes is filled from `bytes`
+  size_t done = 0;            // transport-owned progress
+
+  static Xfer send(int peer, const void* src, size_t bytes, const MsgTag& t);
+  static Xfer recv(int peer, void* dst, size_t bytes, const MsgTag& t);
+  static Xfer recvReduce(int peer, void* dst, size_t bytes, DataType dt, RedKind k, const MsgTag& t);
+};
+
+// What every transport is built with.
+struct TransportContext {
+  int rank = 0;
+  int nranks = 0;
+  std::vector<int> peers;      // global ranks to connect to (excluding self)
+  Bootstrap* bootstrap = nullptr;  // all ranks of the communicator call create() together
+  const std::atomic<bool>* abort = nullptr;
+  double timeoutS = 300;
+  size_t buffBytes = 4 << 20;  // staging per peer connection
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual const char* name() const = 0;
+  // Moves every transfer to completion. Throws hetccl::Error: RemoteError on
+  // a peer that closed, a tag mismatch, no progress within the timeout (the
+  // message names the operation, the peer and what it waited for), or abort.
+  // After a throw the transport's connections are in an unknown state.
+  virtual void run(std::span<Xfer> xfers) = 0;
+};
+
+// Creates a transport by name ("tcp", "shm"). Collective over ctx.bootstrap:
+// every rank must call it with the same name. Throws InvalidArgument on an
+// unknown name, listing the known ones.
+std::unique_ptr<Transport> createTransport(const std::string& name, const TransportContext& ctx);
+std::vector<std::string> transportNames();
+
+}  // namespace hetccl
