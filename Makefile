@@ -1,0 +1,44 @@
+# The two commands of the README:
+#   make demo   install what is missing, build, run a 4-rank AllReduce across
+#               two emulated vendor groups on this machine, print the perf table
+#   make test   install what is missing, build, run every CPU test
+# Others: make build, make bench (hetccl vs Open MPI and Gloo), make asan, make clean.
+BUILD ?= build
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?=
+
+.PHONY: all deps build demo test asan tsan bench clean
+
+all: build
+
+deps:
+	bash scripts/install-deps.sh
+
+build: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS)
+	cmake --build $(BUILD) -j $(JOBS)
+
+demo: build
+	$(BUILD)/tools/hetccl-perf --np 4 --groups a,a,b,b -o allreduce -d float -b 8 -e 64M -f 8 -n 10 -w 3 -c 1
+
+test: build
+	ctest --test-dir $(BUILD) --output-on-failure -j 1
+	$(MAKE) asan
+
+# AddressSanitizer + UndefinedBehaviorSanitizer over the unit and multi-process suites.
+asan: deps
+	cmake -S . -B $(BUILD)-asan -DCMAKE_BUILD_TYPE=Debug -DHETCCL_SANITIZE=address
+	cmake --build $(BUILD)-asan -j $(JOBS)
+	ASAN_OPTIONS=detect_leaks=1 ctest --test-dir $(BUILD)-asan --output-on-failure -j 1 -L 'unit|mp-quick'
+
+tsan: deps
+	cmake -S . -B $(BUILD)-tsan -DCMAKE_BUILD_TYPE=Debug -DHETCCL_SANITIZE=thread
+	cmake --build $(BUILD)-tsan -j $(JOBS)
+	ctest --test-dir $(BUILD)-tsan --output-on-failure -j 1 -L unit
+
+bench: build
+	HETCCL_WITH_TORCH=1 bash scripts/install-deps.sh
+	HETCCL_PERF=$(BUILD)/tools/hetccl-perf bash bench/allreduce_vs_peers.sh
+
+clean:
+	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs the Debian packages hetccl's build, tests and benchmarks use, when
+# they are missing. Run as root (or with sudo available). Idempotent.
+set -euo pipefail
+pkgs=(cmake make g++ pkg-config libgtest-dev openmpi-bin libopenmpi-dev iproute2 procps)
+if [ "${HETCCL_WITH_TORCH:-0}" = 1 ]; then pkgs+=(python3-torch); fi
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+echo "install-deps: installing ${missing[*]}"
+sudo=""
+[ "$(id -u)" -ne 0 ] && sudo=sudo
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

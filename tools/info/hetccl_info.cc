@@ -1,0 +1,107 @@
+// hetccl-info: prints the settings registry (every HETCCL_* variable, its
+// value in this environment, default and meaning), what this build can load,
+// and, under a launcher (torchrun, mpirun, srun) or with --topology, the
+// communicator's topology as every rank sees it.
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "backend/backend.h"
+#include "core/config.h"
+#include "device/device.h"
+#include "hetccl/hetccl.h"
+#include "transport/transport.h"
+
+namespace {
+
+const char* typeName(hetccl::VarType t) {
+  switch (t) {
+    case hetccl::VarType::kString: return "string";
+    case hetccl::VarType::kInt: return "int";
+    case hetccl::VarType::kBytes: return "bytes";
+    case hetccl::VarType::kBool: return "bool";
+  }
+  return "?";
+}
+
+void printRegistry() {
+  const hetccl::Config& c = hetccl::config();
+  printf("# settings (environment variables)\n");
+  for (const auto& v : c.vars()) {
+    std::string value = c.getString(v.name);
+    const char* source = c.isSet(v.name) ? "env" : "default";
+    printf("%-22s = %-10s [%s, %s; default '%s'%s%s]\n    %s\n", v.name, value.empty() ? "''" : value.c_str(),
+           typeName(v.type), source, v.defaultValue, v.fallback ? "; also read: " : "", v.fallback ? v.fallback : "",
+           v.help);
+  }
+}
+
+void printBuild() {
+  int version = 0;
+  hetcclGetVersion(&version);
+  printf("# hetccl %d.%d.%d\n", version / 10000, (version / 100) % 100, version % 100);
+  printf("# device kinds:");
+  for (const auto& k : hetccl::deviceKinds()) printf(" %s", k.c_str());
+  printf("\n# transports:");
+  for (const auto& t : hetccl::transportNames()) printf(" %s", t.c_str());
+  printf("\n# group backends: host (built in)\n");
+}
+
+int printTopology() {
+  hetcclComm_t comm = nullptr;
+  if (hetcclCommInitFromEnv(&comm, nullptr) != hetcclSuccess) {
+    fprintf(stderr, "hetccl-info: %s\n", hetcclGetLastError(nullptr));
+    return 1;
+  }
+  hetcclCommInfo_t info{};
+  info.size = sizeof(info);
+  hetcclCommGetInfo(comm, &info);
+  // Every rank prints its own line, in rank order through a barrier per rank.
+  int one = 1, sink = 0;
+  for (int r = 0; r < info.nranks; ++r) {
+    if (r == info.rank) {
+      if (r == 0) {
+        printf("# topology: %d ranks in %d groups, transport %s\n", info.nranks, info.ngroups, info.transport);
+        for (int g = 0; g < info.ngroups; ++g)
+          printf("#   group %d '%s': %d ranks, backend %s\n", g, info.groupName[g], info.groupSize[g],
+                 info.groupBackend[g]);
+      }
+      printf("rank %d: device %s, group '%s' rank %d, border peers %d\n", info.rank, info.deviceKind,
+             info.groupName[info.myGroup], info.myGroupRank, info.borderPeers);
+      fflush(stdout);
+    }
+    hetcclAllReduce(&one, &sink, 1, hetcclInt32, hetcclSum, comm, nullptr);
+  }
+  hetcclCommDestroy(comm);
+  return 0;
+}
+
+bool underLauncher() {
+  for (const char* v : {"RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"})
+    if (getenv(v)) return true;
+  return false;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool topo = underLauncher();
+  for (int i = 1; i < argc; ++i) {
+    if (!strcmp(argv[i], "--topology")) {
+      topo = true;
+    } else if (!strcmp(argv[i], "--settings")) {
+      topo = false;
+    } else {
+      printf("usage: hetccl-info [--settings | --topology]\n"
+             "  prints the HETCCL_* settings and what this build can load; under a launcher\n"
+             "  (torchrun, mpirun, srun) or with --topology it also joins the job and prints its topology\n");
+      return strcmp(argv[i], "-h") && strcmp(argv[i], "--help") ? 2 : 0;
+    }
+  }
+  const char* rank = getenv("RANK") ? getenv("RANK") : getenv("OMPI_COMM_WORLD_RANK");
+  if (!rank || !strcmp(rank, "0")) {
+    printBuild();
+    printRegistry();
+  }
+  return topo ? printTopology() : 0;
+}
