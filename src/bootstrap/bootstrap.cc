@@ -48,10 +48,12 @@ Bootstrap::Bootstrap(const IdContents& id, int rank, int nranks, const std::vect
   // Accept the previous rank on a helper thread while connecting to the
   // next: every rank is client and server at once.
   std::exception_ptr acceptError;
+  std::atomic<bool> stop{false};  // set when connecting failed: no point waiting
   std::thread acceptor([&] {
     try {
       Deadline dl = deadline();
       while (!prev_.valid()) {
+        if (stop.load()) return;
         if (dl.aborted())
           throwError(hetcclRemoteError, "bootstrap: aborted while waiting for rank " + std::to_string(prev));
         if (dl.passed())
@@ -76,6 +78,7 @@ Bootstrap::Bootstrap(const IdContents& id, int rank, int nranks, const std::vect
     next_ = Socket::connect(ring[next], deadline(), nextWhat);
     clientHandshake(next_, id.secret, me, deadline(), nextWhat);
   } catch (...) {
+    stop.store(true);
     acceptor.join();
     throw;
   }

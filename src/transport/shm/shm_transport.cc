@@ -4,6 +4,7 @@
 #include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -36,8 +37,11 @@ struct SlotHeader {
   MsgTag tag;
   uint64_t offset;  // of this piece within the message
   uint64_t len;
-  uint8_t pad[16];
+  uint64_t cmaAddr;  // kCma: the whole message stays in the sender's memory at this address
+  uint32_t flags;
+  uint32_t pad;
 };
+constexpr uint32_t kCma = 1;
 static_assert(sizeof(SlotHeader) == 64, "slot header");
 
 struct alignas(64) ShmRing {
@@ -145,8 +149,49 @@ ShmTransport::ShmTransport(const TransportContext& ctx) : ctx_(ctx) {
     throw;
   }
   shm_unlink(mine.c_str());
-  LOG_INFO(kTransport, "shm: rank %d mapped %zu peers, %u slots of %zu bytes per ring", ctx.rank, ctx.peers.size(),
-           slots_, slotBytes_);
+  probeCma();
+  LOG_INFO(kTransport, "shm: rank %d mapped %zu peers, %u slots of %zu bytes per ring, single-copy (CMA) %s",
+           ctx.rank, ctx.peers.size(), slots_, slotBytes_, cma_ ? "on" : "off");
+}
+
+void ShmTransport::probeCma() {
+  // Large messages are read straight from the sender's memory with
+  // process_vm_readv when every rank may read every peer (same user, no
+  // ptrace restrictions); otherwise all go through the rings.
+  cmaStaging_.resize(std::min<size_t>(slotBytes_, 256 * 1024));
+  uint64_t probe = 0x636d612d70726f62ull;
+  std::vector<uint64_t> addr(ctx_.nranks, 0);
+  addr[ctx_.rank] = reinterpret_cast<uint64_t>(&probe);
+  ctx_.bootstrap->allGather(addr.data(), sizeof(uint64_t));
+  std::vector<uint8_t> ok(ctx_.nranks, 0);
+  ok[ctx_.rank] = config().getBool("HETCCL_SHM_CMA") ? 1 : 0;
+  for (int peer : ctx_.peers) {
+    uint64_t got = 0;
+    iovec local{&got, sizeof(got)}, remote{reinterpret_cast<void*>(addr[peer]), sizeof(got)};
+    if (process_vm_readv(pids_[peer], &local, 1, &remote, 1, 0) != sizeof(got) || got != probe) ok[ctx_.rank] = 0;
+  }
+  ctx_.bootstrap->allGather(ok.data(), 1);
+  cma_ = true;
+  for (uint8_t v : ok) cma_ = cma_ && v;
+  ctx_.bootstrap->barrier();  // peers are done reading `probe`
+}
+
+void ShmTransport::cmaRead(const Xfer& x, uint64_t addr) {
+  auto* dst = static_cast<uint8_t*>(x.dst);
+  const size_t es = x.kind == Xfer::Kind::kRecvReduce ? dataTypeSize(x.dtype) : 1;
+  const size_t chunk = x.kind == Xfer::Kind::kRecv ? (size_t{8} << 20) : cmaStaging_.size() / es * es;
+  for (size_t off = 0; off < x.bytes;) {
+    size_t n = std::min(chunk, x.bytes - off);
+    uint8_t* into = x.kind == Xfer::Kind::kRecv ? dst + off : cmaStaging_.data();
+    iovec local{into, n}, remote{reinterpret_cast<void*>(addr + off), n};
+    ssize_t r = process_vm_readv(pids_[x.peer], &local, 1, &remote, 1, 0);
+    if (r <= 0)
+      throwError(hetcclRemoteError, "shm: reading rank " + std::to_string(x.peer) + "'s memory in " + x.tag.describe() +
+                                        " failed: " + strerror(errno) + " (did it exit?)");
+    size_t got = static_cast<size_t>(r) / es * es;
+    if (x.kind == Xfer::Kind::kRecvReduce) reduceArrays(dst + off, dst + off, into, got / es, x.dtype, x.redKind);
+    off += got;
+  }
 }
 
 ShmTransport::~ShmTransport() {
@@ -180,6 +225,7 @@ void ShmTransport::checkPeersAlive(const Xfer& waitingFor) const {
 void ShmTransport::run(std::span<Xfer> xfers) {
   struct Lanes {
     std::deque<Xfer*> send, recv;
+    std::deque<std::pair<Xfer*, uint64_t>> acks;  // single-copy sends: done when tail passes the slot
   };
   std::map<int, Lanes> work;
   for (Xfer& x : xfers) {
@@ -197,7 +243,7 @@ void ShmTransport::run(std::span<Xfer> xfers) {
     bool progress = false;
     const Xfer* waiting = nullptr;
     for (auto& [peer, lanes] : work) {
-      if (!lanes.send.empty()) {
+      if (!lanes.send.empty() || !lanes.acks.empty()) {
         ShmRing* r = ringTo(peer);
         uint64_t head = r->head.load(std::memory_order_relaxed);
         uint64_t tail = r->tail.load(std::memory_order_acquire);
@@ -206,12 +252,23 @@ void ShmTransport::run(std::span<Xfer> xfers) {
           Xfer* x = lanes.send.front();
           uint8_t* slot = reinterpret_cast<uint8_t*>(r) + kRingHeader + (head % slots_) * stride;
           auto* sh = reinterpret_cast<SlotHeader*>(slot);
-          size_t len = std::min(slotBytes_, x->bytes - x->done);
           sh->tag = x->tag;
           sh->offset = x->done;
-          sh->len = len;
-          memcpy(slot + sizeof(SlotHeader), static_cast<const uint8_t*>(x->src) + x->done, len);
-          x->done += len;
+          if (cma_ && x->bytes > slotBytes_) {
+            // Single copy: the receiver reads the message from here; it is
+            // ours again once the receiver has consumed this slot.
+            sh->len = x->bytes;
+            sh->flags = kCma;
+            sh->cmaAddr = reinterpret_cast<uint64_t>(x->src);
+            x->done = x->bytes;
+            lanes.acks.emplace_back(x, head);
+          } else {
+            size_t len = std::min(slotBytes_, x->bytes - x->done);
+            sh->len = len;
+            sh->flags = 0;
+            memcpy(slot + sizeof(SlotHeader), static_cast<const uint8_t*>(x->src) + x->done, len);
+            x->done += len;
+          }
           ++head;
           pushed = true;
           if (x->done == x->bytes) lanes.send.pop_front();
@@ -221,7 +278,9 @@ void ShmTransport::run(std::span<Xfer> xfers) {
           ring(peer);
           progress = true;
         }
+        while (!lanes.acks.empty() && lanes.acks.front().second < tail) lanes.acks.pop_front();
         if (!lanes.send.empty()) waiting = lanes.send.front();
+        else if (!lanes.acks.empty()) waiting = lanes.acks.front().first;
       }
       if (!lanes.recv.empty()) {
         ShmRing* r = ringFrom(peer);
@@ -235,12 +294,15 @@ void ShmTransport::run(std::span<Xfer> xfers) {
           MsgTag got = sh->tag;
           uint64_t off = sh->offset, len = sh->len;
           if (!got.sameCall(x->tag) || got.bytes != x->bytes) throwMismatch("shm", ctx_.rank, *x, got);
-          if (off != x->done || len > slotBytes_ || len > x->bytes - x->done)
+          bool single = sh->flags == kCma;
+          if (off != x->done || len > x->bytes - x->done || (single ? (!cma_ || len != x->bytes) : len > slotBytes_))
             throwError(hetcclRemoteError, "shm: corrupt slot from rank " + std::to_string(peer) + " in " +
                                               x->tag.describe());
           const uint8_t* data = slot + sizeof(SlotHeader);
           uint8_t* dst = static_cast<uint8_t*>(x->dst) + x->done;
-          if (x->kind == Xfer::Kind::kRecv) {
+          if (single) {
+            cmaRead(*x, sh->cmaAddr);
+          } else if (x->kind == Xfer::Kind::kRecv) {
             memcpy(dst, data, len);
           } else {
             size_t es = dataTypeSize(x->dtype);

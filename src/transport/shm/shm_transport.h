@@ -3,6 +3,9 @@
 // sending peer, plus a doorbell word the rank sleeps on (futex) when it has
 // nothing to do. Senders copy into a slot and ring the receiver's doorbell;
 // receivers copy (or reduce) out of the slot and ring the sender's doorbell.
+// Messages larger than a slot are read by the receiver straight from the
+// sender's memory (process_vm_readv: one copy instead of two) when every
+// rank may do so; HETCCL_SHM_CMA=0 turns that off.
 // A peer that dies is noticed through its pid within one wait slice.
 #pragma once
 
@@ -29,6 +32,9 @@ class ShmTransport : public Transport {
   ShmRing* ringFrom(int peer);  // in my inbox, written by peer
   void ring(int rank);          // wake `rank` if it sleeps
   void checkPeersAlive(const Xfer& waitingFor) const;
+  void probeCma();
+  // Receives (or receive-reduces) a whole message from the sender's memory.
+  void cmaRead(const Xfer& x, uint64_t addr);
 
   TransportContext ctx_;
   size_t slotBytes_ = 0;
@@ -38,6 +44,8 @@ class ShmTransport : public Transport {
   std::vector<ShmInbox*> inbox_;  // by rank; mapped for me and my peers
   std::vector<int> pids_;         // by rank
   int spinUs_ = 0;
+  bool cma_ = false;                 // single-copy reads of large messages
+  std::vector<uint8_t> cmaStaging_;  // receive-reduce staging for them
 };
 
 }  // namespace hetccl
