@@ -4,6 +4,7 @@
 #include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sched.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -95,6 +96,7 @@ ShmTransport::ShmTransport(const TransportContext& ctx) : ctx_(ctx) {
   ringBytes_ = kRingHeader + static_cast<size_t>(slots_) * (sizeof(SlotHeader) + slotBytes_);
   segBytes_ = kInboxHeader + static_cast<size_t>(std::max(ctx.nranks - 1, 1)) * ringBytes_;
   spinUs_ = static_cast<int>(config().getInt("HETCCL_SPIN_US"));
+  oversubscribed_ = ctx.nranks > static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
   inbox_.assign(ctx.nranks, nullptr);
 
   pids_.assign(ctx.nranks, 0);
@@ -331,8 +333,11 @@ void ShmTransport::run(std::span<Xfer> xfers) {
     watch.check(*waiting);
     auto spun = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - spinStart);
     if (spun.count() < spinUs_) {
+      // With more ranks than cores, hand the core to a peer that may be
+      // about to produce what this rank waits for.
+      if (oversubscribed_) sched_yield();
 #if defined(__x86_64__) || defined(__i386__)
-      __builtin_ia32_pause();
+      else __builtin_ia32_pause();
 #endif
       continue;
     }

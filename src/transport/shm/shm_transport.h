@@ -44,6 +44,7 @@ class ShmTransport : public Transport {
   std::vector<ShmInbox*> inbox_;  // by rank; mapped for me and my peers
   std::vector<int> pids_;         // by rank
   int spinUs_ = 0;
+  bool oversubscribed_ = false;     // more ranks than cores: spin by yielding
   bool cma_ = false;                 // single-copy reads of large messages
   std::vector<uint8_t> cmaStaging_;  // receive-reduce staging for them
 };
