@@ -1,5 +1,6 @@
 #include "algorithm/coll.h"
 
+#include "bootstrap/bootstrap.h"
 #include "core/comm.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -21,9 +22,32 @@ MsgTag makeTag(uint64_t seq, const CollArgs& a) {
   return t;
 }
 
+namespace {
+
+// HETCCL_CHECK_MISMATCH=1: every rank compares its call with every other's
+// before any data moves (one small allgather over the bootstrap per call), so
+// a mismatch inside group steps, which vendor libraries do not detect, is an
+// error naming both sides.
+void checkSameCall(Comm& c, const MsgTag& mine) {
+  std::vector<MsgTag> all(c.nranks());
+  all[c.rank()] = mine;
+  c.bootstrap().allGather(all.data(), sizeof(MsgTag));
+  for (int r = 0; r < c.nranks(); ++r) {
+    MsgTag other = all[r];
+    other.bytes = mine.bytes;
+    if (!other.sameCall(mine))
+      throwError(hetcclInvalidUsage, "collective mismatch: rank " + std::to_string(c.rank()) + " is in " +
+                                         mine.describe() + " but rank " + std::to_string(r) + " is in " +
+                                         all[r].describe());
+  }
+}
+
+}  // namespace
+
 void runCollective(Comm& c, const CollArgs& a) {
   c.callTag() = makeTag(c.nextSeq(), a);
   LOG_TRACE(kColl, "%s", c.callTag().describe().c_str());
+  if (c.checkMismatch()) checkSameCall(c, c.callTag());
   switch (a.kind) {
     case CollKind::kAllReduce: return runAllReduce(c, a);
     case CollKind::kBroadcast: return runBroadcast(c, a);

@@ -69,19 +69,45 @@ void checkArgs(hetcclComm* comm, CollArgs& a, hetcclRedOp_t op, bool reduces) {
   }
 }
 
+void runOne(hetcclComm& comm, const CollArgs& a) {
+  if (a.kind == CollKind::kSendRecv) runPointToPoint(comm, &a, 1);
+  else runCollective(comm, a);
+}
+
+// Runs the calls of one group on one communicator: collectives in call
+// order, then all point-to-point operations together.
+void runGroup(hetcclComm& comm, const std::vector<CollArgs>& calls) {
+  std::vector<CollArgs> p2p;
+  for (const CollArgs& a : calls) {
+    if (a.kind == CollKind::kSendRecv) p2p.push_back(a);
+    else runCollective(comm, a);
+  }
+  if (!p2p.empty()) runPointToPoint(comm, p2p.data(), p2p.size());
+}
+
 hetcclResult_t submit(hetcclComm* comm, const char* fn, CollArgs a, hetcclRedOp_t op, bool reduces) {
-  return guard(comm, fn, [&] {
+  hetcclResult_t r = guard(comm, fn, [&] {
     checkArgs(comm, a, op, reduces);
     if (comm->asyncError() != hetcclSuccess)
       throwError(comm->asyncError(), "an earlier call on this communicator failed; it must be aborted or destroyed");
+    hetcclResult_t pending = comm->proxy().status();
+    if (pending != hetcclSuccess && pending != hetcclInProgress)
+      throwError(pending, "an earlier non-blocking call failed (" + comm->proxy().errorText() +
+                              "); the communicator must be aborted or destroyed");
     if (tlsGroup.depth > 0) {
       tlsGroup.ops.push_back(Pending{comm, a});
       return;
     }
+    if (!comm->options().blocking) {  // runs on the proxy, after init and earlier calls
+      comm->proxy().submit([comm, a] { runOne(*comm, a); });
+      return;
+    }
+    checkReady(comm);
     CallScope scope(comm);
-    if (a.kind == CollKind::kSendRecv) runPointToPoint(*comm, &a, 1);
-    else runCollective(*comm, a);
+    runOne(*comm, a);
   });
+  bool queued = tlsGroup.depth > 0;
+  return (r == hetcclSuccess && !queued && !comm->options().blocking) ? hetcclInProgress : r;
 }
 
 CollArgs args(CollKind k, const void* s, void* r, size_t count, hetcclDataType_t dt, int root, hetcclStream_t st) {
@@ -160,7 +186,8 @@ hetcclResult_t hetcclGroupStart(void) {
 }
 
 hetcclResult_t hetcclGroupEnd(void) {
-  return guard(nullptr, "hetcclGroupEnd", [&] {
+  bool anyNonBlocking = false;
+  hetcclResult_t r = guard(nullptr, "hetcclGroupEnd", [&] {
     HETCCL_CHECK_USAGE(tlsGroup.depth > 0, "hetcclGroupEnd without hetcclGroupStart");
     if (--tlsGroup.depth > 0) return;
     std::vector<Pending> ops;
@@ -173,18 +200,22 @@ hetcclResult_t hetcclGroupEnd(void) {
     for (hetcclComm* comm : comms) {
       hetcclResult_t r = guard(comm, "hetcclGroupEnd", [&] {
         checkComm(comm);
-        CallScope scope(comm);
-        std::vector<CollArgs> p2p;
-        for (const Pending& p : ops) {
-          if (p.comm != comm) continue;
-          if (p.args.kind == CollKind::kSendRecv) p2p.push_back(p.args);
-          else runCollective(*comm, p.args);
+        std::vector<CollArgs> calls;
+        for (const Pending& p : ops)
+          if (p.comm == comm) calls.push_back(p.args);
+        if (!comm->options().blocking) {
+          comm->proxy().submit([comm, calls] { runGroup(*comm, calls); });
+          anyNonBlocking = true;
+          return;
         }
-        if (!p2p.empty()) runPointToPoint(*comm, p2p.data(), p2p.size());
+        checkReady(comm);
+        CallScope scope(comm);
+        runGroup(*comm, calls);
       });
       if (r != hetcclSuccess) throw Error(r, lastErrorText(comm));
     }
   });
+  return (r == hetcclSuccess && anyNonBlocking) ? hetcclInProgress : r;
 }
 
 }  // extern "C"

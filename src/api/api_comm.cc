@@ -20,9 +20,27 @@ hetcclComm* makeComm(const IdContents& id, int nranks, int rank, const CommOptio
   HETCCL_CHECK_ARG(nranks >= 1 && nranks <= kMaxRanks, "nranks " + std::to_string(nranks) + " out of range");
   HETCCL_CHECK_ARG(rank >= 0 && rank < nranks,
                    "rank " + std::to_string(rank) + " out of range [0, " + std::to_string(nranks) + ")");
-  auto* c = new hetcclComm(id, nranks, rank, opts);
+  auto* c = new hetcclComm(nranks, rank, opts);
+  if (!opts.blocking) {
+    // Non-blocking: init runs on the proxy; the caller polls
+    // hetcclCommGetAsyncError until it stops saying hetcclInProgress.
+    registerComm(c);
+    c->proxy().submit([c, id] { c->init(id); });
+    return c;
+  }
+  try {
+    c->init(id);
+  } catch (...) {
+    delete c;
+    throw;
+  }
   registerComm(c);
   return c;
+}
+
+// NCCL's convention: a non-blocking communicator's calls say "in progress".
+hetcclResult_t started(hetcclResult_t r, hetcclComm_t comm) {
+  return (r == hetcclSuccess && comm && !comm->options().blocking) ? hetcclInProgress : r;
 }
 
 }  // namespace
@@ -63,13 +81,14 @@ hetcclResult_t hetcclGetUniqueId(hetcclUniqueId* uniqueId) {
 
 hetcclResult_t hetcclCommInitRankConfig(hetcclComm_t* comm, int nranks, hetcclUniqueId commId, int rank,
                                         hetcclConfig_t* config) {
-  return guard(nullptr, "hetcclCommInitRank", [&] {
+  hetcclResult_t r = guard(nullptr, "hetcclCommInitRank", [&] {
     HETCCL_CHECK_ARG(comm, "comm (output pointer) is NULL");
     *comm = nullptr;
     CommOptions opts = readOptions(config);
     IdContents id = decodeUniqueId(commId);
     *comm = makeComm(id, nranks, rank, opts);
   });
+  return started(r, comm ? *comm : nullptr);
 }
 
 hetcclResult_t hetcclCommInitRank(hetcclComm_t* comm, int nranks, hetcclUniqueId commId, int rank) {
@@ -77,7 +96,7 @@ hetcclResult_t hetcclCommInitRank(hetcclComm_t* comm, int nranks, hetcclUniqueId
 }
 
 hetcclResult_t hetcclCommInitFromEnv(hetcclComm_t* comm, hetcclConfig_t* config) {
-  return guard(nullptr, "hetcclCommInitFromEnv", [&] {
+  hetcclResult_t r = guard(nullptr, "hetcclCommInitFromEnv", [&] {
     HETCCL_CHECK_ARG(comm, "comm (output pointer) is NULL");
     *comm = nullptr;
     CommOptions opts = readOptions(config);
@@ -98,12 +117,14 @@ hetcclResult_t hetcclCommInitFromEnv(hetcclComm_t* comm, hetcclConfig_t* config)
              li.root.str().c_str());
     *comm = makeComm(id, li.nranks, li.rank, opts);
   });
+  return started(r, comm ? *comm : nullptr);
 }
 
 hetcclResult_t hetcclCommSplit(hetcclComm_t comm, int color, int key, hetcclComm_t* newcomm,
                                hetcclConfig_t* config) {
-  return guard(comm, "hetcclCommSplit", [&] {
+  hetcclResult_t r = guard(comm, "hetcclCommSplit", [&] {
     checkComm(comm);
+    checkReady(comm);
     HETCCL_CHECK_ARG(newcomm, "newcomm (output pointer) is NULL");
     HETCCL_CHECK_ARG(color >= 0 || color == HETCCL_SPLIT_NOCOLOR, "color must be >= 0 or HETCCL_SPLIT_NOCOLOR");
     *newcomm = nullptr;
@@ -138,11 +159,16 @@ hetcclResult_t hetcclCommSplit(hetcclComm_t comm, int color, int key, hetcclComm
     int newRank = static_cast<int>(std::find(members.begin(), members.end(), comm->rank()) - members.begin());
     *newcomm = makeComm(decodeUniqueId(uid), static_cast<int>(members.size()), newRank, opts);
   });
+  return started(r, newcomm ? *newcomm : nullptr);
 }
 
 hetcclResult_t hetcclCommFinalize(hetcclComm_t comm) {
-  // Host-rank work completes before each call returns: nothing is left to flush.
-  return guard(comm, "hetcclCommFinalize", [&] { checkComm(comm); });
+  // Host ranks: blocking calls complete before they return; a non-blocking
+  // communicator's queued work is flushed here.
+  return guard(comm, "hetcclCommFinalize", [&] {
+    checkComm(comm);
+    comm->proxy().drain();
+  });
 }
 
 hetcclResult_t hetcclCommDestroy(hetcclComm_t comm) {
@@ -150,6 +176,7 @@ hetcclResult_t hetcclCommDestroy(hetcclComm_t comm) {
     if (!comm) return;  // as NCCL: destroying NULL is a no-op
     checkComm(comm);
     HETCCL_CHECK_USAGE(comm->activeCalls.load() == 0, "comm is in use by another thread (use hetcclCommAbort)");
+    comm->proxy().drain();  // non-blocking work still queued finishes first
     unregisterComm(comm);
     delete comm;
   });
@@ -172,6 +199,12 @@ hetcclResult_t hetcclCommGetAsyncError(hetcclComm_t comm, hetcclResult_t* asyncE
     checkComm(comm);
     HETCCL_CHECK_ARG(asyncError, "asyncError is NULL");
     *asyncError = comm->asyncError();
+    if (*asyncError == hetcclSuccess) {
+      *asyncError = comm->proxy().status();
+      // Make the failure's text what hetcclGetLastError reports.
+      if (*asyncError != hetcclSuccess && *asyncError != hetcclInProgress)
+        recordError(comm, "non-blocking call", *asyncError, comm->proxy().errorText());
+    }
   });
 }
 
@@ -194,6 +227,7 @@ hetcclResult_t hetcclCommUserRank(const hetcclComm_t comm, int* rank) {
 hetcclResult_t hetcclCommGetInfo(const hetcclComm_t comm, hetcclCommInfo_t* info) {
   return guard(comm, "hetcclCommGetInfo", [&] {
     checkComm(comm);
+    checkReady(comm);
     HETCCL_CHECK_ARG(info, "info is NULL");
     HETCCL_CHECK_ARG(info->size >= offsetof(hetcclCommInfo_t, borderPeers),
                      "info->size " + std::to_string(info->size) + " is smaller than any version");

@@ -50,6 +50,12 @@ void checkComm(const hetcclComm* comm) {
     throwError(hetcclInvalidUsage, "comm is not a live communicator (destroyed, aborted, or never created)");
 }
 
+void checkReady(const hetcclComm* comm) {
+  if (!comm->ready())
+    throwError(hetcclInvalidUsage, "communicator init has not completed (poll hetcclCommGetAsyncError until it "
+                                   "returns something other than hetcclInProgress)");
+}
+
 void registerComm(hetcclComm* comm) {
   Registry& r = registry();
   std::lock_guard<std::mutex> g(r.mu);

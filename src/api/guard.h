@@ -19,6 +19,8 @@ const char* lastErrorText(const hetcclComm* comm);
 // destroyed, aborted or never created.
 void checkComm(const hetcclComm* comm);
 void registerComm(hetcclComm* comm);
+// Throws InvalidUsage while a non-blocking init is still running.
+void checkReady(const hetcclComm* comm);
 void unregisterComm(hetcclComm* comm);
 
 // Counts the calls running on a communicator, so Abort can wait for them to

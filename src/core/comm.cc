@@ -34,14 +34,18 @@ CommOptions readOptions(const hetcclConfig_t* cfg) {
   return o;
 }
 
-Comm::Comm(const IdContents& id, int nranks, int rank, const CommOptions& opts)
-    : opts_(opts), rank_(rank), nranks_(nranks) {
+Comm::Comm(int nranks, int rank, const CommOptions& opts) : opts_(opts), rank_(rank), nranks_(nranks) {
   logSetRank(rank);
   if (opts_.timeoutS <= 0) throwError(hetcclInvalidArgument, "HETCCL_TIMEOUT_S must be positive");
   buffBytes_ = config().getBytes("HETCCL_BUFFSIZE");
   if (buffBytes_ < 4096) throwError(hetcclInvalidArgument, "HETCCL_BUFFSIZE must be at least 4096");
   smallBytes_ = config().getBytes("HETCCL_SMALL_BYTES");
+  checkMismatch_ = config().getBool("HETCCL_CHECK_MISMATCH");
   device_ = createDeviceRuntime(opts_.deviceKind);
+}
+
+void Comm::init(const IdContents& id) {
+  const int rank = rank_, nranks = nranks_;
 
   PeerInfo me;
   me.rank = rank;
@@ -97,9 +101,14 @@ Comm::Comm(const IdContents& id, int nranks, int rank, const CommOptions& opts)
            group.c_str(), myLocal(), topo_.groupOfRank(rank).ranks.size(), topo_.ngroups(), transportName_.c_str(),
            backend_->name());
   if (rank == 0) LOG_INFO(kTopo, "topology:\n%s", describeTopology(topo_).c_str());
+  ready_.store(true);
 }
 
-Comm::~Comm() = default;
+Comm::~Comm() {
+  // Jobs still queued on the proxy end at once: the abort flag is set by
+  // hetcclCommAbort, and hetcclCommDestroy drains first.
+  abort_.store(true);
+}
 
 ReduceOp Comm::resolveOp(hetcclRedOp_t op, DataType dt) const {
   ReduceOp r;

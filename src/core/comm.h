@@ -14,6 +14,7 @@
 #include "backend/backend.h"
 #include "bootstrap/bootstrap.h"
 #include "core/datatype.h"
+#include "core/proxy.h"
 #include "device/device.h"
 #include "topology/groups.h"
 #include "transport/transport.h"
@@ -34,9 +35,13 @@ CommOptions readOptions(const hetcclConfig_t* config);
 
 class Comm {
  public:
-  // Collective over all nranks ranks of id.
-  Comm(const IdContents& id, int nranks, int rank, const CommOptions& opts);
+  // Cheap: validates the settings and makes the device runtime. init() does
+  // the rest (collective over all ranks of id); a non-blocking communicator
+  // runs it on its proxy.
+  Comm(int nranks, int rank, const CommOptions& opts);
   ~Comm();
+  void init(const IdContents& id);
+  bool ready() const { return ready_.load(); }
 
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }
@@ -51,6 +56,7 @@ class Comm {
   const std::string& transportName() const { return transportName_; }
   size_t buffBytes() const { return buffBytes_; }
   size_t smallBytes() const { return smallBytes_; }
+  bool checkMismatch() const { return checkMismatch_; }
   std::atomic<bool>& abortFlag() { return abort_; }
 
   // The call in progress: its tag goes on every message of the call.
@@ -75,6 +81,8 @@ class Comm {
   // Scratch memory for border staging, bounded by HETCCL_BUFFSIZE per use.
   uint8_t* scratch(size_t bytes);
 
+  Proxy& proxy() { return proxy_; }
+
   // API calls in flight on this communicator (Abort waits for them to leave).
   std::atomic<int> activeCalls{0};
 
@@ -83,6 +91,7 @@ class Comm {
   int rank_, nranks_;
   std::atomic<bool> abort_{false};
   std::atomic<hetcclResult_t> asyncError_{hetcclSuccess};
+  std::atomic<bool> ready_{false};
   std::unique_ptr<Bootstrap> bootstrap_;
   Topology topo_;
   std::unique_ptr<DeviceRuntime> device_;
@@ -90,6 +99,7 @@ class Comm {
   std::unique_ptr<Backend> backend_;
   std::string transportName_;
   size_t buffBytes_ = 0, smallBytes_ = 0;
+  bool checkMismatch_ = false;
   MsgTag callTag_;
   uint64_t seq_ = 0;
   std::map<int, uint64_t> sendSeq_, recvSeq_;
@@ -100,6 +110,7 @@ class Comm {
   };
   std::vector<PreMul> premul_;
   std::vector<uint8_t> scratch_;
+  Proxy proxy_;  // last member: its thread stops before the rest is destroyed
 };
 
 }  // namespace hetccl

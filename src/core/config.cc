@@ -36,6 +36,9 @@ const std::vector<VarSpec> kVars = {
      "microseconds a waiting rank spins before it sleeps on a futex or poll"},
     {"HETCCL_SMALL_BYTES", VarType::kBytes, "64K", nullptr,
      "AllReduce below this size: group AllReduce plus one direct border exchange (latency plan)"},
+    {"HETCCL_CHECK_MISMATCH", VarType::kBool, "0", nullptr,
+     "compare every collective call across all ranks before it runs (one small allgather per call); "
+     "border messages are always checked"},
     {"HETCCL_SOCKET_BUFFER", VarType::kBytes, "4M", nullptr, "SO_SNDBUF/SO_RCVBUF of TCP transport sockets"},
 };
 

@@ -1,0 +1,75 @@
+#include "core/proxy.h"
+
+#include "core/error.h"
+#include "core/log.h"
+
+namespace hetccl {
+
+Proxy::~Proxy() {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Proxy::submit(std::function<void()> job) {
+  std::lock_guard<std::mutex> g(mu_);
+  jobs_.push_back(std::move(job));
+  if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
+  cv_.notify_all();
+}
+
+hetcclResult_t Proxy::status() const {
+  std::lock_guard<std::mutex> g(mu_);
+  if (error_ != hetcclSuccess) return error_;
+  return (running_ || !jobs_.empty()) ? hetcclInProgress : hetcclSuccess;
+}
+
+std::string Proxy::errorText() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return errorText_;
+}
+
+void Proxy::drain() {
+  std::unique_lock<std::mutex> l(mu_);
+  cv_.wait(l, [this] { return !running_ && jobs_.empty(); });
+}
+
+void Proxy::loop() {
+  std::unique_lock<std::mutex> l(mu_);
+  for (;;) {
+    cv_.wait(l, [this] { return stop_ || !jobs_.empty(); });
+    if (jobs_.empty()) return;  // stopping and nothing left
+    std::function<void()> job = std::move(jobs_.front());
+    jobs_.pop_front();
+    if (error_ != hetcclSuccess) {  // sticky: drop work after a failure
+      cv_.notify_all();
+      continue;
+    }
+    running_ = true;
+    l.unlock();
+    hetcclResult_t code = hetcclSuccess;
+    std::string text;
+    try {
+      job();
+    } catch (const Error& e) {
+      code = e.code();
+      text = e.what();
+    } catch (const std::exception& e) {
+      code = hetcclInternalError;
+      text = e.what();
+    }
+    l.lock();
+    running_ = false;
+    if (code != hetcclSuccess && error_ == hetcclSuccess) {
+      error_ = code;
+      errorText_ = text;
+      LOG_WARN(kColl, "proxy: %s", text.c_str());
+    }
+    cv_.notify_all();
+  }
+}
+
+}  // namespace hetccl

@@ -1,0 +1,51 @@
+// The proxy: one thread per communicator that runs work in submission order
+// so the caller does not wait. It runs the border steps of device ranks
+// (which must not block the caller's thread) and every call of a
+// non-blocking communicator (hetcclConfig_t.blocking = 0), init included.
+// The first job that fails makes the proxy's error sticky; later jobs are
+// dropped, as the communicator is then in an unknown state.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "hetccl/hetccl.h"
+
+namespace hetccl {
+
+class Proxy {
+ public:
+  Proxy() = default;
+  ~Proxy();
+  Proxy(const Proxy&) = delete;
+  Proxy& operator=(const Proxy&) = delete;
+
+  // Queues a job; starts the thread on first use. Never blocks.
+  void submit(std::function<void()> job);
+  // hetcclInProgress while jobs are queued or running, else the first
+  // failure's code, else hetcclSuccess.
+  hetcclResult_t status() const;
+  std::string errorText() const;
+  // Waits until no job is queued or running (each job is bounded by the
+  // communicator's timeout and abort flag).
+  void drain();
+
+ private:
+  void loop();
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> jobs_;
+  bool running_ = false;  // a job is executing
+  bool stop_ = false;
+  hetcclResult_t error_ = hetcclSuccess;
+  std::string errorText_;
+  std::thread thread_;
+};
+
+}  // namespace hetccl
