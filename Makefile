@@ -38,7 +38,7 @@ tsan: deps
 
 bench: build
 	HETCCL_WITH_TORCH=1 bash scripts/install-deps.sh
-	HETCCL_PERF=$(BUILD)/tools/hetccl-perf bash bench/allreduce_vs_peers.sh
+	HETCCL_PERF=$(BUILD)/tools/hetccl-perf bash bench/allreduce_vs_peers.sh -n 100 -w 10
 
 clean:
 	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan

@@ -32,7 +32,7 @@ const std::vector<VarSpec> kVars = {
     {"HETCCL_SHM_SLOT_BYTES", VarType::kBytes, "256K", nullptr, "shm ring slot size; HETCCL_BUFFSIZE/slot = slots"},
     {"HETCCL_SHM_CMA", VarType::kBool, "1", nullptr,
      "shm: read messages larger than a slot straight from the sender's memory (process_vm_readv) when permitted"},
-    {"HETCCL_SPIN_US", VarType::kInt, "30", nullptr,
+    {"HETCCL_SPIN_US", VarType::kInt, "300", nullptr,
      "microseconds a waiting rank spins before it sleeps on a futex or poll"},
     {"HETCCL_SMALL_BYTES", VarType::kBytes, "64K", nullptr,
      "AllReduce below this size: group AllReduce plus one direct border exchange (latency plan)"},
