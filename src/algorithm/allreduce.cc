@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "algorithm/coll.h"
+#include "core/bytes.h"
 #include "algorithm/host_reduce.h"
 #include "core/comm.h"
 #include "core/log.h"
@@ -90,7 +91,7 @@ void runAllReduce(Comm& c, const CollArgs& a) {
     if (a.op.postDiv) divideArray(buf, n, a.dt, a.op.divisor);
     return;
   }
-  if (in != buf) memcpy(buf, in, n * es);
+  copyBytes(buf, in, n * es);
   if (n == 0) return;
   const Topology& t = c.topo();
   bool latency = n * es < c.smallBytes();

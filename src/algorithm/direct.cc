@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "algorithm/coll.h"
+#include "core/bytes.h"
 #include "core/comm.h"
 #include "core/error.h"
 
@@ -53,7 +54,7 @@ void runExchange(Comm& c, const std::vector<CollArgs>& ops, bool collectiveTags)
     if (sb != rb)
       throwError(hetcclInvalidUsage, "send to self of " + std::to_string(sb) + " bytes meets a receive of " +
                                          std::to_string(rb) + " bytes");
-    if (sb) memmove(selfRecv[i]->recv, selfSend[i]->send, sb);
+    copyBytes(selfRecv[i]->recv, selfSend[i]->send, sb);
   }
   bool any = false;
   for (const CollArgs& op : ops)
@@ -98,7 +99,7 @@ void runAlltoAll(Comm& c, const CollArgs& a) {
     copy.assign(in, in + bytes * n);
     in = copy.data();
   }
-  if (in + me * bytes != out + me * bytes) memmove(out + me * bytes, in + me * bytes, bytes);
+  copyBytes(out + me * bytes, in + me * bytes, bytes);
   Exchange e;
   for (int j = 1; j < n; ++j) {
     int to = (me + j) % n, from = (me - j + n) % n;
@@ -114,7 +115,7 @@ void runGather(Comm& c, const CollArgs& a) {
   Exchange e;
   if (me == a.root) {
     auto* out = static_cast<uint8_t*>(a.recv);
-    if (a.send != out + me * bytes) memmove(out + me * bytes, a.send, bytes);
+    copyBytes(out + me * bytes, a.send, bytes);
     for (int r = 0; r < n; ++r)
       if (r != me) addRecv(e, out + r * bytes, a.count, a.dt, r);
   } else {
@@ -129,7 +130,7 @@ void runScatter(Comm& c, const CollArgs& a) {
   Exchange e;
   if (me == a.root) {
     auto* in = static_cast<const uint8_t*>(a.send);
-    if (a.recv != in + me * bytes) memmove(a.recv, in + me * bytes, bytes);
+    copyBytes(a.recv, in + me * bytes, bytes);
     for (int r = 0; r < n; ++r)
       if (r != me) addSend(e, in + r * bytes, a.count, a.dt, r);
   } else {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "algorithm/coll.h"
+#include "core/bytes.h"
 #include "algorithm/host_reduce.h"
 #include "core/comm.h"
 
@@ -46,7 +47,7 @@ void runAllGather(Comm& c, const CollArgs& a) {
   }
   auto* out = static_cast<uint8_t*>(a.recv);
   const int me = c.rank(), g = c.myGroup();
-  if (a.send != out + me * bytes) memmove(out + me * bytes, a.send, bytes);
+  copyBytes(out + me * bytes, a.send, bytes);
   // Border: my block to my counterpart in each other group; blocks of the
   // ranks I stand for from them.
   std::vector<Xfer> x;

@@ -1,4 +1,5 @@
 #include "algorithm/host_reduce.h"
+#include "core/bytes.h"
 
 #include <cmath>
 #include <cstdint>
@@ -49,7 +50,13 @@ inline uint8_t stE4m3(float v) { return floatToFp8e4m3(v); }
 inline float ldE5m2(uint8_t v) { return fp8e5m2ToFloat(v); }
 inline uint8_t stE5m2(float v) { return floatToFp8e5m2(v); }
 
+// ThreadSanitizer's runtime is not up yet when the loader resolves the
+// clones' ifuncs: sanitizer builds use the baseline code only.
+#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
 #define HETCCL_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define HETCCL_CLONES
+#endif
 
 // One cloned function per (type, op): the loader picks the widest the CPU has.
 #define DEFINE_KIND(NAME, S, V, LD, ST, K)                                                  \
@@ -149,13 +156,9 @@ void divideArray(void* buf, size_t n, DataType dt, int d) {
   }
 }
 
-}  // namespace hetccl
-
-namespace hetccl {
-
 void foldOrdered(void* dst, const void* const* parts, int nparts, size_t n, DataType dt, RedKind kind, void* scratch) {
   if (nparts == 1) {
-    if (dst != parts[0]) memmove(dst, parts[0], n * dataTypeSize(dt));
+    copyBytes(dst, parts[0], n * dataTypeSize(dt));
     return;
   }
   const void* acc = parts[0];

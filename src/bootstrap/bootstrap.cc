@@ -1,5 +1,7 @@
 #include "bootstrap/bootstrap.h"
 
+#include <poll.h>
+
 #include <cstring>
 #include <exception>
 #include <thread>
@@ -94,12 +96,36 @@ void Bootstrap::allGather(void* data, size_t bytes) {
   for (int s = 0; s < nranks_ - 1; ++s) {
     int sendBlock = (rank_ - s + nranks_) % nranks_;
     int recvBlock = (rank_ - s - 1 + nranks_) % nranks_;
-    Deadline dl = deadline();
-    // Small blocks fit in the socket buffers; send first, then receive.
-    next_.sendAll(base + static_cast<size_t>(sendBlock) * bytes, bytes, dl,
-                  "bootstrap allgather to rank " + std::to_string((rank_ + 1) % nranks_));
-    prev_.recvAll(base + static_cast<size_t>(recvBlock) * bytes, bytes, dl,
-                  "bootstrap allgather from rank " + std::to_string((rank_ + nranks_ - 1) % nranks_));
+    shift(base + static_cast<size_t>(sendBlock) * bytes, base + static_cast<size_t>(recvBlock) * bytes, bytes);
+  }
+}
+
+void Bootstrap::shift(const void* sendBuf, void* recvBuf, size_t bytes) {
+  // Send to the next rank while receiving from the previous one, so blocks
+  // larger than the socket buffers cannot deadlock the ring.
+  Deadline dl = deadline();
+  const std::string toWhat = "bootstrap allgather to rank " + std::to_string((rank_ + 1) % nranks_);
+  const std::string fromWhat = "bootstrap allgather from rank " + std::to_string((rank_ + nranks_ - 1) % nranks_);
+  auto* out = static_cast<const uint8_t*>(sendBuf);
+  auto* in = static_cast<uint8_t*>(recvBuf);
+  size_t sent = 0, got = 0;
+  while (sent < bytes || got < bytes) {
+    size_t moved = 0;
+    if (sent < bytes) moved += next_.sendSome(out + sent, bytes - sent, toWhat), sent += moved;
+    if (got < bytes) {
+      size_t r = prev_.recvSome(in + got, bytes - got, fromWhat);
+      got += r;
+      moved += r;
+    }
+    if (moved) {
+      dl = deadline();
+      continue;
+    }
+    if (dl.aborted()) throwError(hetcclRemoteError, fromWhat + ": communicator aborted");
+    if (dl.passed()) throwError(hetcclRemoteError, (sent < bytes ? toWhat : fromWhat) + ": timed out");
+    pollfd pf[2] = {{next_.fd(), static_cast<short>(sent < bytes ? POLLOUT : 0), 0},
+                    {prev_.fd(), static_cast<short>(got < bytes ? POLLIN : 0), 0}};
+    ::poll(pf, 2, dl.sliceMs());
   }
 }
 

@@ -31,6 +31,7 @@ class Bootstrap {
 
  private:
   Deadline deadline() const;
+  void shift(const void* sendBuf, void* recvBuf, size_t bytes);
 
   IdContents id_;
   int rank_;

@@ -81,6 +81,8 @@ bool Config::getBool(const char* name) const {
 }
 
 int64_t parseInt(const std::string& text, const char* what) {
+  if (text.empty() || !(text[0] == '-' || (text[0] >= '0' && text[0] <= '9')))
+    throwError(hetcclInvalidArgument, std::string(what) + ": not an integer: '" + text + "'");
   errno = 0;
   char* end = nullptr;
   long long v = strtoll(text.c_str(), &end, 10);
@@ -90,6 +92,8 @@ int64_t parseInt(const std::string& text, const char* what) {
 }
 
 uint64_t parseBytes(const std::string& text, const char* what) {
+  if (text.empty() || text[0] < '0' || text[0] > '9')
+    throwError(hetcclInvalidArgument, std::string(what) + ": not a size: '" + text + "'");
   errno = 0;
   char* end = nullptr;
   unsigned long long v = strtoull(text.c_str(), &end, 10);

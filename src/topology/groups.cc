@@ -10,6 +10,9 @@
 namespace hetccl {
 
 std::string groupFromMap(const std::string& map, int rank) {
+  // The whole map is checked on every rank, so a bad map fails everywhere
+  // at once instead of leaving the ranks it names waiting for the others.
+  std::string found;
   std::stringstream ss(map);
   std::string item;
   while (std::getline(ss, item, ',')) {
@@ -22,9 +25,9 @@ std::string groupFromMap(const std::string& map, int rank) {
     int64_t lo = parseInt(range.substr(0, dash), "HETCCL_GROUP_MAP rank");
     int64_t hi = dash == std::string::npos ? lo : parseInt(range.substr(dash + 1), "HETCCL_GROUP_MAP rank");
     if (lo < 0 || hi < lo) throwError(hetcclInvalidArgument, "HETCCL_GROUP_MAP: bad rank range '" + range + "'");
-    if (rank >= lo && rank <= hi) return name;
+    if (found.empty() && rank >= lo && rank <= hi) found = name;
   }
-  return "";
+  return found;
 }
 
 std::string resolveGroupName(int rank, const std::string& deviceKind, const char* configName) {

@@ -1,4 +1,5 @@
 #include "backend/host/host_backend.h"
+#include "core/bytes.h"
 
 #include <cstring>
 
@@ -17,7 +18,7 @@ void HostBackend::reduceScatterRanges(const void* send, void* myOut, const std::
   const size_t es = dataTypeSize(dt);
   auto* in = static_cast<const uint8_t*>(send);
   size_t myLo = bounds[me], myN = bounds[me + 1] - myLo;
-  if (myOut != in + myLo * es) memmove(myOut, in + myLo * es, myN * es);
+  copyBytes(myOut, in + myLo * es, myN * es);
   // Round j: give rank me-j its shard, fold in rank me+j's contribution to
   // mine. Each shard is folded in one fixed order: deterministic.
   for (int j = 1; j < k; ++j) {
@@ -45,7 +46,7 @@ void HostBackend::allGatherRanges(void* buf, const std::vector<size_t>& bounds, 
 void HostBackend::allReduce(const void* send, void* recv, size_t count, DataType dt, RedKind op, Stream) {
   const int k = nranks(), me = rank();
   const size_t es = dataTypeSize(dt), bytes = count * es;
-  if (send != recv) memmove(recv, send, bytes);
+  copyBytes(recv, send, bytes);
   if (k == 1 || count == 0) return;
   if (bytes < ctx_.smallBytes || count < static_cast<size_t>(k)) {
     // Latency path: everyone sends everything to everyone, folds in rank order.
@@ -83,7 +84,7 @@ void HostBackend::allGather(const void* send, void* recv, size_t sendcount, Data
   const int k = nranks(), me = rank();
   const size_t es = dataTypeSize(dt);
   auto* mine = static_cast<uint8_t*>(recv) + static_cast<size_t>(me) * sendcount * es;
-  if (send != mine) memmove(mine, send, sendcount * es);
+  copyBytes(mine, send, sendcount * es);
   std::vector<size_t> bounds(k + 1);
   for (int j = 0; j <= k; ++j) bounds[j] = sendcount * j;
   allGatherRanges(recv, bounds, dt);
@@ -94,7 +95,7 @@ void HostBackend::broadcast(const void* send, void* recv, size_t count, DataType
   const size_t bytes = count * dataTypeSize(dt);
   std::vector<Xfer> x;
   if (me == root) {
-    if (send != recv) memmove(recv, send, bytes);
+    copyBytes(recv, send, bytes);
     for (int j = 0; j < k; ++j)
       if (j != me) x.push_back(Xfer::send(global(j), recv, bytes, tag()));
   } else {
@@ -111,7 +112,7 @@ void HostBackend::reduce(const void* send, void* recv, size_t count, DataType dt
     run(x);
     return;
   }
-  if (send != recv) memmove(recv, send, bytes);
+  copyBytes(recv, send, bytes);
   // Fold the others in ascending rank order (deterministic).
   for (int j = 0; j < k; ++j) {
     if (j == me) continue;

@@ -1,4 +1,5 @@
 #include "transport/shm/shm_transport.h"
+#include "core/bytes.h"
 
 #include <fcntl.h>
 #include <linux/futex.h>
@@ -268,7 +269,7 @@ void ShmTransport::run(std::span<Xfer> xfers) {
             size_t len = std::min(slotBytes_, x->bytes - x->done);
             sh->len = len;
             sh->flags = 0;
-            memcpy(slot + sizeof(SlotHeader), static_cast<const uint8_t*>(x->src) + x->done, len);
+            copyBytes(slot + sizeof(SlotHeader), static_cast<const uint8_t*>(x->src) + x->done, len);
             x->done += len;
           }
           ++head;
@@ -302,10 +303,12 @@ void ShmTransport::run(std::span<Xfer> xfers) {
                                               x->tag.describe());
           const uint8_t* data = slot + sizeof(SlotHeader);
           uint8_t* dst = static_cast<uint8_t*>(x->dst) + x->done;
-          if (single) {
+          if (len == 0) {
+            // empty message: nothing to copy (buffers may be null)
+          } else if (single) {
             cmaRead(*x, sh->cmaAddr);
           } else if (x->kind == Xfer::Kind::kRecv) {
-            memcpy(dst, data, len);
+            copyBytes(dst, data, len);
           } else {
             size_t es = dataTypeSize(x->dtype);
             if (len % es != 0) throwError(hetcclRemoteError, "shm: slot splits an element");
