@@ -22,6 +22,7 @@ struct CollArgs {
   DataType dt = hetcclFloat32;
   ReduceOp op;
   int root = -1;     // root, or peer for send/recv
+  bool isSend = false;  // kSendRecv: a send (buffers may be null when count is 0)
   Stream stream = nullptr;
 };
 

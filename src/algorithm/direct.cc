@@ -13,13 +13,14 @@ namespace hetccl {
 namespace {
 
 struct Exchange {
-  std::vector<CollArgs> ops;  // kind kSendRecv: send != null -> send to root(peer), else recv
+  std::vector<CollArgs> ops;  // kind kSendRecv: isSend -> send to root (the peer), else receive
 };
 
 void addSend(Exchange& e, const void* buf, size_t count, DataType dt, int peer) {
   CollArgs a;
   a.kind = CollKind::kSendRecv;
   a.send = buf;
+  a.isSend = true;
   a.count = count;
   a.dt = dt;
   a.root = peer;
@@ -45,7 +46,7 @@ void runExchange(Comm& c, const std::vector<CollArgs>& ops, bool collectiveTags)
   // To self: the i-th send pairs with the i-th receive.
   std::vector<const CollArgs*> selfSend, selfRecv;
   for (const CollArgs& op : ops)
-    if (op.root == c.rank()) (op.send ? selfSend : selfRecv).push_back(&op);
+    if (op.root == c.rank()) (op.isSend ? selfSend : selfRecv).push_back(&op);
   if (selfSend.size() != selfRecv.size())
     throwError(hetcclInvalidUsage, std::to_string(selfSend.size()) + " sends to self but " +
                                        std::to_string(selfRecv.size()) + " receives from self in one group call");
@@ -68,16 +69,16 @@ void runExchange(Comm& c, const std::vector<CollArgs>& ops, bool collectiveTags)
       // Point-to-point: matched per ordered pair by a per-peer counter.
       tag = MsgTag{};
       tag.coll = static_cast<uint16_t>(CollKind::kSendRecv);
-      tag.seq = op.send ? c.nextSendSeq(op.root) : c.nextRecvSeq(op.root);
+      tag.seq = op.isSend ? c.nextSendSeq(op.root) : c.nextRecvSeq(op.root);
       tag.count = op.count;
       tag.dtype = static_cast<uint8_t>(op.dt);
     }
     if (t.groupOf[op.root] == g) {
       c.callTag() = tag;
       int peer = t.localIndex[op.root];
-      if (op.send) be.send(op.send, op.count, op.dt, peer, op.stream);
+      if (op.isSend) be.send(op.send, op.count, op.dt, peer, op.stream);
       else be.recv(op.recv, op.count, op.dt, peer, op.stream);
-    } else if (op.send) {
+    } else if (op.isSend) {
       cross.push_back(Xfer::send(op.root, op.send, bytes, tag));
     } else {
       cross.push_back(Xfer::recv(op.root, op.recv, bytes, tag));

@@ -170,7 +170,9 @@ hetcclResult_t hetcclSend(const void* s, size_t count, hetcclDataType_t dt, int 
                           hetcclStream_t st) {
   hetcclResult_t r = guard(comm, "hetcclSend", [&] { HETCCL_CHECK_ARG(s || count == 0, "sendbuff is NULL with count > 0"); });
   if (r != hetcclSuccess) return r;
-  return submit(comm, "hetcclSend", args(CollKind::kSendRecv, s, nullptr, count, dt, peer, st), hetcclSum, false);
+  CollArgs a = args(CollKind::kSendRecv, s, nullptr, count, dt, peer, st);
+  a.isSend = true;
+  return submit(comm, "hetcclSend", a, hetcclSum, false);
 }
 
 hetcclResult_t hetcclRecv(void* rb, size_t count, hetcclDataType_t dt, int peer, hetcclComm_t comm,

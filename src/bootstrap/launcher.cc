@@ -37,7 +37,7 @@ LaunchInfo detectLauncher() {
     if (env("SLURM_LOCALID")) li.localRank = envInt("SLURM_LOCALID");
   } else {
     throwError(hetcclInvalidUsage,
-               "hetcclCommInitFromEnv: no launcher found (looked for RANK/WORLD_SIZE, "
+               "no launcher found (looked for RANK/WORLD_SIZE, "
                "OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE, SLURM_PROCID/SLURM_NTASKS)");
   }
   if (li.nranks <= 0 || li.rank < 0 || li.rank >= li.nranks)
@@ -63,7 +63,7 @@ LaunchInfo detectLauncher() {
     uint64_t h = sipHash24(key, job.data(), job.size());
     li.root = SockAddr::parse("127.0.0.1:" + std::to_string(20000 + h % 20000));
   } else {
-    throwError(hetcclInvalidUsage, "hetcclCommInitFromEnv under " + li.launcher +
+    throwError(hetcclInvalidUsage, "under " + li.launcher +
                                        ": set HETCCL_COMM_ID=host:port (rank 0's host) or MASTER_ADDR and MASTER_PORT");
   }
 
