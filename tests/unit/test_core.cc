@@ -1,0 +1,314 @@
+// core/: the HETCCL_* registry, data types and ops, the logger's switches.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <set>
+#include <string>
+
+#include "core/config.h"
+#include "core/datatype.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "unit_util.h"
+
+namespace hetccl {
+namespace {
+
+using test::EnvGuard;
+
+// ---- config registry ----
+
+TEST(Config, EveryVariableIsDeclaredOnceWithTypeDefaultAndHelp) {
+  std::set<std::string> names;
+  for (const VarSpec& v : config().vars()) {
+    ASSERT_NE(v.name, nullptr);
+    EXPECT_EQ(std::string(v.name).rfind("HETCCL_", 0), 0u) << v.name;
+    EXPECT_TRUE(names.insert(v.name).second) << "declared twice: " << v.name;
+    ASSERT_NE(v.defaultValue, nullptr) << v.name;
+    ASSERT_NE(v.help, nullptr) << v.name;
+    EXPECT_GT(strlen(v.help), 0u) << v.name;
+    // Every default parses as its own type.
+    EnvGuard unset(v.name, nullptr);
+    if (v.type == VarType::kInt) { EXPECT_NO_THROW(config().getInt(v.name)) << v.name; }
+    if (v.type == VarType::kBytes) { EXPECT_NO_THROW(config().getBytes(v.name)) << v.name; }
+  }
+  for (const char* n : {"HETCCL_DEBUG", "HETCCL_TIMEOUT_S", "HETCCL_TRANSPORT", "HETCCL_GROUP", "HETCCL_GROUP_MAP",
+                        "HETCCL_BUFFSIZE", "HETCCL_SOCKET_IFNAME"})
+    EXPECT_TRUE(names.count(n)) << n;
+}
+
+TEST(Config, DefaultsWhenUnset) {
+  EnvGuard a("HETCCL_TIMEOUT_S", nullptr), b("HETCCL_BUFFSIZE", nullptr), c("HETCCL_TRANSPORT", nullptr),
+      d("HETCCL_DEBUG_SUBSYS", nullptr);
+  EXPECT_EQ(config().getInt("HETCCL_TIMEOUT_S"), 300);
+  EXPECT_EQ(config().getBytes("HETCCL_BUFFSIZE"), 4u << 20);
+  EXPECT_EQ(config().getString("HETCCL_TRANSPORT"), "auto");
+  EXPECT_EQ(config().getString("HETCCL_DEBUG_SUBSYS"), "ALL");
+  EXPECT_FALSE(config().isSet("HETCCL_TIMEOUT_S"));
+}
+
+TEST(Config, EnvironmentOverridesDefault) {
+  EnvGuard a("HETCCL_TIMEOUT_S", "17"), b("HETCCL_BUFFSIZE", "3M"), c("HETCCL_TRANSPORT", "tcp");
+  EXPECT_EQ(config().getInt("HETCCL_TIMEOUT_S"), 17);
+  EXPECT_EQ(config().getBytes("HETCCL_BUFFSIZE"), 3u << 20);
+  EXPECT_EQ(config().getString("HETCCL_TRANSPORT"), "tcp");
+  EXPECT_TRUE(config().isSet("HETCCL_TIMEOUT_S"));
+}
+
+TEST(Config, EmptyValueCountsAsUnset) {
+  EnvGuard a("HETCCL_TIMEOUT_S", "");
+  EXPECT_FALSE(config().isSet("HETCCL_TIMEOUT_S"));
+  EXPECT_EQ(config().getInt("HETCCL_TIMEOUT_S"), 300);
+}
+
+TEST(Config, NcclDebugIsTheFallbackOfHetcclDebug) {
+  EnvGuard a("HETCCL_DEBUG", nullptr), b("NCCL_DEBUG", "INFO");
+  EXPECT_EQ(config().getString("HETCCL_DEBUG"), "INFO");
+  EXPECT_TRUE(config().isSet("HETCCL_DEBUG"));
+  {
+    EnvGuard c("HETCCL_DEBUG", "TRACE");  // the hetccl name wins
+    EXPECT_EQ(config().getString("HETCCL_DEBUG"), "TRACE");
+  }
+  EnvGuard d("NCCL_DEBUG", nullptr);
+  EXPECT_EQ(config().getString("HETCCL_DEBUG"), "");
+  EXPECT_FALSE(config().isSet("HETCCL_DEBUG"));
+}
+
+TEST(Config, FallbackIsOnlyForDeclaredPairs) {
+  // NCCL_TIMEOUT_S is no fallback of anything: it must not leak in.
+  EnvGuard a("HETCCL_TIMEOUT_S", nullptr), b("NCCL_TIMEOUT_S", "5");
+  EXPECT_EQ(config().getInt("HETCCL_TIMEOUT_S"), 300);
+}
+
+TEST(Config, BadIntegerInEnvironmentIsInvalidArgument) {
+  EnvGuard a("HETCCL_TIMEOUT_S", "12x");
+  EXPECT_HETCCL_ERROR(config().getInt("HETCCL_TIMEOUT_S"), hetcclInvalidArgument, "HETCCL_TIMEOUT_S");
+}
+
+TEST(Config, GetBoolSpellings) {
+  // HETCCL_GROUP is a string setting; getBool reads any value.
+  for (const char* f : {"0", "false", "FALSE", "no", "No"}) {
+    EnvGuard a("HETCCL_GROUP", f);
+    EXPECT_FALSE(config().getBool("HETCCL_GROUP")) << f;
+  }
+  for (const char* t : {"1", "yes", "true", "on"}) {
+    EnvGuard a("HETCCL_GROUP", t);
+    EXPECT_TRUE(config().getBool("HETCCL_GROUP")) << t;
+  }
+  EnvGuard a("HETCCL_GROUP", nullptr);
+  EXPECT_FALSE(config().getBool("HETCCL_GROUP"));  // default ""
+}
+
+TEST(Config, UnknownNameIsInternalError) {
+  EXPECT_HETCCL_ERROR(config().getString("HETCCL_NO_SUCH_THING"), hetcclInternalError, "HETCCL_NO_SUCH_THING");
+  EXPECT_HETCCL_ERROR(config().getInt("NOT_DECLARED"), hetcclInternalError, "NOT_DECLARED");
+  EXPECT_HETCCL_ERROR(config().isSet("HETCCL_DEBUGX"), hetcclInternalError, "HETCCL_DEBUGX");
+}
+
+TEST(ParseBytes, PlainAndSuffixes) {
+  EXPECT_EQ(parseBytes("0", "x"), 0u);
+  EXPECT_EQ(parseBytes("123", "x"), 123u);
+  EXPECT_EQ(parseBytes("4K", "x"), 4096u);
+  EXPECT_EQ(parseBytes("4k", "x"), 4096u);
+  EXPECT_EQ(parseBytes("2M", "x"), 2u << 20);
+  EXPECT_EQ(parseBytes("2m", "x"), 2u << 20);
+  EXPECT_EQ(parseBytes("1G", "x"), 1u << 30);
+  EXPECT_EQ(parseBytes("3g", "x"), 3ull << 30);
+  EXPECT_EQ(parseBytes("5KB", "x"), 5u << 10);
+  EXPECT_EQ(parseBytes("7B", "x"), 7u);
+  EXPECT_EQ(parseBytes("16777216G", "x"), 1ull << 54);
+}
+
+TEST(ParseBytes, GarbageIsInvalidArgumentNamingTheSetting) {
+  for (const char* bad : {"", "abc", "12Q", "1.5M", "-1", "-4K", "4KK", "4 K", "4K ", "0x10", "99999999999999999999",
+                          "17179869184G"}) {
+    SCOPED_TRACE(std::string("input '") + bad + "'");
+    EXPECT_HETCCL_ERROR(parseBytes(bad, "HETCCL_BUFFSIZE"), hetcclInvalidArgument, "HETCCL_BUFFSIZE");
+  }
+  EnvGuard a("HETCCL_BUFFSIZE", "lots");
+  EXPECT_HETCCL_ERROR(config().getBytes("HETCCL_BUFFSIZE"), hetcclInvalidArgument, "lots");
+}
+
+// A suffix alone, or a sign hidden behind blanks, is no size either.
+TEST(ParseBytes, SuffixWithoutDigitsOrHiddenSignIsGarbage) {
+  for (const char* bad : {"K", "M", "B", "KB", " -1", "\t-2K"}) {
+    SCOPED_TRACE(std::string("input '") + bad + "'");
+    EXPECT_HETCCL_ERROR(parseBytes(bad, "HETCCL_BUFFSIZE"), hetcclInvalidArgument, "HETCCL_BUFFSIZE");
+  }
+}
+
+TEST(ParseInt, ValuesAndGarbage) {
+  EXPECT_EQ(parseInt("42", "x"), 42);
+  EXPECT_EQ(parseInt("-7", "x"), -7);
+  for (const char* bad : {"", "4.2", "x", "1 ", "99999999999999999999"})
+    EXPECT_HETCCL_ERROR(parseInt(bad, "what"), hetcclInvalidArgument, "what");
+}
+
+// ---- data types and ops ----
+
+TEST(DataType, SizesNamesAndFloatness) {
+  struct Row {
+    DataType dt;
+    size_t size;
+    const char* name;
+    bool isFloat;
+  };
+  const Row rows[] = {{hetcclInt8, 1, "int8", false},        {hetcclUint8, 1, "uint8", false},
+                      {hetcclInt32, 4, "int32", false},      {hetcclUint32, 4, "uint32", false},
+                      {hetcclInt64, 8, "int64", false},      {hetcclUint64, 8, "uint64", false},
+                      {hetcclFloat16, 2, "half", true},      {hetcclFloat32, 4, "float", true},
+                      {hetcclFloat64, 8, "double", true},    {hetcclBfloat16, 2, "bfloat16", true},
+                      {hetcclFloat8e4m3, 1, "fp8_e4m3", true}, {hetcclFloat8e5m2, 1, "fp8_e5m2", true}};
+  ASSERT_EQ(std::size(rows), static_cast<size_t>(hetcclNumTypes));
+  for (const Row& r : rows) {
+    EXPECT_TRUE(dataTypeValid(r.dt));
+    EXPECT_EQ(dataTypeSize(r.dt), r.size) << r.name;
+    EXPECT_STREQ(dataTypeName(r.dt), r.name);
+    EXPECT_EQ(dataTypeIsFloat(r.dt), r.isFloat) << r.name;
+  }
+  for (int bad : {-1, static_cast<int>(hetcclNumTypes), 1000}) {
+    EXPECT_FALSE(dataTypeValid(bad));
+    EXPECT_EQ(dataTypeSize(static_cast<DataType>(bad)), 0u);
+    EXPECT_STREQ(dataTypeName(static_cast<DataType>(bad)), "invalid");
+    EXPECT_FALSE(dataTypeIsFloat(static_cast<DataType>(bad)));
+  }
+}
+
+TEST(DataType, ParseNamesAndAliases) {
+  const std::pair<const char*, DataType> ok[] = {
+      {"int8", hetcclInt8},         {"uint8", hetcclUint8},     {"int32", hetcclInt32},
+      {"uint32", hetcclUint32},     {"int64", hetcclInt64},     {"uint64", hetcclUint64},
+      {"half", hetcclFloat16},      {"float16", hetcclFloat16}, {"float", hetcclFloat32},
+      {"float32", hetcclFloat32},   {"double", hetcclFloat64},  {"float64", hetcclFloat64},
+      {"bfloat16", hetcclBfloat16}, {"bf16", hetcclBfloat16},   {"fp8_e4m3", hetcclFloat8e4m3},
+      {"fp8_e5m2", hetcclFloat8e5m2}, {"FLOAT", hetcclFloat32}, {"Int64", hetcclInt64}};
+  for (auto [name, want] : ok) {
+    DataType dt = hetcclInt8;
+    if (want == hetcclInt8) dt = hetcclDouble;
+    EXPECT_TRUE(parseDataType(name, &dt)) << name;
+    EXPECT_EQ(dt, want) << name;
+  }
+  for (int i = 0; i < hetcclNumTypes; ++i) {  // names round-trip
+    DataType dt;
+    ASSERT_TRUE(parseDataType(dataTypeName(static_cast<DataType>(i)), &dt));
+    EXPECT_EQ(dt, i);
+  }
+  for (const char* bad : {"", "int16", "float128", "fp8", "int8 "}) {
+    DataType dt = hetcclUint64;
+    EXPECT_FALSE(parseDataType(bad, &dt)) << bad;
+    EXPECT_EQ(dt, hetcclUint64) << "unchanged on failure";
+  }
+}
+
+TEST(DataType, RedOpNamesAndParse) {
+  EXPECT_STREQ(redOpName(hetcclSum), "sum");
+  EXPECT_STREQ(redOpName(hetcclProd), "prod");
+  EXPECT_STREQ(redOpName(hetcclMax), "max");
+  EXPECT_STREQ(redOpName(hetcclMin), "min");
+  EXPECT_STREQ(redOpName(hetcclAvg), "avg");
+  EXPECT_STREQ(redOpName(static_cast<hetcclRedOp_t>(hetcclNumOps + 3)), "premulsum");
+  EXPECT_STREQ(redKindName(RedKind::kMax), "max");
+  for (int i = 0; i < hetcclNumOps; ++i) {
+    hetcclRedOp_t op;
+    ASSERT_TRUE(parseRedOp(redOpName(static_cast<hetcclRedOp_t>(i)), &op));
+    EXPECT_EQ(op, i);
+  }
+  hetcclRedOp_t op;
+  EXPECT_TRUE(parseRedOp("SUM", &op));
+  EXPECT_EQ(op, hetcclSum);
+  EXPECT_FALSE(parseRedOp("premulsum", &op));
+  EXPECT_FALSE(parseRedOp("xor", &op));
+}
+
+TEST(Error, CarriesCodeAndMessage) {
+  EXPECT_HETCCL_ERROR(throwError(hetcclRemoteError, "rank 3 left"), hetcclRemoteError, "rank 3 left");
+  EXPECT_HETCCL_ERROR(throwSystemError("open /x", ENOENT), hetcclSystemError, "open /x: No such file");
+  EXPECT_HETCCL_ERROR(HETCCL_CHECK_ARG(1 == 2, "bad arg"), hetcclInvalidArgument, "bad arg");
+  EXPECT_HETCCL_ERROR(HETCCL_CHECK_USAGE(false, "bad use"), hetcclInvalidUsage, "bad use");
+  EXPECT_NO_THROW(HETCCL_CHECK_ARG(true, "never"));
+}
+
+// ---- log switches ----
+
+class Log : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    unsetenv("HETCCL_DEBUG");
+    unsetenv("NCCL_DEBUG");
+    unsetenv("HETCCL_DEBUG_SUBSYS");
+    logReset();
+  }
+  EnvGuard keepDebug_{"HETCCL_DEBUG", nullptr}, keepNccl_{"NCCL_DEBUG", nullptr},
+      keepSubsys_{"HETCCL_DEBUG_SUBSYS", nullptr};
+};
+
+TEST_F(Log, SilentWhenUnset) {
+  logReset();
+  EXPECT_FALSE(logEnabled(LogLevel::kWarn, kInit));
+  EXPECT_FALSE(logEnabled(LogLevel::kTrace, kAll));
+}
+
+TEST_F(Log, LevelsAreCumulative) {
+  const std::pair<const char*, int> levels[] = {{"WARN", 1}, {"info", 2}, {"TRACE", 3}, {"bogus", 0}};
+  for (auto [spec, level] : levels) {
+    setenv("HETCCL_DEBUG", spec, 1);
+    logReset();
+    EXPECT_EQ(logEnabled(LogLevel::kWarn, kColl), level >= 1) << spec;
+    EXPECT_EQ(logEnabled(LogLevel::kInfo, kColl), level >= 2) << spec;
+    EXPECT_EQ(logEnabled(LogLevel::kTrace, kColl), level >= 3) << spec;
+  }
+}
+
+TEST_F(Log, NcclDebugIsReadWhenHetcclDebugIsUnset) {
+  setenv("NCCL_DEBUG", "INFO", 1);
+  logReset();
+  EXPECT_TRUE(logEnabled(LogLevel::kInfo, kTransport));
+  EXPECT_FALSE(logEnabled(LogLevel::kTrace, kTransport));
+  setenv("HETCCL_DEBUG", "WARN", 1);  // the hetccl name wins
+  logReset();
+  EXPECT_FALSE(logEnabled(LogLevel::kInfo, kTransport));
+  EXPECT_TRUE(logEnabled(LogLevel::kWarn, kTransport));
+}
+
+TEST_F(Log, SubsystemMask) {
+  setenv("HETCCL_DEBUG", "TRACE", 1);
+  setenv("HETCCL_DEBUG_SUBSYS", "INIT,coll", 1);
+  logReset();
+  EXPECT_TRUE(logEnabled(LogLevel::kInfo, kInit));
+  EXPECT_TRUE(logEnabled(LogLevel::kInfo, kColl));
+  EXPECT_FALSE(logEnabled(LogLevel::kInfo, kTransport));
+  EXPECT_FALSE(logEnabled(LogLevel::kWarn, kBootstrap));
+
+  setenv("HETCCL_DEBUG_SUBSYS", "^TRANSPORT,BOOTSTRAP", 1);
+  logReset();
+  EXPECT_FALSE(logEnabled(LogLevel::kInfo, kTransport));
+  EXPECT_FALSE(logEnabled(LogLevel::kInfo, kBootstrap));
+  EXPECT_TRUE(logEnabled(LogLevel::kInfo, kColl));
+  EXPECT_TRUE(logEnabled(LogLevel::kInfo, kDevice));
+
+  setenv("HETCCL_DEBUG_SUBSYS", "ALL", 1);
+  logReset();
+  for (unsigned s : {kInit, kBootstrap, kTopo, kTransport, kBackend, kColl, kDevice})
+    EXPECT_TRUE(logEnabled(LogLevel::kTrace, s)) << s;
+
+  setenv("HETCCL_DEBUG", "", 1);  // level off: the mask does not matter
+  logReset();
+  EXPECT_FALSE(logEnabled(LogLevel::kWarn, kInit));
+}
+
+TEST_F(Log, MessageGoesToStderrWithLevelAndSubsystem) {
+  setenv("HETCCL_DEBUG", "INFO", 1);
+  logReset();
+  logSetRank(5);
+  testing::internal::CaptureStderr();
+  LOG_INFO(kTopo, "hello %d", 42);
+  LOG_TRACE(kTopo, "not shown %d", 1);
+  std::string out = testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(test::contains(out, "INFO TOPO hello 42")) << out;
+  EXPECT_TRUE(test::contains(out, ":5 hetccl")) << out;
+  EXPECT_FALSE(test::contains(out, "not shown")) << out;
+  logSetRank(-1);
+}
+
+}  // namespace
+}  // namespace hetccl

@@ -1,0 +1,369 @@
+// transport/: TcpTransport and ShmTransport with ranks as threads of this
+// process, each with its own Bootstrap: batches of every size and pairing
+// order, receive-and-reduce, tag checks, abort, timeouts.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "algorithm/lowp.h"
+#include "bootstrap/bootstrap.h"
+#include "transport/transport.h"
+#include "unit_util.h"
+
+namespace hetccl {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+struct Rank {
+  int rank;
+  std::unique_ptr<Transport> t;
+  Bootstrap* boot;
+  std::atomic<bool>* abort;
+};
+
+struct Opts {
+  double timeoutS = 20;
+  size_t buffBytes = 256 << 10;  // small: big messages wrap the staging buffer / ring many times
+};
+
+// Builds `name` on n thread-ranks and runs fn on each; a final bootstrap
+// barrier keeps every transport alive until all ranks are done.
+// "shm_ring" is shm with single-copy (CMA) reads off: every byte through the rings.
+void withTransports(std::string name, int n, const std::function<void(Rank&)>& fn, Opts o = {},
+                    std::vector<std::atomic<bool>>* aborts = nullptr) {
+  std::optional<test::EnvGuard> cma;
+  if (name == "shm_ring") name = "shm", cma.emplace("HETCCL_SHM_CMA", "0");
+  IdContents id = test::newJob();
+  std::vector<std::atomic<bool>> own(n);
+  if (!aborts) aborts = &own;
+  test::expectAllOk(test::runRanks(n, [&](int r) {
+    Bootstrap b(id, r, n, {static_cast<uint8_t>(r)}, 60, nullptr);
+    TransportContext ctx;
+    ctx.rank = r;
+    ctx.nranks = n;
+    for (int p = 0; p < n; ++p)
+      if (p != r) ctx.peers.push_back(p);
+    ctx.bootstrap = &b;
+    ctx.abort = &(*aborts)[r];
+    ctx.timeoutS = o.timeoutS;
+    ctx.buffBytes = o.buffBytes;
+    Rank me{r, createTransport(name, ctx), &b, &(*aborts)[r]};
+    EXPECT_EQ(std::string(me.t->name()), name);
+    fn(me);
+    b.barrier();
+  }));
+}
+
+MsgTag tagOf(uint64_t seq, CollKind k = CollKind::kSendRecv, uint64_t count = 0) {
+  MsgTag t;
+  t.seq = seq;
+  t.coll = static_cast<uint16_t>(k);
+  t.count = count;
+  return t;
+}
+
+uint8_t pattern(int from, int to, size_t size, size_t i) {
+  return static_cast<uint8_t>(from * 37 + to * 11 + size * 3 + i * 7 + (i >> 9));
+}
+
+class Transports : public ::testing::TestWithParam<std::string> {};
+
+// Every rank sends messages of many sizes to every other rank in one batch,
+// each rank listing its transfers in another order.
+TEST_P(Transports, AllPairsManySizesAnyOrder) {
+  const int n = 4;
+  const std::vector<size_t> sizes = {0, 1, 7, 4096, (64 << 10) + 3, 0, (5 << 20) + 3};
+  withTransports(GetParam(), n, [&](Rank& me) {
+    const int r = me.rank;
+    std::vector<std::vector<uint8_t>> out, in;
+    std::vector<Xfer> sends, recvs;
+    for (int p = 0; p < n; ++p) {
+      if (p == r) continue;
+      for (size_t s : sizes) {
+        out.emplace_back(s);
+        for (size_t i = 0; i < s; ++i) out.back()[i] = pattern(r, p, s, i);
+        in.emplace_back(s, 0xee);
+      }
+    }
+    size_t k = 0;
+    for (int p = 0; p < n; ++p) {
+      if (p == r) continue;
+      for (size_t s : sizes) {
+        sends.push_back(Xfer::send(p, out[k].data(), s, tagOf(1)));
+        recvs.push_back(Xfer::recv(p, in[k].data(), s, tagOf(1)));
+        ++k;
+      }
+    }
+    std::vector<Xfer> batch;
+    switch (r) {
+      case 0: batch = recvs, batch.insert(batch.end(), sends.begin(), sends.end()); break;  // receives first
+      case 1: batch = sends, batch.insert(batch.end(), recvs.begin(), recvs.end()); break;  // sends first
+      default:  // interleaved, peers in reverse order (per-peer order kept)
+        for (int j = static_cast<int>(sends.size()) - 1; j >= 0; --j) {
+          size_t perPeer = sizes.size(), peerIdx = j / perPeer, base = peerIdx * perPeer;
+          size_t idx = base + (perPeer - 1 - j % perPeer);
+          batch.push_back(recvs[idx]);
+          batch.push_back(sends[idx]);
+        }
+    }
+    me.t->run(batch);
+    k = 0;
+    for (int p = 0; p < n; ++p) {
+      if (p == r) continue;
+      for (size_t s : sizes) {
+        for (size_t i = 0; i < s; ++i)
+          ASSERT_EQ(in[k][i], pattern(p, r, s, i)) << "from " << p << " size " << s << " byte " << i;
+        ++k;
+      }
+    }
+    // The transport is reusable: a second batch, in separate calls per direction.
+    int next = (r + 1) % n, prev = (r + n - 1) % n;
+    std::vector<int> a(1000, r), b(1000, -1);
+    std::vector<Xfer> s1{Xfer::send(next, a.data(), 4000, tagOf(2))}, r1{Xfer::recv(prev, b.data(), 4000, tagOf(2))};
+    if (r % 2) me.t->run(s1), me.t->run(r1);
+    else me.t->run(r1), me.t->run(s1);
+    EXPECT_EQ(b, std::vector<int>(1000, prev));
+  });
+}
+
+template <class T>
+std::vector<T> values(size_t n, int seed) {
+  std::vector<T> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<T>(static_cast<int>((i * 13 + seed * 7) % 61) - 30);
+  return v;
+}
+
+// Receive-and-reduce: several types and sizes (the large ones split elements
+// across reads and slots), each rank folding every other rank's data.
+TEST_P(Transports, RecvReduceManyTypesAndSizes) {
+  const int n = 3;
+  for (size_t count : {size_t{0}, size_t{1}, size_t{1001}, size_t{(5 << 20) / 8 + 1}}) {
+    SCOPED_TRACE("count " + std::to_string(count));
+    withTransports(GetParam(), n, [&](Rank& me) {
+      const int r = me.rank;
+      auto i32 = values<int32_t>(count, r);
+      auto f32 = values<float>(count, r);
+      auto f64 = values<double>(count, r);
+      auto i64 = values<int64_t>(count, r);
+      const auto mine = values<int>(count, r);
+      std::vector<uint16_t> h(count);
+      for (size_t i = 0; i < count; ++i) h[i] = floatToHalf(static_cast<float>(mine[i]));
+      // acc[t * (n - 1) + q]: type t received from the q-th other rank.
+      std::vector<std::vector<uint8_t>> acc;
+      std::vector<Xfer> x;
+      auto add = [&](const void* src, size_t es, DataType dt, RedKind k) {
+        for (int p = 0; p < n; ++p) {
+          if (p == r) continue;
+          x.push_back(Xfer::send(p, src, count * es, tagOf(3)));
+          acc.emplace_back(static_cast<const uint8_t*>(src), static_cast<const uint8_t*>(src) + count * es);
+          x.push_back(Xfer::recvReduce(p, acc.back().data(), count * es, dt, k, tagOf(3)));
+        }
+      };
+      acc.reserve(5 * (n - 1));  // no reallocation: the transfers point into acc
+      add(i32.data(), 4, hetcclInt32, RedKind::kSum);
+      add(f32.data(), 4, hetcclFloat32, RedKind::kMax);
+      add(f64.data(), 8, hetcclFloat64, RedKind::kProd);
+      add(i64.data(), 8, hetcclInt64, RedKind::kMin);
+      add(h.data(), 2, hetcclFloat16, RedKind::kSum);
+      me.t->run(x);
+      const size_t k = n - 1;
+      size_t q = 0;
+      for (int p = 0; p < n; ++p) {
+        if (p == r) continue;
+        auto pi32 = values<int32_t>(count, p);
+        auto pf = values<float>(count, p);
+        auto pd = values<double>(count, p);
+        auto pl = values<int64_t>(count, p);
+        auto pi = values<int>(count, p);
+        for (size_t i = 0; i < count; ++i) {
+          int32_t a;
+          float f;
+          double d;
+          int64_t l;
+          uint16_t hh;
+          memcpy(&a, &acc[q][i * 4], 4);
+          memcpy(&f, &acc[q + k][i * 4], 4);
+          memcpy(&d, &acc[q + 2 * k][i * 8], 8);
+          memcpy(&l, &acc[q + 3 * k][i * 8], 8);
+          memcpy(&hh, &acc[q + 4 * k][i * 2], 2);
+          ASSERT_EQ(a, i32[i] + pi32[i]) << "int32 sum from " << p << " at " << i;
+          ASSERT_EQ(f, std::max(f32[i], pf[i])) << "float max from " << p << " at " << i;
+          ASSERT_EQ(d, f64[i] * pd[i]) << "double prod from " << p << " at " << i;
+          ASSERT_EQ(l, std::min(i64[i], pl[i])) << "int64 min from " << p << " at " << i;
+          ASSERT_EQ(halfToFloat(hh), static_cast<float>(mine[i] + pi[i])) << "half sum from " << p << " at " << i;
+        }
+        ++q;
+      }
+    });
+  }
+}
+
+TEST_P(Transports, TagMismatchNamesBothCalls) {
+  MsgTag sent = tagOf(5, CollKind::kAllReduce, 100), expected = tagOf(5, CollKind::kBroadcast, 100);
+  sent.dtype = expected.dtype = hetcclFloat32;
+  expected.root = 0;
+  withTransports(GetParam(), 2, [&](Rank& me) {
+    std::vector<float> buf(100, 1.0f);
+    if (me.rank == 0) {
+      std::vector<Xfer> x{Xfer::send(1, buf.data(), 400, sent)};
+      me.t->run(x);
+      return;
+    }
+    std::vector<Xfer> x{Xfer::recv(0, buf.data(), 400, expected)};
+    auto err = test::catchError([&] { me.t->run(x); });
+    ASSERT_TRUE(err.has_value());
+    EXPECT_EQ(err->code(), hetcclInvalidUsage);
+    EXPECT_TRUE(test::contains(err->what(), sent.describe())) << err->what();
+    EXPECT_TRUE(test::contains(err->what(), expected.describe())) << err->what();
+    EXPECT_TRUE(test::contains(err->what(), "rank 0")) << err->what();
+  });
+}
+
+TEST_P(Transports, SizeMismatchInOneCallIsInvalidUsage) {
+  withTransports(GetParam(), 2, [&](Rank& me) {
+    std::vector<uint8_t> buf(80);
+    if (me.rank == 0) {
+      std::vector<Xfer> x{Xfer::send(1, buf.data(), 40, tagOf(6))};
+      me.t->run(x);
+      return;
+    }
+    std::vector<Xfer> x{Xfer::recv(0, buf.data(), 80, tagOf(6))};
+    EXPECT_HETCCL_ERROR(me.t->run(x), hetcclInvalidUsage, "expected 80 bytes from rank 0");
+  });
+}
+
+TEST_P(Transports, AbortReleasesABlockedRunWithinASecond) {
+  std::vector<std::atomic<bool>> aborts(2);
+  std::atomic<bool> flagged{false};
+  Clock::time_point setAt;
+  std::thread aborter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // after setup; rank 1 is waiting
+    setAt = Clock::now();
+    flagged = true;
+    aborts[1] = true;
+  });
+  withTransports(
+      GetParam(), 2,
+      [&](Rank& me) {
+        if (me.rank == 0) {
+          while (!flagged) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+          return;  // never sends
+        }
+        std::vector<uint8_t> buf(1000);
+        std::vector<Xfer> x{Xfer::recv(0, buf.data(), buf.size(), tagOf(7))};
+        EXPECT_HETCCL_ERROR(me.t->run(x), hetcclRemoteError, "aborted");
+        EXPECT_TRUE(flagged.load()) << "run() returned before the abort";
+        EXPECT_LT(since(setAt), 1.0);
+      },
+      Opts{}, &aborts);
+  aborter.join();
+}
+
+TEST_P(Transports, SilentPeerTimesOutNamingThePeer) {
+  Opts o;
+  o.timeoutS = 1;
+  withTransports(
+      GetParam(), 3,
+      [&](Rank& me) {
+        if (me.rank == 0) return;  // silent
+        std::vector<uint8_t> buf(64 << 20);
+        std::vector<Xfer> x;
+        // Rank 1 waits to receive; rank 2 sends more than any buffer holds.
+        if (me.rank == 1) x.push_back(Xfer::recv(0, buf.data(), 1000, tagOf(8)));
+        else x.push_back(Xfer::send(0, buf.data(), buf.size(), tagOf(8)));
+        auto t0 = Clock::now();
+        auto err = test::catchError([&] { me.t->run(x); });
+        double took = since(t0);
+        ASSERT_TRUE(err.has_value());
+        EXPECT_EQ(err->code(), hetcclRemoteError);
+        const char* what = me.rank == 1 ? "receiving from rank 0" : "sending to rank 0";
+        EXPECT_TRUE(test::contains(err->what(), what)) << err->what();
+        EXPECT_TRUE(test::contains(err->what(), "timed out")) << err->what();
+        EXPECT_GE(took, 0.9);
+        EXPECT_LT(took, 5.0);
+      },
+      o);
+}
+
+TEST_P(Transports, NoConnectionToARankOutsideThePeerList) {
+  IdContents id = test::newJob();
+  test::expectAllOk(test::runRanks(3, [&](int r) {
+    Bootstrap b(id, r, 3, {1}, 30, nullptr);
+    TransportContext ctx;
+    ctx.rank = r;
+    ctx.nranks = 3;
+    if (r != 2) ctx.peers.push_back(1 - r);  // ranks 0 and 1 know each other; 2 nobody
+    ctx.bootstrap = &b;
+    ctx.timeoutS = 10;
+    auto t = createTransport(GetParam() == "tcp" ? "tcp" : "shm", ctx);
+    uint8_t byte = 0;
+    if (r == 0) {
+      std::vector<Xfer> x{Xfer::send(2, &byte, 1, tagOf(9))};
+      EXPECT_HETCCL_ERROR(t->run(x), hetcclInternalError, "rank 2");
+    }
+    b.barrier();
+  }));
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, Transports, ::testing::Values("tcp", "shm", "shm_ring"),
+                         [](const auto& i) { return i.param; });
+
+TEST(Transport, ClosedTcpPeerFailsAtOnce) {
+  withTransports("tcp", 2, [&](Rank& me) {
+    if (me.rank == 0) {
+      me.t.reset();  // closes the connection
+      return;
+    }
+    std::vector<uint8_t> buf(1000);
+    std::vector<Xfer> x{Xfer::recv(0, buf.data(), buf.size(), tagOf(10))};
+    auto t0 = Clock::now();
+    EXPECT_HETCCL_ERROR(me.t->run(x), hetcclRemoteError, "closed");
+    EXPECT_LT(since(t0), 1.0);
+  });
+}
+
+TEST(Transport, UnknownNameListsTheKnownOnes) {
+  TransportContext ctx;
+  auto err = test::catchError([&] { createTransport("udp", ctx); });
+  ASSERT_TRUE(err.has_value());
+  EXPECT_EQ(err->code(), hetcclInvalidArgument);
+  for (const std::string& known : transportNames()) EXPECT_TRUE(test::contains(err->what(), known)) << err->what();
+  EXPECT_TRUE(test::contains(err->what(), "udp"));
+}
+
+TEST(Transport, TagDescriptions) {
+  MsgTag t = tagOf(12, CollKind::kAllReduce, 1000);
+  t.dtype = hetcclFloat32;
+  t.op = static_cast<uint8_t>(RedKind::kMax);
+  EXPECT_EQ(t.describe(), "AllReduce #12 (count 1000, float, max)");
+  MsgTag b = tagOf(3, CollKind::kBroadcast, 8);
+  b.dtype = hetcclInt8;
+  b.root = 2;
+  EXPECT_EQ(b.describe(), "Broadcast #3 (count 8, int8, root 2)");
+  MsgTag p = tagOf(4, CollKind::kSendRecv, 5);
+  p.root = 1;
+  EXPECT_TRUE(test::contains(p.describe(), "peer 1"));
+  EXPECT_TRUE(t.sameCall(t));
+  MsgTag u = t;
+  u.bytes = 99;
+  EXPECT_TRUE(t.sameCall(u)) << "bytes are per message, not per call";
+  u.seq = 13;
+  EXPECT_FALSE(t.sameCall(u));
+  Xfer x = Xfer::recvReduce(3, nullptr, 64, hetcclInt64, RedKind::kMin, t);
+  EXPECT_EQ(x.tag.bytes, 64u);
+  EXPECT_EQ(x.kind, Xfer::Kind::kRecvReduce);
+  EXPECT_EQ(x.peer, 3);
+}
+
+}  // namespace
+}  // namespace hetccl
