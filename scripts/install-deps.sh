@@ -3,6 +3,8 @@
 # they are missing. Run as root (or with sudo available). Idempotent.
 set -euo pipefail
 pkgs=(cmake make g++ pkg-config libgtest-dev openmpi-bin libopenmpi-dev iproute2 procps)
+# make fuzz: clang with the libFuzzer, ASan and UBSan runtimes (only recommended by clang-14).
+pkgs+=(clang libclang-rt-14-dev)
 if [ "${HETCCL_WITH_TORCH:-0}" = 1 ]; then pkgs+=(python3-torch); fi
 missing=()
 for p in "${pkgs[@]}"; do

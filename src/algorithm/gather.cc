@@ -92,7 +92,11 @@ void runReduceScatter(Comm& c, const CollArgs& a) {
   std::vector<int> foreign;
   for (int b : held)
     if (b != me) foreign.push_back(b);
-  const size_t chunk = std::max<size_t>(1, c.buffBytes() / (es * std::max<size_t>(1, foreign.size())));
+  // The chunk must be the same on every rank (messages are matched by size):
+  // it is sized for the rank that holds the most foreign blocks.
+  size_t maxForeign = 1;
+  for (int m = 0; m < n; ++m) maxForeign = std::max(maxForeign, heldBlocks(t, m).size() - 1);
+  const size_t chunk = std::max<size_t>(1, c.buffBytes() / (es * maxForeign));
   uint8_t* tmp = foreign.empty() ? nullptr : c.scratch(std::min(chunk, R) * es * foreign.size());
   for (size_t off = 0; off < R; off += chunk) {
     size_t cnt = std::min(chunk, R - off);

@@ -131,7 +131,11 @@ hetcclResult_t hetcclCommSplit(hetcclComm_t comm, int color, int key, hetcclComm
     CallScope scope(comm);
     CommOptions opts = readOptions(config);
     if (opts.groupName.empty()) opts.groupName = comm->topo().groupOfRank(comm->rank()).name;
-    if (!config) opts.timeoutS = comm->options().timeoutS;
+    if (!config) {  // as NCCL: no config means the parent's settings
+      opts.timeoutS = comm->options().timeoutS;
+      opts.blocking = comm->options().blocking;
+      opts.transport = comm->transportName();
+    }
     const int n = comm->nranks();
     struct Entry {
       int32_t color, key;

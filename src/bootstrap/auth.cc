@@ -4,8 +4,13 @@
 
 #include <cerrno>
 #include <cstring>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
 
 #include "core/error.h"
+#include "core/log.h"
 
 namespace hetccl {
 namespace {
@@ -144,6 +149,44 @@ PeerHello serverHandshake(const Socket& s, const Secret& secret, uint64_t jobId,
   ServerProof sp{proof(secret, 'S', sh.nonce, cp.nonce, cp.hello)};
   s.sendAll(&sp, sizeof(sp), dl, "handshake");
   return cp.hello;
+}
+
+void acceptPeers(const Socket& listener, const Secret& secret, uint64_t jobId, Service service, const Deadline& dl,
+                 const std::atomic<bool>* stop, const std::function<bool(const PeerHello&, Socket&)>& take,
+                 const std::function<bool()>& done, const std::string& timeoutWhat) {
+  std::mutex mu;
+  std::atomic<bool> cancel{false};  // set when this call returns: vetting threads give up
+  std::vector<std::thread> vetting;
+  std::exception_ptr error;
+  auto finished = [&] {
+    std::lock_guard<std::mutex> g(mu);
+    return done();
+  };
+  try {
+    while (!finished()) {
+      if (stop && stop->load()) break;
+      if (dl.aborted()) throwError(hetcclRemoteError, timeoutWhat + " (communicator aborted)");
+      if (dl.passed()) throwError(hetcclRemoteError, timeoutWhat);
+      Socket s = listener.accept(dl.sliceMs());
+      if (!s.valid()) continue;
+      vetting.emplace_back([&, s = std::move(s)]() mutable {
+        Deadline hs = Deadline::in(10, &cancel);
+        if (hs.at > dl.at) hs.at = dl.at;
+        try {
+          PeerHello h = serverHandshake(s, secret, jobId, service, hs);
+          std::lock_guard<std::mutex> g(mu);
+          if (!take(h, s)) throw Error(hetcclRemoteError, "unexpected connection from rank " + std::to_string(h.rank));
+        } catch (const Error& e) {
+          LOG_WARN(kBootstrap, "dropped a connection: %s", e.what());
+        }
+      });
+    }
+  } catch (...) {
+    error = std::current_exception();
+  }
+  cancel.store(true);
+  for (auto& t : vetting) t.join();
+  if (error) std::rethrow_exception(error);
 }
 
 }  // namespace hetccl

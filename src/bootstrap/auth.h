@@ -5,7 +5,9 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "bootstrap/socket.h"
@@ -41,6 +43,18 @@ void clientHandshake(const Socket& s, const Secret& secret, const PeerHello& me,
 // and service; throws hetcclRemoteError otherwise (the caller drops it).
 PeerHello serverHandshake(const Socket& s, const Secret& secret, uint64_t jobId, Service service,
                           const Deadline& dl);
+
+// Server side of a listener that expects known peers: accepts connections
+// and runs each one's handshake on its own thread, bounded by 10 s and by
+// `dl`, so that a silent, slow or hostile client cannot hold up the real
+// peers. take(hello, socket) runs under a lock for each connection that
+// proved the secret: it keeps the socket (moves it, returns true) or refuses
+// it (returns false: the connection is dropped and logged). Returns once
+// done() holds (checked under the same lock) or *stop is set; throws
+// hetcclRemoteError with `timeoutWhat` at the deadline, or on abort.
+void acceptPeers(const Socket& listener, const Secret& secret, uint64_t jobId, Service service, const Deadline& dl,
+                 const std::atomic<bool>* stop, const std::function<bool(const PeerHello&, Socket&)>& take,
+                 const std::function<bool()>& done, const std::string& timeoutWhat);
 
 void randomBytes(void* out, size_t n);
 

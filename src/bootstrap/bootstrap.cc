@@ -53,23 +53,15 @@ Bootstrap::Bootstrap(const IdContents& id, int rank, int nranks, const std::vect
   std::atomic<bool> stop{false};  // set when connecting failed: no point waiting
   std::thread acceptor([&] {
     try {
-      Deadline dl = deadline();
-      while (!prev_.valid()) {
-        if (stop.load()) return;
-        if (dl.aborted())
-          throwError(hetcclRemoteError, "bootstrap: aborted while waiting for rank " + std::to_string(prev));
-        if (dl.passed())
-          throwError(hetcclRemoteError, "bootstrap: rank " + std::to_string(prev) + " did not connect to the ring in time");
-        Socket s = listener.accept(dl.sliceMs());
-        if (!s.valid()) continue;
-        try {
-          PeerHello h = serverHandshake(s, id.secret, id.jobId, Service::kRing, Deadline::in(10, abort_));
-          if (h.rank != prev) throw Error(hetcclRemoteError, "ring connection from rank " + std::to_string(h.rank));
-          prev_ = std::move(s);
-        } catch (const Error& e) {
-          LOG_WARN(kBootstrap, "bootstrap ring: dropped a connection: %s", e.what());
-        }
-      }
+      acceptPeers(
+          listener, id.secret, id.jobId, Service::kRing, deadline(), &stop,
+          [&](const PeerHello& h, Socket& s) {
+            if (h.rank != prev || prev_.valid()) return false;
+            prev_ = std::move(s);
+            return true;
+          },
+          [&] { return prev_.valid(); },
+          "bootstrap: rank " + std::to_string(prev) + " did not connect to the ring in time");
     } catch (...) {
       acceptError = std::current_exception();
     }

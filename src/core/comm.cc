@@ -101,6 +101,9 @@ void Comm::init(const IdContents& id) {
            group.c_str(), myLocal(), topo_.groupOfRank(rank).ranks.size(), topo_.ngroups(), transportName_.c_str(),
            backend_->name());
   if (rank == 0) LOG_INFO(kTopo, "topology:\n%s", describeTopology(topo_).c_str());
+  // All or nothing: a rank returns from init only once every rank got here,
+  // so a peer that failed or stalled in its setup fails everyone's init.
+  bootstrap_->barrier();
   ready_.store(true);
 }
 

@@ -119,7 +119,9 @@ ShmTransport::ShmTransport(const TransportContext& ctx) : ctx_(ctx) {
     shm_unlink(mine.c_str());
     throwSystemError("ftruncate " + mine + " to " + std::to_string(segBytes_) + " bytes (is /dev/shm full?)", e);
   }
-  void* p = mmap(nullptr, segBytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  // Populated now: first touches of ring pages would otherwise cost
+  // milliseconds inside the first collectives.
+  void* p = mmap(nullptr, segBytes_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   close(fd);
   if (p == MAP_FAILED) {
     shm_unlink(mine.c_str());
@@ -139,7 +141,7 @@ ShmTransport::ShmTransport(const TransportContext& ctx) : ctx_(ctx) {
       std::string name = segName(jobId, peer);
       int pfd = shm_open(name.c_str(), O_RDWR, 0600);
       if (pfd < 0) throwSystemError("shm_open " + name + " (rank " + std::to_string(peer) + " on another host?)", errno);
-      void* q = mmap(nullptr, segBytes_, PROT_READ | PROT_WRITE, MAP_SHARED, pfd, 0);
+      void* q = mmap(nullptr, segBytes_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, pfd, 0);
       close(pfd);
       if (q == MAP_FAILED) throwSystemError("mmap " + name, errno);
       inbox_[peer] = static_cast<ShmInbox*>(q);
@@ -210,6 +212,19 @@ ShmRing* ShmTransport::ringTo(int peer) {
 ShmRing* ShmTransport::ringFrom(int peer) {
   return reinterpret_cast<ShmRing*>(reinterpret_cast<uint8_t*>(inbox_[ctx_.rank]) + kInboxHeader +
                                     ringIndex(peer, ctx_.rank) * ringBytes_);
+}
+
+size_t ShmTransport::injectSlotsForTest(int peer, const std::vector<std::vector<uint8_t>>& slots) {
+  ShmRing* r = ringFrom(peer);
+  uint64_t head = r->head.load(std::memory_order_relaxed);
+  r->tail.store(head, std::memory_order_relaxed);
+  const size_t stride = sizeof(SlotHeader) + slotBytes_;
+  size_t n = std::min<size_t>(slots.size(), slots_);
+  for (size_t i = 0; i < n; ++i, ++head)
+    memcpy(reinterpret_cast<uint8_t*>(r) + kRingHeader + (head % slots_) * stride, slots[i].data(),
+           std::min(slots[i].size(), stride));
+  r->head.store(head, std::memory_order_release);
+  return n;
 }
 
 void ShmTransport::ring(int rank) {

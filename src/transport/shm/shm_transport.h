@@ -26,6 +26,12 @@ class ShmTransport : public Transport {
   ~ShmTransport() override;
   const char* name() const override { return "shm"; }
   void run(std::span<Xfer> xfers) override;
+  // Test hook (fuzzing the receive side's slot checks): drops what is unread
+  // in this rank's ring from `peer`, then writes raw slots into it as that
+  // peer would (each: a 64-byte slot header, then the slot's data; cut to
+  // one slot) and publishes them. Returns how many fit in the ring.
+  size_t injectSlotsForTest(int peer, const std::vector<std::vector<uint8_t>>& slots);
+  size_t slotBytes() const { return slotBytes_; }
 
  private:
   ShmRing* ringTo(int peer);    // in peer's inbox, written by me

@@ -60,26 +60,27 @@ TcpTransport::TcpTransport(const TransportContext& ctx) : ctx_(ctx) {
     clientHandshake(s, id.secret, me, dl, what);
     setup(s, p);
   }
-  Deadline dl = Deadline::in(ctx.timeoutS, ctx.abort);
   size_t accepted = 0;
-  while (accepted < expectAccepts) {
-    if (dl.aborted()) throwError(hetcclRemoteError, "tcp: aborted while peers connected");
-    if (dl.passed()) throwError(hetcclRemoteError, "tcp: not all peers connected before the timeout");
-    Socket s = listener.accept(dl.sliceMs());
-    if (!s.valid()) continue;
-    try {
-      PeerHello h = serverHandshake(s, id.secret, id.jobId, Service::kTransport, Deadline::in(10, ctx.abort));
-      bool expected = h.rank > ctx.rank && std::find(ctx.peers.begin(), ctx.peers.end(), h.rank) != ctx.peers.end();
-      if (!expected || conns_.count(h.rank))
-        throw Error(hetcclRemoteError, "unexpected connection from rank " + std::to_string(h.rank));
-      setup(s, h.rank);
-      ++accepted;
-    } catch (const Error& e) {
-      LOG_WARN(kTransport, "tcp: dropped a connection: %s", e.what());
-    }
-  }
+  acceptPeers(
+      listener, id.secret, id.jobId, Service::kTransport, Deadline::in(ctx.timeoutS, ctx.abort), nullptr,
+      [&](const PeerHello& h, Socket& s) {
+        bool expected = h.rank > ctx.rank && std::find(ctx.peers.begin(), ctx.peers.end(), h.rank) != ctx.peers.end();
+        if (!expected || conns_.count(h.rank)) return false;
+        setup(s, h.rank);
+        ++accepted;
+        return true;
+      },
+      [&] { return accepted == expectAccepts; }, "tcp: not all peers connected before the timeout");
   staging_.resize(std::max<size_t>(ctx.buffBytes, 64 * 1024));
   LOG_INFO(kTransport, "tcp: rank %d connected to %zu peers", ctx.rank, conns_.size());
+}
+
+TcpTransport::TcpTransport(const TransportContext& ctx, std::map<int, Socket> connected) : ctx_(ctx) {
+  for (auto& [peer, s] : connected) {
+    s.setNonBlocking(true);
+    conns_[peer] = PeerConn{std::move(s), "tcp peer rank " + std::to_string(peer)};
+  }
+  staging_.resize(std::max<size_t>(ctx.buffBytes, 64 * 1024));
 }
 
 TcpTransport::PeerConn& TcpTransport::conn(int peer) {
@@ -132,7 +133,10 @@ void TcpTransport::run(std::span<Xfer> xfers) {
           iov[n++] = {reinterpret_cast<uint8_t*>(&w.send.hdr) + w.send.hdrDone, sizeof(MsgTag) - w.send.hdrDone};
         if (x->done < x->bytes)
           iov[n++] = {const_cast<uint8_t*>(static_cast<const uint8_t*>(x->src)) + x->done, x->bytes - x->done};
-        ssize_t r = writev(w.c->sock.fd(), iov, n);
+        msghdr mh{};
+        mh.msg_iov = iov;
+        mh.msg_iovlen = static_cast<size_t>(n);
+        ssize_t r = sendmsg(w.c->sock.fd(), &mh, MSG_NOSIGNAL | MSG_DONTWAIT);  // a dead peer is an error, not SIGPIPE
         if (r < 0) {
           if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) break;
           if (errno == EPIPE || errno == ECONNRESET)

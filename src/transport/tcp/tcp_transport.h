@@ -14,6 +14,9 @@ namespace hetccl {
 class TcpTransport : public Transport {
  public:
   explicit TcpTransport(const TransportContext& ctx);
+  // Test hook (fuzzing the receive path): a transport over sockets that are
+  // already connected, by peer rank; no bootstrap, listener or handshake.
+  TcpTransport(const TransportContext& ctx, std::map<int, Socket> connected);
   const char* name() const override { return "tcp"; }
   void run(std::span<Xfer> xfers) override;
 

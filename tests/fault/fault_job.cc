@@ -1,0 +1,346 @@
+#include "fault_job.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <regex>
+#include <sstream>
+
+namespace hfault {
+namespace {
+
+int gReportFd = -1;
+std::mutex gReportMu;
+
+void sendLine(const std::string& key, const std::string& value) {
+  if (gReportFd < 0) return;
+  std::string line = key + '\t';
+  for (char c : value) line += (c == '\n' || c == '\t') ? ' ' : c;
+  line += '\n';
+  std::lock_guard<std::mutex> g(gReportMu);
+  const char* p = line.data();
+  size_t left = line.size();
+  while (left > 0) {
+    ssize_t w = write(gReportFd, p, left);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return;
+    p += w;
+    left -= static_cast<size_t>(w);
+  }
+}
+
+// The parent may host the rendezvous root (hetcclGetUniqueId): a rank that
+// kept its listening socket would keep it accepting after the parent closed
+// it. Ranks get only the sockets they make themselves.
+void closeInheritedSockets(int keep) {
+  DIR* d = opendir("/proc/self/fd");
+  if (!d) return;
+  std::vector<int> close_;
+  while (dirent* e = readdir(d)) {
+    int fd = atoi(e->d_name);
+    if (fd <= 2 || fd == keep || fd == dirfd(d)) continue;
+    struct stat st;
+    if (fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode)) close_.push_back(fd);
+  }
+  closedir(d);
+  for (int fd : close_) close(fd);
+}
+
+[[noreturn]] void runRank(const JobSpec& spec, int rank, const hetcclUniqueId& id, const Job::Body& body,
+                          pid_t parent) {
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) _exit(99);
+  closeInheritedSockets(gReportFd);
+  setenv("HETCCL_TIMEOUT_S", std::to_string(spec.timeoutS).c_str(), 1);
+  for (const auto& [k, v] : spec.env) setenv(k.c_str(), v.c_str(), 1);
+  if (!spec.stderrDir.empty()) {
+    std::string path = spec.stderrDir + "/rank" + std::to_string(rank) + ".log";
+    int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) {
+      dup2(fd, 2);
+      close(fd);
+    }
+  }
+  RankCtx ctx;
+  ctx.rank = rank;
+  ctx.nranks = static_cast<int>(parseLayout(spec.layout).size());
+  ctx.group = parseLayout(spec.layout)[rank];
+  ctx.transport = spec.transport;
+  ctx.id = id;
+  ctx.timeoutS = spec.timeoutS;
+  int code = 0;
+  try {
+    code = body(ctx);
+  } catch (const std::exception& e) {
+    ctx.report("exception", e.what());
+    code = 90;
+  } catch (...) {
+    ctx.report("exception", "unknown");
+    code = 91;
+  }
+  ctx.report("exit", code);
+  fflush(nullptr);
+  _exit(code);
+}
+
+}  // namespace
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::vector<std::string> parseLayout(const std::string& layout) {
+  std::vector<std::string> out;
+  std::stringstream ss(layout);
+  std::string item;
+  while (std::getline(ss, item, ',')) out.push_back(item);
+  return out;
+}
+
+void RankCtx::report(const std::string& key, const std::string& value) const { sendLine(key, value); }
+void RankCtx::report(const std::string& key, double value) const {
+  char b[64];
+  snprintf(b, sizeof(b), "%.6f", value);
+  sendLine(key, b);
+}
+void RankCtx::report(const std::string& key, long long value) const { sendLine(key, std::to_string(value)); }
+
+void RankCtx::reportCall(const std::string& key, hetcclResult_t r, hetcclComm_t comm) const {
+  double t = now();
+  report(key + ".code", static_cast<long long>(r));
+  report(key + ".err", std::string(hetcclGetLastError(comm)));
+  report(key + ".t", t);
+}
+
+hetcclResult_t RankCtx::init(hetcclComm_t* comm, int blocking) const {
+  hetcclConfig_t cfg = HETCCL_CONFIG_INITIALIZER;
+  cfg.groupName = group.c_str();
+  cfg.transport = transport.c_str();
+  cfg.blocking = blocking;
+  return hetcclCommInitRankConfig(comm, nranks, id, rank, &cfg);
+}
+
+std::string RankEnd::describe() const {
+  std::ostringstream os;
+  os << "pid " << pid << ": ";
+  if (hung) os << "HUNG (killed at the deadline)";
+  else if (!ended) os << "still running";
+  else if (signal) os << "killed by signal " << signal << " (" << strsignal(signal) << ")";
+  else os << "exit code " << exitCode;
+  for (const auto& l : log) os << "\n      " << l;
+  return os.str();
+}
+
+Job::Job(const JobSpec& spec, Body body) : spec_(spec) {
+  const auto layout = parseLayout(spec.layout);
+  const int n = static_cast<int>(layout.size());
+  // The root runs in this process when it makes the id: it must see the
+  // ranks' timeout and interface choice.
+  setenv("HETCCL_TIMEOUT_S", std::to_string(spec.timeoutS).c_str(), 1);
+  if (spec.makeId) {
+    std::vector<std::pair<std::string, std::string>> saved;
+    for (const auto& [k, v] : spec.env) {
+      const char* old = getenv(k.c_str());
+      saved.emplace_back(k, old ? old : std::string("\x01"));
+      setenv(k.c_str(), v.c_str(), 1);
+    }
+    hetcclResult_t r = hetcclGetUniqueId(&id_);
+    for (const auto& [k, v] : saved) {
+      if (v == "\x01") unsetenv(k.c_str());
+      else setenv(k.c_str(), v.c_str(), 1);
+    }
+    if (r != hetcclSuccess) {
+      startError_ = std::string("hetcclGetUniqueId: ") + hetcclGetLastError(nullptr);
+      return;
+    }
+  }
+  ranks_.resize(n);
+  fds_.assign(n, -1);
+  pending_.resize(n);
+  fflush(nullptr);
+  const pid_t parent = getpid();
+  for (int i = 0; i < n; ++i) {
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) != 0) {
+      startError_ = std::string("pipe: ") + strerror(errno);
+      return;
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+      startError_ = std::string("fork: ") + strerror(errno);
+      return;
+    }
+    if (pid == 0) {
+      close(p[0]);
+      for (int j = 0; j < i; ++j) close(fds_[j]);
+      gReportFd = p[1];
+      runRank(spec, i, id_, body, parent);
+    }
+    close(p[1]);
+    fcntl(p[0], F_SETFL, O_NONBLOCK);
+    ranks_[i].pid = pid;
+    fds_[i] = p[0];
+  }
+  started_ = true;
+}
+
+Job::~Job() {
+  for (auto& r : ranks_)
+    if (r.pid > 0 && !r.ended) kill(r.pid, SIGKILL);
+  for (auto& r : ranks_)
+    if (r.pid > 0 && !r.ended) waitpid(r.pid, nullptr, 0);
+  for (int fd : fds_)
+    if (fd >= 0) close(fd);
+}
+
+void Job::pump(int waitMs) {
+  std::vector<pollfd> pfds;
+  std::vector<int> who;
+  for (int i = 0; i < nranks(); ++i)
+    if (fds_[i] >= 0) {
+      pfds.push_back(pollfd{fds_[i], POLLIN, 0});
+      who.push_back(i);
+    }
+  if (!pfds.empty()) poll(pfds.data(), pfds.size(), waitMs);
+  else if (waitMs > 0) usleep(static_cast<useconds_t>(waitMs) * 1000);
+  for (size_t k = 0; k < pfds.size(); ++k) {
+    int i = who[k];
+    char buf[65536];
+    for (;;) {
+      ssize_t got = read(fds_[i], buf, sizeof(buf));
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) {
+        if (got == 0 || errno != EAGAIN) {
+          close(fds_[i]);
+          fds_[i] = -1;
+        }
+        break;
+      }
+      pending_[i].append(buf, static_cast<size_t>(got));
+      size_t at;
+      while ((at = pending_[i].find('\n')) != std::string::npos) {
+        std::string line = pending_[i].substr(0, at);
+        pending_[i].erase(0, at + 1);
+        size_t tab = line.find('\t');
+        if (tab == std::string::npos) continue;
+        ranks_[i].reports[line.substr(0, tab)] = line.substr(tab + 1);
+        ranks_[i].log.push_back(line.substr(0, tab) + " = " + line.substr(tab + 1));
+      }
+    }
+  }
+  for (auto& r : ranks_) {
+    if (r.ended || r.pid <= 0) continue;
+    int st = 0;
+    if (waitpid(r.pid, &st, WNOHANG) != r.pid) continue;
+    r.ended = true;
+    if (WIFSIGNALED(st)) r.signal = WTERMSIG(st);
+    else r.exitCode = WEXITSTATUS(st);
+  }
+}
+
+bool Job::waitUntil(const std::function<bool()>& pred, double timeoutS) {
+  double until = now() + timeoutS;
+  for (;;) {
+    pump(0);
+    if (pred()) return true;
+    if (now() >= until) return false;
+    pump(10);
+  }
+}
+
+std::string Job::get(int r, const std::string& key) const {
+  auto it = ranks_[r].reports.find(key);
+  return it == ranks_[r].reports.end() ? std::string() : it->second;
+}
+
+double Job::getD(int r, const std::string& key) const {
+  auto it = ranks_[r].reports.find(key);
+  return it == ranks_[r].reports.end() ? NAN : atof(it->second.c_str());
+}
+
+void Job::signal(int r, int sig) {
+  pump(0);  // reports written before the signal are not lost with it
+  if (!ranks_[r].ended) kill(ranks_[r].pid, sig);
+}
+
+bool Job::finish(double timeoutS) {
+  waitUntil(
+      [&] {
+        for (const auto& r : ranks_)
+          if (!r.ended) return false;
+        return true;
+      },
+      timeoutS);
+  bool hung = false;
+  for (auto& r : ranks_) {
+    if (r.ended) continue;
+    kill(r.pid, SIGKILL);
+    int st = 0;
+    waitpid(r.pid, &st, 0);
+    r.ended = true;
+    r.hung = true;
+    r.signal = SIGKILL;
+    hung = true;
+  }
+  pump(0);  // what they wrote before they ended
+  return !hung;
+}
+
+std::string Job::describe() const {
+  std::ostringstream os;
+  os << "job [" << spec_.layout << " " << spec_.transport << "]:";
+  for (int i = 0; i < nranks(); ++i) os << "\n  rank " << i << " " << ranks_[i].describe();
+  return os.str();
+}
+
+int freePortPair() {
+  auto bindable = [](int port) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    bool ok = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+    close(fd);
+    return ok;
+  };
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    socklen_t len = sizeof(a);
+    bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+    getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    close(fd);
+    int p = ntohs(a.sin_port);
+    if (p < 65535 && bindable(p) && bindable(p + 1)) return p;
+  }
+  return 0;
+}
+
+std::vector<int> ranksNamed(const std::string& text) {
+  std::vector<int> out;
+  static const std::regex re("rank ([0-9]+)");
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), re); it != std::sregex_iterator(); ++it)
+    out.push_back(std::stoi((*it)[1]));
+  return out;
+}
+
+}  // namespace hfault

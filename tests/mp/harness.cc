@@ -1,0 +1,332 @@
+#include "harness.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+
+namespace hmp {
+namespace {
+
+// Wire format child -> parent: one line per record, "<kind> <text>\n";
+// newlines inside text travel as \x1e.
+//   F failure text   P progress step   S label value   D (body finished)
+int gReportFd = -1;
+
+void sendLine(char kind, const std::string& text) {
+  if (gReportFd < 0) return;
+  std::string line(1, kind);
+  line += ' ';
+  for (char c : text) line += c == '\n' ? '\x1e' : c;
+  line += '\n';
+  const char* p = line.data();
+  size_t left = line.size();
+  while (left > 0) {
+    ssize_t w = write(gReportFd, p, left);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return;  // parent gone: nothing to report to
+    p += w;
+    left -= static_cast<size_t>(w);
+  }
+}
+
+// In a child, every gtest failure goes to the parent instead of stdout.
+class ChildReporter : public ::testing::EmptyTestEventListener {
+ public:
+  static constexpr int kMaxReported = 25;  // a broken collective fails every check: keep the log readable
+  int failures = 0;
+  void OnTestPartResult(const ::testing::TestPartResult& r) override {
+    if (!r.failed()) return;
+    if (++failures > kMaxReported) return;
+    std::string where = r.file_name() ? std::string(r.file_name()) + ":" + std::to_string(r.line_number()) + ": " : "";
+    sendLine('F', where + r.message());
+  }
+};
+
+// Values reported under one label: (rank, value), every report of every rank.
+using SameValues = std::map<std::string, std::vector<std::pair<int, uint64_t>>>;
+
+struct Child {
+  pid_t pid = -1;
+  int fd = -1;
+  std::string pending;  // partial line
+  std::vector<std::string> failures;
+  std::string lastStep = "(not started)";
+  bool done = false;
+  bool exited = false;
+  int status = 0;
+};
+
+[[noreturn]] void runChild(int rank, int nranks, const std::vector<std::string>& layout, const JobOptions& opt,
+                           const hetcclUniqueId& id, const std::function<void(Rank&)>& body) {
+  prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive a killed test process
+  setenv("HETCCL_TIMEOUT_S", "30", 1);
+  for (const auto& [k, v] : opt.env) setenv(k.c_str(), v.c_str(), 1);
+
+  auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
+  delete listeners.Release(listeners.default_result_printer());
+  auto* reporter = new ChildReporter;
+  listeners.Append(reporter);
+
+  Rank r;
+  r.rank = rank;
+  r.nranks = nranks;
+  r.layout = layout;
+  r.group = layout[rank];
+  r.transport = opt.transport;
+  try {
+    if (opt.initComm) {
+      hetcclConfig_t cfg = HETCCL_CONFIG_INITIALIZER;
+      cfg.groupName = r.group.c_str();
+      cfg.transport = r.transport.c_str();
+      r.progress("hetcclCommInitRankConfig");
+      HC_ASSERT_OK(hetcclCommInitRankConfig(&r.comm, nranks, id, rank, &cfg), nullptr);
+    }
+    r.progress("test body");
+    body(r);
+    if (r.comm) {
+      r.progress("hetcclCommFinalize, hetcclCommDestroy");
+      HC_EXPECT_OK(hetcclCommFinalize(r.comm), r.comm);
+      HC_EXPECT_OK(hetcclCommDestroy(r.comm), r.comm);
+    }
+  } catch (const AbortRank&) {
+    // already recorded
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "exception: " << e.what();
+  }
+  if (reporter->failures > ChildReporter::kMaxReported)
+    sendLine('F', "... and " + std::to_string(reporter->failures - ChildReporter::kMaxReported) +
+                      " more failures on this rank");
+  sendLine('D', "");
+  fflush(nullptr);
+  // _exit: no static destructors or gtest teardown of the parent's state.
+  _exit(reporter->failures ? 1 : 0);
+}
+
+void handleLine(Child& c, int rank, const std::string& line, SameValues& same) {
+  if (line.size() < 2) return;
+  std::string text = line.substr(2);
+  std::replace(text.begin(), text.end(), '\x1e', '\n');
+  switch (line[0]) {
+    case 'F': c.failures.push_back(text); break;
+    case 'P': c.lastStep = text; break;
+    case 'D': c.done = true; break;
+    case 'S': {
+      size_t sp = text.rfind(' ');
+      same[text.substr(0, sp)].emplace_back(rank, std::stoull(text.substr(sp + 1), nullptr, 16));
+      break;
+    }
+    default: c.failures.push_back("unparsable report: " + line);
+  }
+}
+
+void drain(Child& c, int rank, SameValues& same) {
+  char buf[65536];
+  for (;;) {
+    ssize_t n = read(c.fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      if (n == 0 || errno != EAGAIN) {
+        close(c.fd);
+        c.fd = -1;
+      }
+      return;
+    }
+    c.pending.append(buf, static_cast<size_t>(n));
+    size_t at;
+    while ((at = c.pending.find('\n')) != std::string::npos) {
+      handleLine(c, rank, c.pending.substr(0, at), same);
+      c.pending.erase(0, at + 1);
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> parseLayout(const std::string& layout) {
+  std::vector<std::string> out;
+  std::stringstream ss(layout);
+  std::string item;
+  while (std::getline(ss, item, ',')) out.push_back(item);
+  return out;
+}
+
+std::string layoutTag(const std::string& layout) {
+  std::string out;
+  for (char c : layout)
+    if (isalnum(static_cast<unsigned char>(c))) out += c;
+  return out;
+}
+
+void Rank::progress(const std::string& what) const { sendLine('P', what); }
+
+void Rank::reportSame(const std::string& label, uint64_t value) const {
+  char hex[24];
+  snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(value));
+  sendLine('S', scope + label + " " + hex);
+}
+
+std::vector<std::string> Rank::groupNames() const {
+  std::vector<std::string> out;
+  for (const auto& g : layout)
+    if (std::find(out.begin(), out.end(), g) == out.end()) out.push_back(g);
+  return out;
+}
+
+std::string callFailure(const char* call, hetcclResult_t r, hetcclComm_t comm) {
+  return std::string(call) + " returned " + std::to_string(r) + " (" + hetcclGetErrorString(r) +
+         "): " + hetcclGetLastError(comm);
+}
+
+void expectError(hetcclResult_t got, hetcclResult_t want, hetcclComm_t comm, const std::string& word,
+                 const char* call) {
+  std::string text = hetcclGetLastError(comm);
+  EXPECT_EQ(got, want) << call << ": " << text;
+  EXPECT_NE(text.find(word), std::string::npos) << call << ": last error \"" << text << "\" does not name " << word;
+}
+
+uint64_t hashBytes(const void* p, size_t n) {
+  // FNV-1a over 8-byte words (then the tail bytes): fast on large buffers.
+  uint64_t h = 1469598103934665603ull ^ n;
+  auto* b = static_cast<const uint8_t*>(p);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    memcpy(&w, b + i, 8);
+    h = (h ^ w) * 1099511628211ull;
+    h ^= h >> 29;
+  }
+  for (; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
+  return h;
+}
+
+void runJob(const std::string& layoutText, const JobOptions& opt, const std::function<void(Rank&)>& body) {
+  const std::vector<std::string> layout = parseLayout(layoutText);
+  const int n = static_cast<int>(layout.size());
+  const std::string job = "[" + layoutText + " " + opt.transport + "]";
+  // The rendezvous root runs in this process: give it the children's timeout.
+  setenv("HETCCL_TIMEOUT_S", "30", 0);
+
+  // The ranks are forked before the id exists and read it from a pipe:
+  // hetcclGetUniqueId starts the rendezvous thread, and a fork while another
+  // thread holds a lock (ASan's allocator, say) can hang the child.
+  std::vector<Child> kids(n);
+  std::vector<int> idPipes;
+  fflush(nullptr);  // or the children would flush our buffered output again
+  for (int i = 0; i < n; ++i) {
+    int p[2], q[2];
+    ASSERT_EQ(pipe(p), 0) << strerror(errno);
+    ASSERT_EQ(pipe(q), 0) << strerror(errno);
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0) << "fork: " << strerror(errno);
+    if (pid == 0) {
+      close(p[0]);
+      close(q[1]);
+      for (int j = 0; j < i; ++j) close(kids[j].fd);
+      for (int w : idPipes) close(w);
+      hetcclUniqueId id{};
+      size_t got = 0;
+      while (got < sizeof(id)) {
+        ssize_t r = read(q[0], id.internal + got, sizeof(id) - got);
+        if (r <= 0) _exit(3);  // the parent is gone
+        got += static_cast<size_t>(r);
+      }
+      close(q[0]);
+      gReportFd = p[1];
+      runChild(i, n, layout, opt, id, body);
+    }
+    close(p[1]);
+    close(q[0]);
+    fcntl(p[0], F_SETFL, O_NONBLOCK);
+    kids[i].pid = pid;
+    kids[i].fd = p[0];
+    idPipes.push_back(q[1]);
+  }
+  hetcclUniqueId id{};
+  if (opt.initComm) {
+    hetcclResult_t r = hetcclGetUniqueId(&id);
+    EXPECT_EQ(r, hetcclSuccess) << callFailure("hetcclGetUniqueId", r, nullptr);
+  }
+  for (int w : idPipes) {
+    ssize_t wr = write(w, id.internal, sizeof(id));
+    EXPECT_EQ(wr, static_cast<ssize_t>(sizeof(id))) << strerror(errno);
+    close(w);
+  }
+
+  SameValues same;
+  using Clock = std::chrono::steady_clock;
+  auto deadline = Clock::now() + std::chrono::seconds(opt.deadlineS);
+  bool timedOut = false;
+  for (;;) {
+    std::vector<pollfd> fds;
+    std::vector<int> who;
+    for (int i = 0; i < n; ++i)
+      if (kids[i].fd >= 0) {
+        fds.push_back(pollfd{kids[i].fd, POLLIN, 0});
+        who.push_back(i);
+      }
+    if (fds.empty()) break;
+    if (Clock::now() >= deadline) {
+      timedOut = true;
+      break;
+    }
+    poll(fds.data(), fds.size(), 200);
+    for (size_t k = 0; k < fds.size(); ++k)
+      if (fds[k].revents) drain(kids[who[k]], who[k], same);
+    // A rank that failed and exited leaves its peers waiting: they report a
+    // remote error within HETCCL_TIMEOUT_S (30 s); don't wait the whole deadline.
+    for (int i = 0; i < n; ++i) {
+      if (kids[i].exited || waitpid(kids[i].pid, &kids[i].status, WNOHANG) != kids[i].pid) continue;
+      kids[i].exited = true;
+      if (!(WIFEXITED(kids[i].status) && WEXITSTATUS(kids[i].status) == 0))
+        deadline = std::min(deadline, Clock::now() + std::chrono::seconds(45));
+    }
+  }
+  for (int i = 0; i < n; ++i) {
+    if (!kids[i].exited) {
+      if (timedOut) kill(kids[i].pid, SIGKILL);
+      waitpid(kids[i].pid, &kids[i].status, 0);
+      kids[i].exited = true;
+    }
+    if (kids[i].fd >= 0) {
+      drain(kids[i], i, same);
+      if (kids[i].fd >= 0) close(kids[i].fd);
+    }
+  }
+
+  for (int i = 0; i < n; ++i) {
+    const Child& c = kids[i];
+    std::string who = job + " rank " + std::to_string(i) + " (group " + layout[i] + "): ";
+    for (const auto& f : c.failures) ADD_FAILURE() << who << f;
+    if (timedOut && !c.done)
+      ADD_FAILURE() << who << "still running after the " << opt.deadlineS << " s deadline (killed); last step: "
+                    << c.lastStep;
+    else if (WIFSIGNALED(c.status))
+      ADD_FAILURE() << who << "died of signal " << WTERMSIG(c.status) << " (" << strsignal(WTERMSIG(c.status))
+                    << "); last step: " << c.lastStep;
+    else if (WIFEXITED(c.status) && WEXITSTATUS(c.status) != 0 && c.failures.empty())
+      ADD_FAILURE() << who << "exited with code " << WEXITSTATUS(c.status) << "; last step: " << c.lastStep;
+  }
+  int reported = 0;
+  for (const auto& [label, byRank] : same) {
+    bool agree = std::all_of(byRank.begin(), byRank.end(),
+                             [&](const auto& rv) { return rv.second == byRank.front().second; });
+    if (agree || ++reported > 10) continue;
+    std::ostringstream os;
+    for (const auto& [r, v] : byRank) os << " rank " << r << "=" << std::hex << v << std::dec;
+    ADD_FAILURE() << job << " ranks disagree on " << label << ":" << os.str();
+  }
+}
+
+}  // namespace hmp
