@@ -129,6 +129,9 @@ hetcclResult_t hetcclCommSplit(hetcclComm_t comm, int color, int key, hetcclComm
     HETCCL_CHECK_ARG(color >= 0 || color == HETCCL_SPLIT_NOCOLOR, "color must be >= 0 or HETCCL_SPLIT_NOCOLOR");
     *newcomm = nullptr;
     CallScope scope(comm);
+    // Split uses the bootstrap ring on this thread: queued non-blocking work
+    // (which may use the ring too) finishes first.
+    comm->proxy().drain();
     CommOptions opts = readOptions(config);
     if (opts.groupName.empty()) opts.groupName = comm->topo().groupOfRank(comm->rank()).name;
     if (!config) {  // as NCCL: no config means the parent's settings

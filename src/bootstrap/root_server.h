@@ -84,17 +84,21 @@ class RootServer {
       std::vector<uint8_t> rec(len);
       s.recvAll(rec.data(), len, dl, "rendezvous record");
       std::lock_guard<std::mutex> g(mu_);
+      // Check everything before anything is committed: a refused client
+      // must not decide what the ranks after it are held to.
       if (hello.nranks <= 0 || hello.nranks > kMaxRanks)
         return refuse(s, "nranks " + std::to_string(hello.nranks) + " out of range");
-      if (nranks_ == 0) nranks_ = hello.nranks;
-      if (hello.nranks != nranks_)
+      if (nranks_ != 0 && hello.nranks != nranks_)
         return refuse(s, "rank " + std::to_string(hello.rank) + " says nranks=" + std::to_string(hello.nranks) +
                              " but another rank said " + std::to_string(nranks_));
-      if (hello.rank < 0 || hello.rank >= nranks_) return refuse(s, "rank " + std::to_string(hello.rank) + " out of range");
-      if (recordBytes_ == 0) recordBytes_ = len;
-      if (len != recordBytes_) return refuse(s, "record size differs between ranks (mixed library versions?)");
+      if (hello.rank < 0 || hello.rank >= hello.nranks)
+        return refuse(s, "rank " + std::to_string(hello.rank) + " out of range");
+      if (recordBytes_ != 0 && len != recordBytes_)
+        return refuse(s, "record size differs between ranks (mixed library versions?)");
       for (const auto& a : arrived_)
         if (a.rank == hello.rank) return refuse(s, "rank " + std::to_string(hello.rank) + " joined twice");
+      nranks_ = hello.nranks;
+      recordBytes_ = len;
       arrived_.push_back(Arrival{std::move(s), hello.rank, std::move(rec)});
     } catch (const Error& e) {
       LOG_INFO(kBootstrap, "rendezvous root: dropped a connection: %s", e.what());

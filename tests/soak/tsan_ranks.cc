@@ -211,12 +211,11 @@ TEST(TsanRoot, ManyRanksAndWrongSecretClientsAtOnce) {
   }
 }
 
-// KNOWN BUG (reproducer, disabled so CI stays green; found by fuzz_root):
-// RootServer::admit commits a client's nranks and record size before it
+// Regression (found by fuzz_root): RootServer::admit used to commit a client's nranks and record size before it
 // checks the client's rank, so a client the root refuses ("rank 4 out of
 // range") still decides what every later rank is held to: the two correct
 // ranks below are refused with "rank 0 says nranks=2 but another rank said 3".
-TEST(TsanRoot, DISABLED_ARefusedClientDoesNotBindTheOthers) {
+TEST(TsanRoot, ARefusedClientDoesNotBindTheOthers) {
   IdContents id = loopbackJob(30);
   try {
     rendezvous(id, 4, 3, std::vector<uint8_t>(8, 9), Deadline::in(10));
@@ -381,15 +380,13 @@ TEST_P(TsanProxy, AbortFromAnotherThreadWhileTheProxyWaits) {
   EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 10.0);
 }
 
-// KNOWN BUG (reproducer, disabled so CI stays green; run with
-// --gtest_also_run_disabled_tests): hetcclCommSplit on a non-blocking
-// communicator runs at once on the caller's thread and uses the bootstrap
+// Regression: hetcclCommSplit on a non-blocking communicator used to run at once on the caller's thread and uses the bootstrap
 // ring, while the proxy thread runs the queued collectives, which with
 // HETCCL_CHECK_MISMATCH=1 also use the bootstrap ring (one allgather per
 // call). The two byte streams interleave: the split reads a garbage unique
 // id or a wrong member count, and the collectives fail with "collective
 // mismatch ... unknown collective". Without HETCCL_CHECK_MISMATCH it passes.
-TEST_P(TsanProxy, DISABLED_SplitWhileQueuedCollectivesCheckForMismatch) {
+TEST_P(TsanProxy, SplitWhileQueuedCollectivesCheckForMismatch) {
   const int n = 4, calls = 50;
   setenv("HETCCL_CHECK_MISMATCH", "1", 1);
   hetcclUniqueId uid;
