@@ -9,7 +9,10 @@
 namespace hetccl {
 namespace {
 
-const std::vector<VarSpec> kVars = {
+// Never destroyed: a detached rendezvous thread may still log (and so read
+// settings) while the process exits.
+const std::vector<VarSpec>& table() {
+  static const auto* vars = new std::vector<VarSpec>{
     {"HETCCL_DEBUG", VarType::kString, "", "NCCL_DEBUG", "log level: WARN, INFO or TRACE (unset: silent)"},
     {"HETCCL_DEBUG_SUBSYS", VarType::kString, "ALL", nullptr,
      "subsystems to log: comma list of INIT,BOOTSTRAP,TOPO,TRANSPORT,BACKEND,COLL,DEVICE; ^ negates"},
@@ -40,7 +43,9 @@ const std::vector<VarSpec> kVars = {
      "compare every collective call across all ranks before it runs (one small allgather per call); "
      "border messages are always checked"},
     {"HETCCL_SOCKET_BUFFER", VarType::kBytes, "4M", nullptr, "SO_SNDBUF/SO_RCVBUF of TCP transport sockets"},
-};
+  };
+  return *vars;
+}
 
 const char* rawEnv(const VarSpec& v) {
   const char* val = getenv(v.name);
@@ -55,10 +60,10 @@ const Config& config() {
   return c;
 }
 
-const std::vector<VarSpec>& Config::vars() const { return kVars; }
+const std::vector<VarSpec>& Config::vars() const { return table(); }
 
 const VarSpec& Config::spec(const char* name) const {
-  for (const auto& v : kVars)
+  for (const auto& v : table())
     if (strcmp(v.name, name) == 0) return v;
   throwError(hetcclInternalError, std::string("setting not in the registry: ") + name);
 }

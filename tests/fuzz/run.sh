@@ -47,9 +47,9 @@ for t in "${TARGETS[@]}"; do
   "$bin" -max_total_time="$SECS" -timeout=5 -rss_limit_mb=2048 -max_len="$maxlen" -print_final_stats=1 \
     -artifact_prefix="$OUT/$t/" "$OUT/$t/corpus" "$seeds" >"$log" 2>&1 || rc=$?
   reports=$(grep -cE 'runtime error:|ERROR: [A-Za-z]+Sanitizer|WARNING: [A-Za-z]+Sanitizer|FUZZ CHECK FAILED' "$log" || true)
-  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
-  rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
-  cov=$(grep -oE 'cov: [0-9]+' "$log" | tail -1 | cut -d' ' -f2)
+  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1 || true)
+  rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1 || true)
+  cov=$(grep -oE 'cov: [0-9]+' "$log" | tail -1 | cut -d' ' -f2 || true)
   units=$(find "$OUT/$t/corpus" -type f | wc -l)
   result=ok
   if [ "$rc" -ne 0 ] || [ "$reports" -ne 0 ]; then
