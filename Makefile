@@ -22,7 +22,7 @@ demo: build
 	$(BUILD)/tools/hetccl-perf --np 4 --groups a,a,b,b -o allreduce -d float -b 8 -e 64M -f 8 -n 20 -w 10 -c 1
 
 test: build
-	ctest --test-dir $(BUILD) --output-on-failure -j 1
+	ctest --test-dir $(BUILD) --output-on-failure -j 1 -LE gpu
 	$(MAKE) asan
 	$(MAKE) fuzz
 

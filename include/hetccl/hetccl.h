@@ -89,13 +89,13 @@ typedef enum {
 
 #define HETCCL_CONFIG_UNDEF_INT INT_MIN
 #define HETCCL_CONFIG_MAGIC 0xcafebeefu
-#define HETCCL_CONFIG_VERSION 1
+#define HETCCL_CONFIG_VERSION 2
 #define HETCCL_SPLIT_NOCOLOR (-1)
 
 /* Communicator options. Versioned by size/magic/version: fields are only ever
  * appended, and a caller built against an older header passes a smaller size,
  * so the library reads only what the caller has. Unset ints are INT_MIN. */
-typedef struct hetcclConfig_v1 {
+typedef struct hetcclConfig_v2 {
   size_t size;
   unsigned int magic;
   unsigned int version;
@@ -103,12 +103,17 @@ typedef struct hetcclConfig_v1 {
   int timeoutSeconds;   /* overrides HETCCL_TIMEOUT_S for this communicator */
   const char* groupName;/* overrides HETCCL_GROUP for this rank */
   const char* transport;/* overrides HETCCL_TRANSPORT: "auto", "tcp", "shm" */
+  /* version 2 */
+  const char* device;   /* overrides HETCCL_DEVICE: "host", "cuda", "hip" (GPU ranks use the
+                           calling thread's current device, as NCCL does) */
+  const char* backend;  /* overrides HETCCL_BACKEND: "host", "nccl", "rccl" */
 } hetcclConfig_t;
 
 #define HETCCL_CONFIG_INITIALIZER                                          \
   {                                                                        \
     sizeof(hetcclConfig_t), HETCCL_CONFIG_MAGIC, HETCCL_CONFIG_VERSION,    \
-        HETCCL_CONFIG_UNDEF_INT, HETCCL_CONFIG_UNDEF_INT, NULL, NULL       \
+        HETCCL_CONFIG_UNDEF_INT, HETCCL_CONFIG_UNDEF_INT, NULL, NULL, NULL, \
+        NULL                                                               \
   }
 
 /* What hetcclCommGetInfo reports. Versioned like hetcclConfig_t: set size

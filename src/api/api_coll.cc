@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "algorithm/coll.h"
+#include "algorithm/device_exec.h"
 #include "api/guard.h"
 
 using namespace hetccl;
@@ -54,6 +55,7 @@ void checkArgs(hetcclComm* comm, CollArgs& a, hetcclRedOp_t op, bool reduces) {
   HETCCL_CHECK_ARG(a.stream == nullptr || !comm->device().synchronous(),
                    "stream must be NULL on a host rank (device kind host)");
   if (a.count == 0) return;
+  checkBufferKinds(*comm, a);
   bool isRoot = a.root == me;
   bool needSend = true, needRecv = true;
   switch (a.kind) {
@@ -98,6 +100,12 @@ hetcclResult_t submit(hetcclComm* comm, const char* fn, CollArgs a, hetcclRedOp_
       tlsGroup.ops.push_back(Pending{comm, a});
       return;
     }
+    if (comm->deviceOrdered()) {  // GPU rank: enqueue in stream order, return at once
+      checkReady(comm);
+      CallScope scope(comm);
+      enqueueDeviceCalls(*comm, {a});
+      return;
+    }
     if (!comm->options().blocking) {  // runs on the proxy, after init and earlier calls
       comm->proxy().submit([comm, a] { runOne(*comm, a); });
       return;
@@ -107,7 +115,9 @@ hetcclResult_t submit(hetcclComm* comm, const char* fn, CollArgs a, hetcclRedOp_
     runOne(*comm, a);
   });
   bool queued = tlsGroup.depth > 0;
-  return (r == hetcclSuccess && !queued && !comm->options().blocking) ? hetcclInProgress : r;
+  // (comm is only known to be valid when r is success)
+  return (r == hetcclSuccess && !queued && !comm->options().blocking && !comm->deviceOrdered()) ? hetcclInProgress
+                                                                                                : r;
 }
 
 CollArgs args(CollKind k, const void* s, void* r, size_t count, hetcclDataType_t dt, int root, hetcclStream_t st) {
@@ -205,6 +215,12 @@ hetcclResult_t hetcclGroupEnd(void) {
         std::vector<CollArgs> calls;
         for (const Pending& p : ops)
           if (p.comm == comm) calls.push_back(p.args);
+        if (comm->deviceOrdered()) {
+          checkReady(comm);
+          CallScope scope(comm);
+          enqueueDeviceCalls(*comm, calls);
+          return;
+        }
         if (!comm->options().blocking) {
           comm->proxy().submit([comm, calls] { runGroup(*comm, calls); });
           anyNonBlocking = true;

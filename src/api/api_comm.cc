@@ -139,6 +139,11 @@ hetcclResult_t hetcclCommSplit(hetcclComm_t comm, int color, int key, hetcclComm
       opts.blocking = comm->options().blocking;
       opts.transport = comm->transportName();
     }
+    // The device and its library are the parent's unless the config names others.
+    bool namesDevice = config && config->size >= offsetof(hetcclConfig_t, backend) + sizeof(const char*);
+    if (!namesDevice || !config->device) opts.deviceKind = comm->options().deviceKind;
+    if (!namesDevice || !config->backend) opts.backend = comm->options().backend;
+    if (opts.deviceKind == comm->device().kind()) comm->device().makeCurrent();
     const int n = comm->nranks();
     struct Entry {
       int32_t color, key;
@@ -195,6 +200,7 @@ hetcclResult_t hetcclCommAbort(hetcclComm_t comm) {
     checkComm(comm);
     comm->abortFlag().store(true);
     unregisterComm(comm);  // new calls are refused from here on
+    if (comm->ready()) comm->groupBackend().abort();  // vendor libraries release their waits
     // Every wait polls the flag at least every 100 ms: the callers leave soon.
     while (comm->activeCalls.load() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     delete comm;
@@ -206,8 +212,11 @@ hetcclResult_t hetcclCommGetAsyncError(hetcclComm_t comm, hetcclResult_t* asyncE
     checkComm(comm);
     HETCCL_CHECK_ARG(asyncError, "asyncError is NULL");
     *asyncError = comm->asyncError();
+    if (*asyncError == hetcclSuccess && comm->ready()) *asyncError = comm->groupBackend().asyncError();
     if (*asyncError == hetcclSuccess) {
       *asyncError = comm->proxy().status();
+      // GPU work in flight on a blocking communicator is not an error (as NCCL).
+      if (*asyncError == hetcclInProgress && comm->ready() && comm->deviceOrdered()) *asyncError = hetcclSuccess;
       // Make the failure's text what hetcclGetLastError reports.
       if (*asyncError != hetcclSuccess && *asyncError != hetcclInProgress)
         recordError(comm, "non-blocking call", *asyncError, comm->proxy().errorText());

@@ -2,13 +2,17 @@
 #include "backend/backend.h"
 
 #include "backend/host/host_backend.h"
+#include "backend/nccl/nccl_backend.h"
 #include "core/error.h"
 
 namespace hetccl {
 
 std::unique_ptr<Backend> createBackend(const std::string& name, const BackendContext& ctx) {
   if (name == "host") return std::make_unique<HostBackend>(ctx);
-  throwError(hetcclInvalidArgument, "group backend '" + name + "' is not available in this build (known: host)");
+  // NCCL-ABI libraries, loaded at run time: a missing library is an error here.
+  if (name == "nccl" || name == "rccl") return std::make_unique<NcclBackend>(ctx, name);
+  throwError(hetcclInvalidArgument,
+             "group backend '" + name + "' is not available in this build (known: host, nccl, rccl)");
 }
 
 std::string defaultBackendFor(const std::string& deviceKind) {

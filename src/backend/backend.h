@@ -28,7 +28,13 @@ struct BackendContext {
   DeviceRuntime* device = nullptr;
   const MsgTag* callTag = nullptr;  // the collective in progress; host backend messages carry it
   size_t smallBytes = 64 << 10;     // below this AllReduce is one direct exchange
+  const std::atomic<bool>* abort = nullptr;  // the communicator's abort flag
+  double timeoutS = 300;
 };
+
+// Size of the blob a vendor backend's group leader publishes at init (an
+// ncclUniqueId is 128 bytes).
+constexpr size_t kBackendIdBytes = 128;
 
 class Backend {
  public:
@@ -37,11 +43,29 @@ class Backend {
   int nranks() const { return static_cast<int>(ctx_.ranks.size()); }
   int rank() const { return ctx_.groupRank; }
 
-  virtual void allReduce(const void* send, void* recv, size_t count, DataType dt, RedKind op, Stream s) = 0;
-  virtual void reduceScatter(const void* send, void* recv, size_t recvcount, DataType dt, RedKind op, Stream s) = 0;
+  // Init, in two steps collective over every rank of the communicator (the
+  // communicator exchanges the blobs over its bootstrap): makeId fills
+  // kBackendIdBytes at the group's rank 0 (vendor backends: their unique id;
+  // others leave it zero), connect gets the blob of the group's rank 0.
+  virtual void makeId(void* out) {}
+  virtual void connect(const void* leaderId) {}
+  // Releases every wait inside the library (hetcclCommAbort); the backend is
+  // unusable afterwards. Must be callable from any thread.
+  virtual void abort() {}
+  // An error of enqueued work the library has detected (hetcclSuccess if none).
+  virtual hetcclResult_t asyncError() { return hetcclSuccess; }
+
+  // `op` is applied as NCCL applies it: PreMulSum's scalar on every input,
+  // then kind, then (integer Avg) the division by op.divisor. Multi-group
+  // plans pass plain kinds (ReduceOp converts from RedKind); the one-group
+  // path of a device rank passes the user's op whole.
+  virtual void allReduce(const void* send, void* recv, size_t count, DataType dt, const ReduceOp& op, Stream s) = 0;
+  virtual void reduceScatter(const void* send, void* recv, size_t recvcount, DataType dt, const ReduceOp& op,
+                             Stream s) = 0;
   virtual void allGather(const void* send, void* recv, size_t sendcount, DataType dt, Stream s) = 0;
   virtual void broadcast(const void* send, void* recv, size_t count, DataType dt, int root, Stream s) = 0;
-  virtual void reduce(const void* send, void* recv, size_t count, DataType dt, RedKind op, int root, Stream s) = 0;
+  virtual void reduce(const void* send, void* recv, size_t count, DataType dt, const ReduceOp& op, int root,
+                      Stream s) = 0;
   // Point-to-point inside the group; between groupStart/groupEnd they are
   // issued together (any order, no deadlock).
   virtual void send(const void* buf, size_t count, DataType dt, int peer, Stream s) = 0;

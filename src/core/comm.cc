@@ -14,6 +14,8 @@ namespace hetccl {
 
 CommOptions readOptions(const hetcclConfig_t* cfg) {
   CommOptions o;
+  o.deviceKind = config().getString("HETCCL_DEVICE");
+  o.backend = config().getString("HETCCL_BACKEND");
   o.timeoutS = static_cast<double>(config().getInt("HETCCL_TIMEOUT_S"));
   if (!cfg) return o;
   if (cfg->magic != HETCCL_CONFIG_MAGIC)
@@ -31,6 +33,11 @@ CommOptions readOptions(const hetcclConfig_t* cfg) {
     if (cfg->groupName) o.groupName = cfg->groupName;
     if (cfg->transport) o.transport = cfg->transport;
   }
+  constexpr size_t v2Size = offsetof(hetcclConfig_t, backend) + sizeof(const char*);
+  if (cfg->size >= v2Size) {
+    if (cfg->device) o.deviceKind = cfg->device;
+    if (cfg->backend) o.backend = cfg->backend;
+  }
   return o;
 }
 
@@ -46,6 +53,7 @@ Comm::Comm(int nranks, int rank, const CommOptions& opts) : opts_(opts), rank_(r
 
 void Comm::init(const IdContents& id) {
   const int rank = rank_, nranks = nranks_;
+  device_->makeCurrent();  // GPU ranks: init may run on the proxy thread
 
   PeerInfo me;
   me.rank = rank;
@@ -95,7 +103,18 @@ void Comm::init(const IdContents& id) {
   bc.device = device_.get();
   bc.callTag = &callTag_;
   bc.smallBytes = smallBytes_;
-  backend_ = createBackend(defaultBackendFor(device_->kind()), bc);
+  bc.abort = &abort_;
+  bc.timeoutS = opts_.timeoutS;
+  backend_ = createBackend(opts_.backend.empty() ? defaultBackendFor(device_->kind()) : opts_.backend, bc);
+  // Vendor backends: each group's rank 0 publishes its library's unique id.
+  std::vector<uint8_t> ids(static_cast<size_t>(nranks) * kBackendIdBytes, 0);
+  if (myLocal() == 0) backend_->makeId(ids.data() + static_cast<size_t>(rank) * kBackendIdBytes);
+  bootstrap_->allGather(ids.data(), kBackendIdBytes);
+  backend_->connect(ids.data() + static_cast<size_t>(topo_.groupOfRank(rank).ranks[0]) * kBackendIdBytes);
+
+  if (deviceOrdered() && topo_.ngroups() > 1) {
+    deviceState_ = std::make_unique<DeviceState>(*device_, config().getBytes("HETCCL_STAGING_MAX"));
+  }
 
   LOG_INFO(kInit, "rank %d of %d: group %s (%d of %zu), %d groups, transport %s, backend %s", rank, nranks,
            group.c_str(), myLocal(), topo_.groupOfRank(rank).ranks.size(), topo_.ngroups(), transportName_.c_str(),
@@ -111,6 +130,7 @@ Comm::~Comm() {
   // Jobs still queued on the proxy end at once: the abort flag is set by
   // hetcclCommAbort, and hetcclCommDestroy drains first.
   abort_.store(true);
+  proxy_.stop();  // before the backend and device state it uses go
 }
 
 ReduceOp Comm::resolveOp(hetcclRedOp_t op, DataType dt) const {

@@ -16,6 +16,7 @@
 #include "core/datatype.h"
 #include "core/proxy.h"
 #include "device/device.h"
+#include "device/staging.h"
 #include "topology/groups.h"
 #include "transport/transport.h"
 
@@ -27,6 +28,7 @@ struct CommOptions {
   std::string groupName;  // empty: resolve from the environment
   std::string transport;  // empty: HETCCL_TRANSPORT
   std::string deviceKind = "host";
+  std::string backend;  // empty: the device kind's default (HETCCL_BACKEND)
 };
 
 // Reads hetcclConfig_t by its size and version; null is all defaults.
@@ -51,7 +53,14 @@ class Comm {
   const CommOptions& options() const { return opts_; }
   Bootstrap& bootstrap() { return *bootstrap_; }
   Transport& transport() { return *transport_; }
-  Backend& backend() { return *backend_; }
+  // The backend plans use: the group's library, or on a GPU rank's proxy
+  // the staged wrapper around it (set for the duration of a job).
+  Backend& backend() { return active_ ? *active_ : *backend_; }
+  Backend& groupBackend() { return *backend_; }
+  void setActiveBackend(Backend* b) { active_ = b; }
+  // GPU ranks of multi-group communicators: streams, flag, staging.
+  DeviceState* deviceState() { return deviceState_.get(); }
+  bool deviceOrdered() const { return !device_->synchronous(); }
   DeviceRuntime& device() { return *device_; }
   const std::string& transportName() const { return transportName_; }
   size_t buffBytes() const { return buffBytes_; }
@@ -97,6 +106,8 @@ class Comm {
   std::unique_ptr<DeviceRuntime> device_;
   std::unique_ptr<Transport> transport_;
   std::unique_ptr<Backend> backend_;
+  Backend* active_ = nullptr;
+  std::unique_ptr<DeviceState> deviceState_;
   std::string transportName_;
   size_t buffBytes_ = 0, smallBytes_ = 0;
   bool checkMismatch_ = false;

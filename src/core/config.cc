@@ -42,6 +42,21 @@ const std::vector<VarSpec>& table() {
     {"HETCCL_CHECK_MISMATCH", VarType::kBool, "0", nullptr,
      "compare every collective call across all ranks before it runs (one small allgather per call); "
      "border messages are always checked"},
+    {"HETCCL_DEVICE", VarType::kString, "host", nullptr,
+     "this rank's device kind: host (CPU memory), cuda or hip (the calling thread's current GPU)"},
+    {"HETCCL_BACKEND", VarType::kString, "", nullptr,
+     "group backend (default by device kind: host -> host, cuda -> nccl, hip -> rccl)"},
+    {"HETCCL_CUDA_LIB", VarType::kString, "", nullptr,
+     "path of the CUDA runtime to load (default: libcudart.so.13, .12, then libcudart.so)"},
+    {"HETCCL_HIP_LIB", VarType::kString, "", nullptr, "path of the HIP runtime to load (default: libamdhip64.so)"},
+    {"HETCCL_NCCL_LIB", VarType::kString, "", nullptr,
+     "path of the NCCL library the nccl backend loads (default: libnccl.so.2 from the loader's search path, "
+     "then /usr/local/cuda/lib64, then beside a loaded CUDA runtime)"},
+    {"HETCCL_RCCL_LIB", VarType::kString, "", nullptr, "path of the RCCL library the rccl backend loads"},
+    {"HETCCL_KERNELS_LIB", VarType::kString, "", nullptr,
+     "path of the device reduction kernels plugin (default: libhetccl-<kind>-kernels.so beside libhetccl)"},
+    {"HETCCL_STAGING_MAX", VarType::kBytes, "2G", nullptr,
+     "GPU ranks: most pinned host memory one communicator keeps for staging border data"},
     {"HETCCL_SOCKET_BUFFER", VarType::kBytes, "4M", nullptr, "SO_SNDBUF/SO_RCVBUF of TCP transport sockets"},
   };
   return *vars;

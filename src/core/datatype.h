@@ -27,6 +27,9 @@ enum class RedKind : uint8_t { kSum = 0, kProd = 1, kMax = 2, kMin = 3 };
 // Avg and PreMulSum add. Floats: Avg = PreMulSum(1/nranks); integers: Avg =
 // Sum then divide (truncating) by nranks, as NCCL does.
 struct ReduceOp {
+  ReduceOp() = default;
+  ReduceOp(RedKind k) : kind(k) {}  // NOLINT: a plain kind is a plain op
+  bool plain() const { return !preMul && !postDiv; }
   RedKind kind = RedKind::kSum;
   bool preMul = false;   // multiply each rank's input by scalar before combining
   double scalar = 1.0;

@@ -5,7 +5,9 @@
 
 namespace hetccl {
 
-Proxy::~Proxy() {
+Proxy::~Proxy() { stop(); }
+
+void Proxy::stop() {
   {
     std::lock_guard<std::mutex> g(mu_);
     stop_ = true;
@@ -14,9 +16,9 @@ Proxy::~Proxy() {
   if (thread_.joinable()) thread_.join();
 }
 
-void Proxy::submit(std::function<void()> job) {
+void Proxy::submit(std::function<void()> job, std::function<void()> finally) {
   std::lock_guard<std::mutex> g(mu_);
-  jobs_.push_back(std::move(job));
+  jobs_.push_back(Job{std::move(job), std::move(finally)});
   if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
   cv_.notify_all();
 }
@@ -42,9 +44,10 @@ void Proxy::loop() {
   for (;;) {
     cv_.wait(l, [this] { return stop_ || !jobs_.empty(); });
     if (jobs_.empty()) return;  // stopping and nothing left
-    std::function<void()> job = std::move(jobs_.front());
+    Job job = std::move(jobs_.front());
     jobs_.pop_front();
     if (error_ != hetcclSuccess) {  // sticky: drop work after a failure
+      if (job.finally) job.finally();
       cv_.notify_all();
       continue;
     }
@@ -53,7 +56,7 @@ void Proxy::loop() {
     hetcclResult_t code = hetcclSuccess;
     std::string text;
     try {
-      job();
+      job.run();
     } catch (const Error& e) {
       code = e.code();
       text = e.what();
@@ -61,6 +64,7 @@ void Proxy::loop() {
       code = hetcclInternalError;
       text = e.what();
     }
+    if (job.finally) job.finally();
     l.lock();
     running_ = false;
     if (code != hetcclSuccess && error_ == hetcclSuccess) {

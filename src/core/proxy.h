@@ -25,8 +25,10 @@ class Proxy {
   Proxy(const Proxy&) = delete;
   Proxy& operator=(const Proxy&) = delete;
 
-  // Queues a job; starts the thread on first use. Never blocks.
-  void submit(std::function<void()> job);
+  // Queues a job; starts the thread on first use. Never blocks. `finally`
+  // runs after the job whether it ran, failed or was dropped (a GPU rank's
+  // completion signal: a caller's stream waits on it).
+  void submit(std::function<void()> job, std::function<void()> finally = {});
   // hetcclInProgress while jobs are queued or running, else the first
   // failure's code, else hetcclSuccess.
   hetcclResult_t status() const;
@@ -34,13 +36,19 @@ class Proxy {
   // Waits until no job is queued or running (each job is bounded by the
   // communicator's timeout and abort flag).
   void drain();
+  // Runs what is queued (each job sees the communicator's abort flag) and
+  // joins the thread. The destructor calls it too.
+  void stop();
 
  private:
   void loop();
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::function<void()>> jobs_;
+  struct Job {
+    std::function<void()> run, finally;
+  };
+  std::deque<Job> jobs_;
   bool running_ = false;  // a job is executing
   bool stop_ = false;
   hetcclResult_t error_ = hetcclSuccess;

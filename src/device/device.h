@@ -4,7 +4,9 @@
 // their driver exists, so one build serves NVIDIA, AMD and CPU nodes.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,6 +19,9 @@ using Stream = void*;
 enum class MemKind { kHost, kPinnedHost, kDevice, kOtherDevice, kUnknown };
 const char* memKindName(MemKind k);
 
+// An opaque vendor event (cudaEvent_t, hipEvent_t).
+using Event = void*;
+
 class DeviceRuntime {
  public:
   virtual ~DeviceRuntime() = default;
@@ -26,12 +31,37 @@ class DeviceRuntime {
   // Memory the rank's collectives may use as buffers.
   virtual void* alloc(size_t bytes) = 0;
   virtual void free(void* ptr) = 0;
-  // Copy in the order of `stream` (host: immediately).
+  // Copy in the order of `stream` (host: immediately). Any direction.
   virtual void copy(void* dst, const void* src, size_t bytes, Stream stream) = 0;
   // Whether work on this device completes before a call returns (host) or
   // is ordered on streams (GPUs: border steps then go through the proxy).
   virtual bool synchronous() const = 0;
+
+  // The rest is for stream-ordered (GPU) runtimes; the host runtime throws
+  // hetcclInternalError from them.
+  virtual int deviceId() const { return -1; }
+  // Binds the calling thread to this rank's device (the proxy thread calls it).
+  virtual void makeCurrent() {}
+  // Page-locked host memory, mapped for the device (staging, flags).
+  virtual void* allocPinned(size_t bytes);
+  virtual void freePinned(void* ptr);
+  virtual Stream createStream();
+  virtual void destroyStream(Stream s);
+  virtual Event createEvent();
+  virtual void destroyEvent(Event e);
+  virtual void recordEvent(Event e, Stream s);
+  // true once all work before the record completed; throws on a device error.
+  virtual bool eventDone(Event e);
+  virtual void streamWaitEvent(Stream s, Event e);
+  // Work enqueued on `s` after this call waits until *flag >= value, where
+  // flag lives in allocPinned memory and the host stores it (the proxy's
+  // completion signal). The caller's thread does not wait.
+  virtual void streamWaitValue(Stream s, volatile uint64_t* flag, uint64_t value);
 };
+
+// Waits for `e` by polling, bounded by timeoutS and the abort flag (throws a
+// remote error naming `what` on timeout, hetcclInvalidUsage... on abort).
+void waitEvent(DeviceRuntime& d, Event e, double timeoutS, const std::atomic<bool>* abort, const char* what);
 
 // "host" is always there; throws InvalidArgument naming the known kinds.
 std::unique_ptr<DeviceRuntime> createDeviceRuntime(const std::string& kind);

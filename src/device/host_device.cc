@@ -1,9 +1,13 @@
-// The host device runtime: plain CPU memory, no streams.
+// The host device runtime (plain CPU memory, no streams), the device
+// registry, and what all runtimes share.
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "core/error.h"
 #include "device/device.h"
+#include "device/gpu_api.h"
 
 namespace hetccl {
 namespace {
@@ -11,7 +15,29 @@ namespace {
 class HostRuntime : public DeviceRuntime {
  public:
   const char* kind() const override { return "host"; }
-  MemKind pointerKind(const void*) const override { return MemKind::kHost; }
+  // A process that uses a GPU runtime may hand a host rank device memory by
+  // mistake: recognise it when that runtime is loaded already.
+  MemKind pointerKind(const void* ptr) const override {
+    // Probing for a loaded runtime costs a loader lookup: do it at the first
+    // call and then every 4096 calls until one is found.
+    if (!probed_[0] && !probed_[1] && (probes_++ & 4095) == 0) {
+      probed_[0] = loadedGpuApi("cuda");
+      probed_[1] = loadedGpuApi("hip");
+    }
+    for (const GpuApi* api : probed_) {
+      if (!api) continue;
+      unsigned char attr[256] = {};
+      int type = 0;
+      if (api->pointerGetAttributes(attr, ptr) != 0) {
+        api->getLastError();
+        continue;
+      }
+      memcpy(&type, attr, sizeof(int));
+      int device = api->hipLegacyMemTypes ? 1 : 2;
+      if (type == device) return MemKind::kOtherDevice;
+    }
+    return MemKind::kHost;
+  }
   void* alloc(size_t bytes) override {
     void* p = nullptr;
     if (posix_memalign(&p, 64, bytes ? bytes : 64) != 0) throwError(hetcclSystemError, "out of host memory");
@@ -22,6 +48,10 @@ class HostRuntime : public DeviceRuntime {
     if (dst != src && bytes) memmove(dst, src, bytes);
   }
   bool synchronous() const override { return true; }
+
+ private:
+  mutable const GpuApi* probed_[2] = {nullptr, nullptr};
+  mutable unsigned probes_ = 0;
 };
 
 }  // namespace
@@ -36,11 +66,43 @@ const char* memKindName(MemKind k) {
   }
 }
 
-std::vector<std::string> deviceKinds() { return {"host"}; }
+namespace {
+[[noreturn]] void notStreamOrdered(const char* what) {
+  throwError(hetcclInternalError, std::string("device runtime: ") + what + " on a host rank");
+}
+}  // namespace
+
+void* DeviceRuntime::allocPinned(size_t) { notStreamOrdered("allocPinned"); }
+void DeviceRuntime::freePinned(void*) { notStreamOrdered("freePinned"); }
+Stream DeviceRuntime::createStream() { notStreamOrdered("createStream"); }
+void DeviceRuntime::destroyStream(Stream) { notStreamOrdered("destroyStream"); }
+Event DeviceRuntime::createEvent() { notStreamOrdered("createEvent"); }
+void DeviceRuntime::destroyEvent(Event) { notStreamOrdered("destroyEvent"); }
+void DeviceRuntime::recordEvent(Event, Stream) { notStreamOrdered("recordEvent"); }
+bool DeviceRuntime::eventDone(Event) { notStreamOrdered("eventDone"); }
+void DeviceRuntime::streamWaitEvent(Stream, Event) { notStreamOrdered("streamWaitEvent"); }
+void DeviceRuntime::streamWaitValue(Stream, volatile uint64_t*, uint64_t) { notStreamOrdered("streamWaitValue"); }
+
+void waitEvent(DeviceRuntime& d, Event e, double timeoutS, const std::atomic<bool>* abort, const char* what) {
+  auto start = std::chrono::steady_clock::now();
+  auto end = start + std::chrono::duration<double>(timeoutS);
+  for (int spins = 0; !d.eventDone(e); ++spins) {
+    if (abort && abort->load()) throwError(hetcclInvalidUsage, std::string("communicator aborted while ") + what);
+    if (std::chrono::steady_clock::now() > end)
+      throwError(hetcclRemoteError, std::string("timed out after ") + std::to_string(static_cast<int>(timeoutS)) +
+                                        " s " + what + " (HETCCL_TIMEOUT_S)");
+    if (spins > 1000) std::this_thread::sleep_for(std::chrono::microseconds(spins > 100000 ? 200 : 10));
+  }
+}
+
+std::unique_ptr<DeviceRuntime> createGpuRuntime(const std::string& kind);  // gpu_device.cc
+
+std::vector<std::string> deviceKinds() { return {"host", "cuda", "hip"}; }
 
 std::unique_ptr<DeviceRuntime> createDeviceRuntime(const std::string& kind) {
   if (kind == "host") return std::make_unique<HostRuntime>();
-  throwError(hetcclInvalidArgument, "device kind '" + kind + "' is not available in this build (known: host)");
+  if (kind == "cuda" || kind == "hip") return createGpuRuntime(kind);
+  throwError(hetcclInvalidArgument, "device kind '" + kind + "' is unknown (known: host, cuda, hip)");
 }
 
 }  // namespace hetccl

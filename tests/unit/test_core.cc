@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <atomic>
+#include <mutex>
 #include <set>
 #include <string>
 
@@ -9,6 +11,7 @@
 #include "core/datatype.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/proxy.h"
 #include "unit_util.h"
 
 namespace hetccl {
@@ -308,6 +311,41 @@ TEST_F(Log, MessageGoesToStderrWithLevelAndSubsystem) {
   EXPECT_TRUE(test::contains(out, ":5 hetccl")) << out;
   EXPECT_FALSE(test::contains(out, "not shown")) << out;
   logSetRank(-1);
+}
+
+
+// ---- Proxy: order, sticky failure, and `finally` on every path ----
+
+TEST(Proxy, FinallyRunsAfterSuccessFailureAndDroppedJobs) {
+  std::vector<std::string> seen;
+  std::mutex mu;
+  auto note = [&](const std::string& s) {
+    std::lock_guard<std::mutex> g(mu);
+    seen.push_back(s);
+  };
+  {
+    Proxy p;
+    p.submit([&] { note("run1"); }, [&] { note("fin1"); });
+    p.submit([&] { throwError(hetcclRemoteError, "peer 3 went silent"); }, [&] { note("fin2"); });
+    p.submit([&] { note("run3"); }, [&] { note("fin3"); });  // dropped after the failure
+    p.drain();
+    EXPECT_EQ(p.status(), hetcclRemoteError);
+    EXPECT_NE(p.errorText().find("peer 3 went silent"), std::string::npos);
+  }
+  std::vector<std::string> want = {"run1", "fin1", "fin2", "fin3"};
+  EXPECT_EQ(seen, want);
+}
+
+TEST(Proxy, StopRunsWhatIsQueued) {
+  std::atomic<int> fins{0};
+  {
+    Proxy p;
+    for (int i = 0; i < 50; ++i) p.submit([] {}, [&] { ++fins; });
+    p.stop();
+    EXPECT_EQ(fins.load(), 50);
+    p.stop();  // twice is harmless
+  }
+  EXPECT_EQ(fins.load(), 50);
 }
 
 }  // namespace

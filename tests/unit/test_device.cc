@@ -4,9 +4,13 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <map>
+#include <memory>
 #include <vector>
 
 #include "device/device.h"
+#include "device/gpu_api.h"
+#include "device/staging.h"
 #include "unit_util.h"
 
 namespace hetccl {
@@ -73,4 +77,149 @@ TEST(DeviceRegistry, MemKindNames) {
 }
 
 }  // namespace
+}  // namespace hetccl
+
+// ---- the device kernels plugin loader (src/device/kernels.h) ----
+#include <unistd.h>
+
+#include <fstream>
+
+#include "device/kernels.h"
+
+namespace hetccl {
+namespace {
+
+TEST(KernelsLoader, FileThatIsNoLibraryIsAClearError) {
+  std::string path = "/tmp/hetccl-unit-kernels-" + std::to_string(getpid()) + ".so";
+  { std::ofstream(path) << "not an ELF file\n"; }
+  test::EnvGuard env("HETCCL_KERNELS_LIB", path.c_str());
+  EXPECT_HETCCL_ERROR(loadKernels("cuda"), hetcclSystemError, "cannot load the cuda kernels plugin " + path);
+  EXPECT_HETCCL_ERROR(loadKernels("cuda"), hetcclSystemError, "HETCCL_KERNELS_LIB");  // not cached
+  unlink(path.c_str());
+}
+
+TEST(KernelsLoader, LibraryWithoutTheEntryIsNotAPlugin) {
+  test::EnvGuard env("HETCCL_KERNELS_LIB", "libm.so.6");
+  EXPECT_HETCCL_ERROR(loadKernels("hip"), hetcclInvalidUsage,
+                      "libm.so.6 (HETCCL_KERNELS_LIB) is not a hetccl kernels plugin: it has no hetcclKernelsGetApi");
+}
+
+TEST(KernelsLoader, MissingGivenPathAndUnknownKind) {
+  {
+    test::EnvGuard env("HETCCL_KERNELS_LIB", "/nonexistent/libhetccl-cuda-kernels.so");
+    EXPECT_HETCCL_ERROR(loadKernels("cuda"), hetcclSystemError, "/nonexistent/libhetccl-cuda-kernels.so");
+  }
+  EXPECT_HETCCL_ERROR(loadKernels("vulkan"), hetcclInvalidArgument, "'vulkan'");
+  EXPECT_EQ(kernelsLibName("hip"), "libhetccl-hip-kernels.so");
+}
+
+TEST(KernelsLoader, AbsentPluginIsNullNotAnError) {
+  // No plugin beside this test executable nor (normally) on the search path.
+  test::EnvGuard env("HETCCL_KERNELS_LIB", nullptr);
+  const hetcclKernelsApi_t* api = nullptr;
+  ASSERT_NO_THROW(api = loadKernels("hip"));
+  if (api) {
+    EXPECT_STREQ(api->kind, "hip");  // installed system-wide: then it must be valid
+  }
+  EXPECT_EQ(loadKernels("hip"), api);      // cached
+}
+
+}  // namespace
+}  // namespace hetccl
+
+namespace hetccl {
+
+// ---- GPU runtime loading and staging (no GPU needed) ----
+
+TEST(GpuRuntime, MissingLibraryNamesPathAndVariable) {
+  auto err = test::catchError([] { openGpuApi("cuda", "/nonexistent/libcudart.so.13"); });
+  ASSERT_TRUE(err.has_value());
+  EXPECT_EQ(err->code(), hetcclSystemError);
+  EXPECT_TRUE(test::contains(err->what(), "/nonexistent/libcudart.so.13")) << err->what();
+  EXPECT_TRUE(test::contains(err->what(), "HETCCL_CUDA_LIB")) << err->what();
+  err = test::catchError([] { openGpuApi("hip", "/nonexistent/libamdhip64.so"); });
+  ASSERT_TRUE(err.has_value());
+  EXPECT_TRUE(test::contains(err->what(), "HETCCL_HIP_LIB")) << err->what();
+}
+
+TEST(GpuRuntime, WrongLibraryNamesTheMissingSymbol) {
+  auto err = test::catchError([] { openGpuApi("cuda", "libm.so.6"); });
+  ASSERT_TRUE(err.has_value());
+  EXPECT_TRUE(test::contains(err->what(), "cudaGetDeviceCount")) << err->what();
+  EXPECT_TRUE(test::contains(err->what(), "libm.so.6")) << err->what();
+}
+
+TEST(GpuRuntime, UnknownKind) {
+  auto err = test::catchError([] { openGpuApi("opencl", "x.so"); });
+  ASSERT_TRUE(err.has_value());
+  EXPECT_EQ(err->code(), hetcclInvalidArgument);
+  EXPECT_TRUE(test::contains(err->what(), "cuda, hip")) << err->what();
+}
+
+TEST(GpuRuntime, NoDeviceIsAClearErrorNotACrash) {
+  // On a machine without a GPU (CI) creating a cuda rank fails cleanly; with
+  // one it works and reports a stream-ordered runtime.
+  std::unique_ptr<DeviceRuntime> d;
+  auto err = test::catchError([&] { d = createDeviceRuntime("cuda"); });
+  if (err) {
+    EXPECT_TRUE(err->code() == hetcclSystemError || err->code() == hetcclInvalidUsage) << err->what();
+    EXPECT_TRUE(test::contains(err->what(), "cuda")) << err->what();
+  } else {
+    ASSERT_TRUE(d);
+    EXPECT_FALSE(d->synchronous());
+    EXPECT_GE(d->deviceId(), 0);
+  }
+}
+
+namespace {
+// Counts what the pool allocates (plain heap memory stands in for pinned).
+class CountingRuntime : public DeviceRuntime {
+ public:
+  const char* kind() const override { return "counting"; }
+  MemKind pointerKind(const void*) const override { return MemKind::kHost; }
+  void* alloc(size_t b) override { return allocPinned(b); }
+  void free(void* p) override { freePinned(p); }
+  void copy(void*, const void*, size_t, Stream) override {}
+  bool synchronous() const override { return false; }
+  void* allocPinned(size_t b) override {
+    ++allocs;
+    live += b;
+    void* p = ::malloc(b);
+    sizes[p] = b;
+    return p;
+  }
+  void freePinned(void* p) override {
+    live -= sizes[p];
+    sizes.erase(p);
+    ::free(p);
+  }
+  int allocs = 0;
+  size_t live = 0;
+  std::map<void*, size_t> sizes;
+};
+}  // namespace
+
+TEST(StagingPool, GrowsReusesAndStaysUnderTheLimit) {
+  CountingRuntime rt;
+  {
+    StagingPool pool(rt, 1 << 20, true);
+    uint8_t* a = pool.get(0, 1000);
+    ASSERT_NE(a, nullptr);
+    EXPECT_EQ(pool.get(0, 500), a);  // big enough: reused
+    EXPECT_EQ(rt.allocs, 1);
+    uint8_t* b = pool.get(1, 4096);
+    EXPECT_NE(b, a);
+    EXPECT_EQ(pool.held(), rt.live);
+    pool.get(0, 300000);  // grows slot 0
+    EXPECT_EQ(pool.held(), rt.live);
+    EXPECT_LE(pool.held(), size_t{1} << 20);
+    auto err = test::catchError([&] { pool.get(2, 900000); });
+    ASSERT_TRUE(err.has_value());
+    EXPECT_EQ(err->code(), hetcclInvalidUsage);
+    EXPECT_TRUE(test::contains(err->what(), "HETCCL_STAGING_MAX")) << err->what();
+    EXPECT_EQ(pool.held(), rt.live);  // the failed request took nothing
+  }
+  EXPECT_EQ(rt.live, 0u);  // all returned
+}
+
 }  // namespace hetccl

@@ -4,6 +4,7 @@
 
 #include "buffers.h"
 #include "elements.h"
+#include "gpu.h"
 
 namespace perf {
 namespace {
@@ -16,22 +17,55 @@ double now() {
 
 }  // namespace
 
-// Out of place: send and recv. In place: one buffer holding both.
+// Out of place: send and recv. In place: one buffer holding both. On a GPU
+// rank each host buffer (guards included) has a device mirror that the calls
+// use: inputs are uploaded after prepare(), outputs downloaded before checks.
 struct Bench::Buffers {
   GuardedBuffer send, recv, inPlace;
-  Buffers(const Geometry& g, size_t es)
-      : send(g.sendElems * es), recv(g.recvElems * es), inPlace(g.inPlaceElems * es) {}
-  unsigned char* sendPtr(const Geometry& g, bool ip, size_t es) {
-    return ip ? inPlace.data() + g.sendOffset * es : send.data();
+  Gpu* gpu;
+  unsigned char* dev[3] = {nullptr, nullptr, nullptr};
+  Buffers(const Geometry& g, size_t es, Gpu* gp)
+      : send(g.sendElems * es), recv(g.recvElems * es), inPlace(g.inPlaceElems * es), gpu(gp) {
+    if (!gpu) return;
+    GuardedBuffer* all[3] = {&send, &recv, &inPlace};
+    for (int i = 0; i < 3; ++i) dev[i] = static_cast<unsigned char*>(gpu->alloc(all[i]->rawBytes()));
   }
-  unsigned char* recvPtr(const Geometry& g, bool ip, size_t es) {
-    return ip ? inPlace.data() + g.recvOffset * es : recv.data();
+  ~Buffers() {
+    if (gpu)
+      for (unsigned char* d : dev) gpu->free(d);
+  }
+  Buffers(const Buffers&) = delete;
+  Buffers& operator=(const Buffers&) = delete;
+  // Where the calls see buffer i's data.
+  unsigned char* at(int i) {
+    GuardedBuffer* all[3] = {&send, &recv, &inPlace};
+    return gpu ? dev[i] + GuardedBuffer::guardBytes() : all[i]->data();
+  }
+  unsigned char* sendPtr(const Geometry& g, bool ip, size_t es) { return ip ? at(2) + g.sendOffset * es : at(0); }
+  unsigned char* recvPtr(const Geometry& g, bool ip, size_t es) { return ip ? at(2) + g.recvOffset * es : at(1); }
+  void upload() {
+    GuardedBuffer* all[3] = {&send, &recv, &inPlace};
+    if (gpu)
+      for (int i = 0; i < 3; ++i) gpu->toDevice(dev[i], all[i]->raw(), all[i]->rawBytes());
+  }
+  void download() {
+    GuardedBuffer* all[3] = {&send, &recv, &inPlace};
+    if (gpu)
+      for (int i = 0; i < 3; ++i) gpu->toHost(all[i]->raw(), dev[i], all[i]->rawBytes());
+  }
+  // Host view of a pointer handed to the calls.
+  unsigned char* host(unsigned char* p) {
+    if (!gpu) return p;
+    GuardedBuffer* all[3] = {&send, &recv, &inPlace};
+    for (int i = 0; i < 3; ++i)
+      if (p >= dev[i] && p < dev[i] + all[i]->rawBytes()) return all[i]->raw() + (p - dev[i]);
+    return p;
   }
 };
 
 Bench::Bench(const Options& o, hetcclComm_t comm, int rank, int nranks)
     : o_(o),
-      call_{o.coll, o.dtype, o.redop, o.root, comm, rank, nranks},
+      call_{o.coll, o.dtype, o.redop, o.root, comm, rank, nranks, toolGpu() ? toolGpu()->stream() : nullptr},
       rank_(rank),
       nranks_(nranks),
       es_(typeSize(o.dtype)),
@@ -39,17 +73,18 @@ Bench::Bench(const Options& o, hetcclComm_t comm, int rank, int nranks)
 
 void Bench::warmup(size_t bytes) {
   Geometry g = geometryFor(o_.coll, bytes, es_, nranks_, rank_);
-  Buffers b(g, es_);
+  Buffers b(g, es_, toolGpu());
   for (bool inPlace : {false, true}) {
     prepare(g, inPlace, b);
     for (int i = 0; i < o_.warmup; ++i)
       runColl(call_, b.sendPtr(g, inPlace, es_), b.recvPtr(g, inPlace, es_), g.count);
+    if (toolGpu()) toolGpu()->sync();  // before the buffers go
   }
 }
 
 Row Bench::measure(size_t bytes) {
   Geometry g = geometryFor(o_.coll, bytes, es_, nranks_, rank_);
-  Buffers b(g, es_);
+  Buffers b(g, es_, toolGpu());
   Row row;
   row.bytes = g.bytes;
   row.count = g.count;
@@ -65,15 +100,18 @@ void Bench::prepare(const Geometry& g, bool inPlace, Buffers& b) {
   if (!inPlace) {
     ref_.fill(rank_, b.send.data(), g.sendElems);
     b.recv.poison();
+    b.upload();
     return;
   }
   b.inPlace.poison();
   bool readsInput = !(o_.coll == Coll::kBroadcast || o_.coll == Coll::kScatter) || rank_ == o_.root;
-  if (readsInput) ref_.fill(rank_, b.sendPtr(g, true, es_), g.sendElems);
+  if (readsInput) ref_.fill(rank_, b.host(b.sendPtr(g, true, es_)), g.sendElems);
+  b.upload();
 }
 
 int64_t Bench::localWrong(const Geometry& g, bool inPlace, Buffers& b) {
-  int64_t wrong = ref_.countWrongOutput(rank_, g, b.recvPtr(g, inPlace, es_));
+  b.download();
+  int64_t wrong = ref_.countWrongOutput(rank_, g, b.host(b.recvPtr(g, inPlace, es_)));
   if (inPlace) {
     wrong += static_cast<int64_t>(b.inPlace.damagedGuardBytes());
   } else {
@@ -92,6 +130,7 @@ Result Bench::run(const Geometry& g, bool inPlace, Buffers& b) {
   barrier(call_.comm);
   double t0 = now();
   for (int i = 0; i < o_.iters; ++i) runColl(call_, send, recv, g.count);
+  if (toolGpu()) toolGpu()->sync();  // the calls only enqueued work
   double perIter = (now() - t0) / o_.iters;
   perIter = allReduceMax(call_.comm, perIter);
 
@@ -109,7 +148,7 @@ Result Bench::run(const Geometry& g, bool inPlace, Buffers& b) {
   int64_t wrong = localWrong(g, inPlace, b);
   if (o_.coll == Coll::kAllReduce) {
     // Every rank must hold the same bits, not just values within tolerance.
-    uint64_t h = hashBytes(recv, g.count * es_);
+    uint64_t h = hashBytes(b.host(static_cast<unsigned char*>(recv)), g.count * es_);
     uint64_t hi = allReduceU64(call_.comm, h, hetcclMax), lo = allReduceU64(call_.comm, h, hetcclMin);
     if (hi != lo && rank_ == 0) wrong += 1;
   }

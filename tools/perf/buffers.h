@@ -18,6 +18,10 @@ class GuardedBuffer {
   unsigned char* data() { return base_ + kGuard; }
   const unsigned char* data() const { return base_ + kGuard; }
   size_t bytes() const { return bytes_; }
+  // The whole allocation, guards included (GPU ranks mirror it on the device).
+  unsigned char* raw() { return base_; }
+  size_t rawBytes() const { return bytes_ + 2 * kGuard; }
+  static constexpr size_t guardBytes() { return kGuard; }
 
   // Sets every byte of the data to the poison value: NaN in half and e5m2,
   // huge in the other floating types, 126 in (u)int8; far from every value the

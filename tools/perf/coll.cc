@@ -1,5 +1,7 @@
 #include "coll.h"
 
+#include "gpu.h"
+
 namespace perf {
 
 Geometry geometryFor(Coll c, size_t bytes, size_t typeSize, int nranks, int rank) {
@@ -49,30 +51,31 @@ void checkResult(hetcclResult_t r, const char* call, hetcclComm_t comm) {
 
 void runColl(const CallArgs& a, const void* send, void* recv, size_t count) {
   hetcclComm_t comm = a.comm;
+  void* st = a.stream;
   switch (a.coll) {
     case Coll::kAllReduce:
-      return checkResult(hetcclAllReduce(send, recv, count, a.dtype, a.redop, comm, nullptr), "hetcclAllReduce", comm);
+      return checkResult(hetcclAllReduce(send, recv, count, a.dtype, a.redop, comm, st), "hetcclAllReduce", comm);
     case Coll::kAllGather:
-      return checkResult(hetcclAllGather(send, recv, count, a.dtype, comm, nullptr), "hetcclAllGather", comm);
+      return checkResult(hetcclAllGather(send, recv, count, a.dtype, comm, st), "hetcclAllGather", comm);
     case Coll::kReduceScatter:
-      return checkResult(hetcclReduceScatter(send, recv, count, a.dtype, a.redop, comm, nullptr),
+      return checkResult(hetcclReduceScatter(send, recv, count, a.dtype, a.redop, comm, st),
                          "hetcclReduceScatter", comm);
     case Coll::kBroadcast:
-      return checkResult(hetcclBroadcast(send, recv, count, a.dtype, a.root, comm, nullptr), "hetcclBroadcast", comm);
+      return checkResult(hetcclBroadcast(send, recv, count, a.dtype, a.root, comm, st), "hetcclBroadcast", comm);
     case Coll::kReduce:
-      return checkResult(hetcclReduce(send, recv, count, a.dtype, a.redop, a.root, comm, nullptr), "hetcclReduce",
+      return checkResult(hetcclReduce(send, recv, count, a.dtype, a.redop, a.root, comm, st), "hetcclReduce",
                          comm);
     case Coll::kAlltoAll:
-      return checkResult(hetcclAlltoAll(send, recv, count, a.dtype, comm, nullptr), "hetcclAlltoAll", comm);
+      return checkResult(hetcclAlltoAll(send, recv, count, a.dtype, comm, st), "hetcclAlltoAll", comm);
     case Coll::kGather:
-      return checkResult(hetcclGather(send, recv, count, a.dtype, a.root, comm, nullptr), "hetcclGather", comm);
+      return checkResult(hetcclGather(send, recv, count, a.dtype, a.root, comm, st), "hetcclGather", comm);
     case Coll::kScatter:
-      return checkResult(hetcclScatter(send, recv, count, a.dtype, a.root, comm, nullptr), "hetcclScatter", comm);
+      return checkResult(hetcclScatter(send, recv, count, a.dtype, a.root, comm, st), "hetcclScatter", comm);
     case Coll::kSendRecv: {
       const int n = a.nranks, me = a.rank;
       checkResult(hetcclGroupStart(), "hetcclGroupStart", comm);
-      hetcclResult_t rs = hetcclSend(send, count, a.dtype, (me + 1) % n, comm, nullptr);
-      hetcclResult_t rr = hetcclRecv(recv, count, a.dtype, (me - 1 + n) % n, comm, nullptr);
+      hetcclResult_t rs = hetcclSend(send, count, a.dtype, (me + 1) % n, comm, st);
+      hetcclResult_t rr = hetcclRecv(recv, count, a.dtype, (me - 1 + n) % n, comm, st);
       // Close the group even when a post failed, so the thread's group state is clean.
       hetcclResult_t re = hetcclGroupEnd();
       checkResult(rs, "hetcclSend", comm);
@@ -82,27 +85,44 @@ void runColl(const CallArgs& a, const void* send, void* recv, size_t count) {
   }
 }
 
-void barrier(hetcclComm_t comm) {
-  float one = 1.0f, out = 0.0f;
-  checkResult(hetcclAllReduce(&one, &out, 1, hetcclFloat, hetcclSum, comm, nullptr), "hetcclAllReduce (barrier)", comm);
+namespace {
+
+// One-element AllReduce of the tool's own, through device memory on GPU ranks.
+template <typename T>
+T toolAllReduce(hetcclComm_t comm, T v, hetcclDataType_t dt, hetcclRedOp_t op, const char* what) {
+  T out{};
+  Gpu* gpu = toolGpu();
+  if (!gpu) {
+    checkResult(hetcclAllReduce(&v, &out, 1, dt, op, comm, nullptr), what, comm);
+    return out;
+  }
+  auto* d = static_cast<T*>(gpu->alloc(2 * sizeof(T)));
+  try {
+    gpu->toDevice(d, &v, sizeof(T));
+    checkResult(hetcclAllReduce(d, d + 1, 1, dt, op, comm, gpu->stream()), what, comm);
+    gpu->toHost(&out, d + 1, sizeof(T));
+  } catch (...) {
+    gpu->free(d);
+    throw;
+  }
+  gpu->free(d);
+  return out;
 }
 
+}  // namespace
+
+void barrier(hetcclComm_t comm) { toolAllReduce<float>(comm, 1.0f, hetcclFloat, hetcclSum, "hetcclAllReduce (barrier)"); }
+
 double allReduceMax(hetcclComm_t comm, double v) {
-  double out = 0;
-  checkResult(hetcclAllReduce(&v, &out, 1, hetcclFloat64, hetcclMax, comm, nullptr), "hetcclAllReduce (time)", comm);
-  return out;
+  return toolAllReduce<double>(comm, v, hetcclFloat64, hetcclMax, "hetcclAllReduce (time)");
 }
 
 int64_t allReduceSum(hetcclComm_t comm, int64_t v) {
-  int64_t out = 0;
-  checkResult(hetcclAllReduce(&v, &out, 1, hetcclInt64, hetcclSum, comm, nullptr), "hetcclAllReduce (#wrong)", comm);
-  return out;
+  return toolAllReduce<int64_t>(comm, v, hetcclInt64, hetcclSum, "hetcclAllReduce (#wrong)");
 }
 
 uint64_t allReduceU64(hetcclComm_t comm, uint64_t v, hetcclRedOp_t op) {
-  uint64_t out = 0;
-  checkResult(hetcclAllReduce(&v, &out, 1, hetcclUint64, op, comm, nullptr), "hetcclAllReduce (hash)", comm);
-  return out;
+  return toolAllReduce<uint64_t>(comm, v, hetcclUint64, op, "hetcclAllReduce (hash)");
 }
 
 }  // namespace perf

@@ -35,6 +35,7 @@ struct CallArgs {
   hetcclComm_t comm;
   int rank;    // of comm, for sendrecv's ring
   int nranks;
+  void* stream = nullptr;  // GPU ranks: the stream the calls go on
 };
 
 // Runs the collective once; throws LibError when the library fails.

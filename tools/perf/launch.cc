@@ -1,5 +1,7 @@
 #include "launch.h"
 
+#include "gpu.h"
+
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -8,6 +10,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <string>
@@ -18,6 +21,23 @@ namespace perf {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// A CUDA rank: its GPU (index mod the GPUs visible) becomes current before
+// the communicator is created, which binds the rank to it.
+bool startGpu(int rank, int index) {
+  int n = Gpu::deviceCount();
+  if (n <= 0) {
+    fprintf(stderr, "hetccl-perf: rank %d: a CUDA rank needs a visible GPU and the CUDA runtime\n", rank);
+    return false;
+  }
+  try {
+    setToolGpu(new Gpu(index % n));  // lives as long as the process
+  } catch (const std::exception& e) {
+    fprintf(stderr, "hetccl-perf: rank %d: %s\n", rank, e.what());
+    return false;
+  }
+  return true;
+}
 
 // Runs body on an initialised communicator and tears the communicator down:
 // destroyed after success, aborted after an exception so that no peer waits on it.
@@ -43,6 +63,7 @@ int runOnComm(hetcclComm_t comm, int rank, const RankBody& body) {
 hetcclConfig_t makeConfig(const Options& o, int rank) {
   hetcclConfig_t cfg = HETCCL_CONFIG_INITIALIZER;
   if (!o.groups.empty()) cfg.groupName = o.groups[static_cast<size_t>(rank)].c_str();
+  if (!o.devices.empty()) cfg.device = o.devices[static_cast<size_t>(rank)].c_str();
   if (!o.transport.empty()) cfg.transport = o.transport.c_str();
   return cfg;
 }
@@ -53,8 +74,9 @@ hetcclConfig_t makeConfig(const Options& o, int rank) {
   if (getppid() != parent) _exit(kExitError);
   hetcclConfig_t cfg = makeConfig(o, rank);
   hetcclComm_t comm = nullptr;
-  hetcclResult_t r = hetcclCommInitRankConfig(&comm, o.np, id, rank, &cfg);
   int code;
+  if (!o.devices.empty() && o.devices[static_cast<size_t>(rank)] == "cuda" && !startGpu(rank, rank)) _exit(kExitError);
+  hetcclResult_t r = hetcclCommInitRankConfig(&comm, o.np, id, rank, &cfg);
   if (r != hetcclSuccess) {
     fprintf(stderr, "hetccl-perf: rank %d: hetcclCommInitRankConfig failed: %s: %s\n", rank,
             hetcclGetErrorString(r), hetcclGetLastError(nullptr));
@@ -198,6 +220,13 @@ int launchLocal(const Options& o, const RankBody& body) {
 
 int launchFromEnv(const Options& o, const RankBody& body) {
   hetcclConfig_t cfg = makeConfig(o, 0);
+  const char* dev = getenv("HETCCL_DEVICE");
+  if (dev && strcmp(dev, "cuda") == 0) {
+    const char* local = getenv("LOCAL_RANK");
+    if (!local) local = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    if (!local) local = getenv("SLURM_LOCALID");
+    if (!startGpu(-1, local ? atoi(local) : 0)) return kExitError;
+  }
   hetcclComm_t comm = nullptr;
   hetcclResult_t r = hetcclCommInitFromEnv(&comm, &cfg);
   if (r != hetcclSuccess) {

@@ -57,6 +57,9 @@ const char* const kUsage =
     "      --np N              fork N local ranks (default: one rank per process, from\n"
     "                          the launcher's environment: torchrun, mpirun, srun)\n"
     "      --groups a,a,b,b    group name of each rank (with --np)\n"
+    "  -g, --gpus N            the first N ranks (with --np) are CUDA ranks, on GPU (rank mod GPUs);\n"
+    "                          under a launcher: HETCCL_DEVICE=cuda makes a rank a CUDA rank (GPU LOCAL_RANK mod GPUs)\n"
+    "      --devices cuda,host,...  device kind of each rank (with --np), instead of -g\n"
     "      --transport T       tcp, shm or auto (default: the library's, HETCCL_TRANSPORT)\n"
     "      --timeout S         with --np: kill every rank after S seconds (default 600; 0: never)\n"
     "  -h, --help              this text\n"
@@ -135,7 +138,7 @@ std::vector<std::string> splitList(const char* text) {
   return out;
 }
 
-enum LongOnly { kJson = 256, kNp, kGroups, kTransport, kTimeout };
+enum LongOnly { kJson = 256, kNp, kGroups, kTransport, kTimeout, kDevices };
 
 }  // namespace
 
@@ -148,14 +151,16 @@ Options parseOptions(int argc, char** argv) {
       {"op", required_argument, nullptr, 'o'},       {"redop", required_argument, nullptr, 'r'},
       {"root", required_argument, nullptr, 'R'},     {"blocking", required_argument, nullptr, 'z'},
       {"json", required_argument, nullptr, kJson},   {"np", required_argument, nullptr, kNp},
-      {"groups", required_argument, nullptr, kGroups}, {"transport", required_argument, nullptr, kTransport},
+      {"groups", required_argument, nullptr, kGroups}, {"gpus", required_argument, nullptr, 'g'},
+      {"devices", required_argument, nullptr, kDevices}, {"transport", required_argument, nullptr, kTransport},
       {"timeout", required_argument, nullptr, kTimeout}, {"help", no_argument, nullptr, 'h'},
       {nullptr, 0, nullptr, 0}};
   Options o;
   bool sawFactor = false;
+  int gpus = -1;
   opterr = 0;
   int c;
-  while ((c = getopt_long(argc, argv, ":b:e:f:i:n:w:c:d:o:r:R:z:h", kLong, nullptr)) != -1) {
+  while ((c = getopt_long(argc, argv, ":b:e:f:i:n:w:c:d:o:r:R:z:g:h", kLong, nullptr)) != -1) {
     switch (c) {
       case 'b': o.minBytes = parseSize(optarg, "-b"); break;
       case 'e': o.maxBytes = parseSize(optarg, "-e"); break;
@@ -178,6 +183,12 @@ Options parseOptions(int argc, char** argv) {
         break;
       case kNp: o.np = static_cast<int>(parseInt(optarg, "--np", 1, 1024)); break;
       case kGroups: o.groups = splitList(optarg); break;
+      case 'g': gpus = static_cast<int>(parseInt(optarg, "-g", 0, 1024)); break;
+      case kDevices:
+        o.devices = splitList(optarg);
+        for (const auto& d : o.devices)
+          if (d != "host" && d != "cuda") usageError("--devices: expected host or cuda, got '" + d + "'");
+        break;
       case kTransport:
         if (strcmp(optarg, "tcp") != 0 && strcmp(optarg, "shm") != 0 && strcmp(optarg, "auto") != 0)
           usageError(std::string("--transport: expected tcp, shm or auto, got '") + optarg + "'");
@@ -201,6 +212,14 @@ Options parseOptions(int argc, char** argv) {
     usageError("--groups needs --np (under a launcher, set HETCCL_GROUP or HETCCL_GROUP_MAP instead)");
   if (!o.groups.empty() && static_cast<int>(o.groups.size()) != o.np)
     usageError("--groups names " + std::to_string(o.groups.size()) + " ranks but --np is " + std::to_string(o.np));
+  if (gpus >= 0 && !o.devices.empty()) usageError("-g and --devices both given: use one");
+  if ((gpus >= 0 || !o.devices.empty()) && o.np == 0)
+    usageError("-g/--devices need --np (under a launcher, set HETCCL_DEVICE per rank instead)");
+  if (gpus > o.np) usageError("-g " + std::to_string(gpus) + " is more than --np " + std::to_string(o.np));
+  if (gpus >= 0)
+    for (int r = 0; r < o.np; ++r) o.devices.push_back(r < gpus ? "cuda" : "host");
+  if (!o.devices.empty() && static_cast<int>(o.devices.size()) != o.np)
+    usageError("--devices names " + std::to_string(o.devices.size()) + " ranks but --np is " + std::to_string(o.np));
   if (o.np > 0 && collRooted(o.coll) && o.root >= o.np)
     usageError("-R " + std::to_string(o.root) + " is not a rank of --np " + std::to_string(o.np));
   return o;

@@ -28,6 +28,7 @@ struct Options {
   std::string jsonPath;
   int np = 0;                       // > 0: fork this many local ranks; 0: one rank per process from the launcher
   std::vector<std::string> groups;  // group name per rank (with --np)
+  std::vector<std::string> devices;  // device kind per rank (with --np): host or cuda
   std::string transport;            // empty: the library's default
   int timeoutS = 600;               // --np: the parent kills every rank after this long; 0: no limit
 };

@@ -7,6 +7,16 @@
 #include "core/error.h"
 
 namespace hetccl {
+namespace {
+
+// Multi-group plans scale and divide around their group steps; the host
+// backend combines only.
+RedKind plainKind(const ReduceOp& op) {
+  if (!op.plain()) throwError(hetcclInternalError, "host backend: PreMulSum/Avg must be resolved by the plan");
+  return op.kind;
+}
+
+}  // namespace
 
 void HostBackend::run(std::vector<Xfer>& xfers) {
   if (!xfers.empty()) ctx_.transport->run(xfers);
@@ -43,7 +53,8 @@ void HostBackend::allGatherRanges(void* buf, const std::vector<size_t>& bounds, 
   run(x);
 }
 
-void HostBackend::allReduce(const void* send, void* recv, size_t count, DataType dt, RedKind op, Stream) {
+void HostBackend::allReduce(const void* send, void* recv, size_t count, DataType dt, const ReduceOp& rop, Stream) {
+  const RedKind op = plainKind(rop);
   const int k = nranks(), me = rank();
   const size_t es = dataTypeSize(dt), bytes = count * es;
   copyBytes(recv, send, bytes);
@@ -73,7 +84,8 @@ void HostBackend::allReduce(const void* send, void* recv, size_t count, DataType
   allGatherRanges(recv, bounds, dt);
 }
 
-void HostBackend::reduceScatter(const void* send, void* recv, size_t recvcount, DataType dt, RedKind op, Stream) {
+void HostBackend::reduceScatter(const void* send, void* recv, size_t recvcount, DataType dt, const ReduceOp& rop, Stream) {
+  const RedKind op = plainKind(rop);
   const int k = nranks();
   std::vector<size_t> bounds(k + 1);
   for (int j = 0; j <= k; ++j) bounds[j] = recvcount * j;
@@ -104,7 +116,8 @@ void HostBackend::broadcast(const void* send, void* recv, size_t count, DataType
   run(x);
 }
 
-void HostBackend::reduce(const void* send, void* recv, size_t count, DataType dt, RedKind op, int root, Stream) {
+void HostBackend::reduce(const void* send, void* recv, size_t count, DataType dt, const ReduceOp& rop, int root, Stream) {
+  const RedKind op = plainKind(rop);
   const int k = nranks(), me = rank();
   const size_t bytes = count * dataTypeSize(dt);
   if (me != root) {

@@ -16,11 +16,11 @@ class HostBackend : public Backend {
   explicit HostBackend(const BackendContext& ctx) : Backend(ctx) {}
   const char* name() const override { return "host"; }
 
-  void allReduce(const void* send, void* recv, size_t count, DataType dt, RedKind op, Stream s) override;
-  void reduceScatter(const void* send, void* recv, size_t recvcount, DataType dt, RedKind op, Stream s) override;
+  void allReduce(const void* send, void* recv, size_t count, DataType dt, const ReduceOp& op, Stream s) override;
+  void reduceScatter(const void* send, void* recv, size_t recvcount, DataType dt, const ReduceOp& op, Stream s) override;
   void allGather(const void* send, void* recv, size_t sendcount, DataType dt, Stream s) override;
   void broadcast(const void* send, void* recv, size_t count, DataType dt, int root, Stream s) override;
-  void reduce(const void* send, void* recv, size_t count, DataType dt, RedKind op, int root, Stream s) override;
+  void reduce(const void* send, void* recv, size_t count, DataType dt, const ReduceOp& op, int root, Stream s) override;
   void send(const void* buf, size_t count, DataType dt, int peer, Stream s) override;
   void recv(void* buf, size_t count, DataType dt, int peer, Stream s) override;
   void groupStart() override { ++groupDepth_; }

@@ -1,0 +1,98 @@
+// One-group pass-through benchmark (one NVIDIA GPU): the same float32 sum
+// AllReduce on the same device buffers and stream, through NCCL directly
+// (ncclCommInitAll on one GPU) and through a one-rank hetccl CUDA
+// communicator (which hands the call to that NCCL library), alternating
+// in one process. A ratio near 1 means hetccl adds no copies and no
+// synchronisation of its own on this path.
+//
+//   hetccl-gpu-passthrough [iters]
+// Prints: passthrough <bytes> nccl_us=<t> hetccl_us=<t> hetccl/nccl=<ratio>
+#include <dlfcn.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+
+#include <hetccl/hetccl.h>
+
+namespace {
+
+template <typename F>
+F sym(void* lib, const char* name) {
+  void* p = dlsym(lib, name);
+  if (!p) {
+    fprintf(stderr, "gpu_passthrough: missing %s\n", name);
+    exit(3);
+  }
+  return reinterpret_cast<F>(p);
+}
+
+double seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int iters = argc > 1 ? atoi(argv[1]) : 50;
+  void* cudart = dlopen("libcudart.so.13", RTLD_NOW);
+  if (!cudart) cudart = dlopen("libcudart.so.12", RTLD_NOW);
+  const char* ncclPath = getenv("HETCCL_NCCL_LIB");
+  void* nccl = dlopen(ncclPath && *ncclPath ? ncclPath : "libnccl.so.2", RTLD_NOW);
+  if (!cudart || !nccl) {
+    fprintf(stderr, "gpu_passthrough: needs libcudart and libnccl.so.2: %s\n", dlerror());
+    return 3;
+  }
+  auto cudaMalloc = sym<int (*)(void**, size_t)>(cudart, "cudaMalloc");
+  auto cudaStreamCreate = sym<int (*)(void**)>(cudart, "cudaStreamCreate");
+  auto cudaStreamSynchronize = sym<int (*)(void*)>(cudart, "cudaStreamSynchronize");
+  auto cudaSetDevice = sym<int (*)(int)>(cudart, "cudaSetDevice");
+  auto ncclCommInitAll = sym<int (*)(void**, int, const int*)>(nccl, "ncclCommInitAll");
+  auto ncclAllReduce = sym<int (*)(const void*, void*, size_t, int, int, void*, void*)>(nccl, "ncclAllReduce");
+  if (cudaSetDevice(0) != 0) return 3;
+  void* stream = nullptr;
+  cudaStreamCreate(&stream);
+  void* ncclComm = nullptr;
+  int dev0 = 0;
+  if (ncclCommInitAll(&ncclComm, 1, &dev0) != 0) {
+    fprintf(stderr, "gpu_passthrough: ncclCommInitAll failed\n");
+    return 3;
+  }
+  hetcclUniqueId id;
+  hetcclGetUniqueId(&id);
+  hetcclConfig_t cfg = HETCCL_CONFIG_INITIALIZER;
+  cfg.device = "cuda";
+  hetcclComm_t comm = nullptr;
+  if (hetcclCommInitRankConfig(&comm, 1, id, 0, &cfg) != hetcclSuccess) {
+    fprintf(stderr, "gpu_passthrough: hetccl init failed: %s\n", hetcclGetLastError(nullptr));
+    return 3;
+  }
+  const size_t maxBytes = size_t{256} << 20;
+  void *a = nullptr, *b = nullptr;
+  if (cudaMalloc(&a, maxBytes) != 0 || cudaMalloc(&b, maxBytes) != 0) return 3;
+  for (size_t bytes = 8; bytes <= maxBytes; bytes *= 8) {
+    size_t count = bytes / 4;
+    double t[2] = {0, 0};
+    for (int round = 0; round < 3; ++round) {
+      for (int which = 0; which < 2; ++which) {
+        cudaStreamSynchronize(stream);
+        double t0 = seconds();
+        for (int i = 0; i < iters; ++i) {
+          int r = which == 0 ? ncclAllReduce(a, b, count, 7, 0, ncclComm, stream)
+                             : static_cast<int>(hetcclAllReduce(a, b, count, hetcclFloat32, hetcclSum, comm, stream));
+          if (r != 0) {
+            fprintf(stderr, "gpu_passthrough: %s AllReduce failed (%d): %s\n", which ? "hetccl" : "nccl", r,
+                    which ? hetcclGetLastError(comm) : "");
+            return 3;
+          }
+        }
+        cudaStreamSynchronize(stream);
+        if (round > 0) t[which] += (seconds() - t0) / iters;  // round 0 warms up
+      }
+    }
+    printf("passthrough %zu nccl_us=%.2f hetccl_us=%.2f hetccl/nccl=%.3f\n", bytes, t[0] / 2 * 1e6, t[1] / 2 * 1e6,
+           t[1] / t[0]);
+  }
+  hetcclCommDestroy(comm);
+  return 0;
+}

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# GPU checks, for a machine with an NVIDIA GPU, CUDA, NCCL and (for the
+# benchmark) PyTorch. Builds what the GPU tests need and runs them:
+#   bash scripts/gpu-check.sh [STEP...]     steps: build unit matrix bench (default: all)
+# Logs go to $LOGDIR (default build-gpu/logs). GoogleTest comes from
+# HETCCL_GTEST_SOURCE (a googletest source tree) when no package is installed.
+set -uo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+build=${BUILD:-$here/build-gpu}
+logs=${LOGDIR:-$build/logs}
+steps=${*:-build unit matrix bench}
+export NCCL_NVLS_ENABLE=0  # never NVLink multicast
+mkdir -p "$logs"
+status=0
+step() {  # name timeout command...
+  local name=$1 limit=$2
+  shift 2
+  echo "=== $name"
+  local t0=$SECONDS
+  timeout "$limit" "$@" > "$logs/$name.log" 2>&1
+  local rc=$?
+  tail -n "${TAIL:-15}" "$logs/$name.log"
+  echo "=== $name: exit $rc after $((SECONDS - t0)) s"
+  [ $rc -ne 0 ] && status=1
+  return 0
+}
+for s in $steps; do
+  case $s in
+    build)
+      gtest=()
+      [ -n "${HETCCL_GTEST_SOURCE:-}" ] && gtest=(-DHETCCL_GTEST_SOURCE="$HETCCL_GTEST_SOURCE")
+      step configure 120 cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo "${gtest[@]}"
+      step build 400 cmake --build "$build" -j "$(nproc)" --target hetccl hetccl-perf gpu_matrix test_kernels \
+        hetccl-gpu-passthrough unit_device unit_backend hetccl-info
+      ;;
+    unit)
+      step unit_device 60 "$build/tests/unit/unit_device"
+      step unit_backend 60 "$build/tests/unit/unit_backend"
+      step kernels 120 "$build/tests/gpu/test_kernels"
+      step smoke 120 "$build/tools/hetccl-perf" --np 4 -g 1 -o allreduce -b 8 -e 64M -f 8 -n 3 -w 1 -c 1
+      ;;
+    matrix)
+      step matrix_1cuda_3host_shm 300 "$build/tests/gpu/gpu_matrix" --np 4 --devices cuda,host,host,host --transport shm
+      step matrix_2cuda_groups_shm 200 "$build/tests/gpu/gpu_matrix" --np 2 --devices cuda,cuda --groups g0,g1 --transport shm
+      step matrix_2cuda_groups_tcp 200 "$build/tests/gpu/gpu_matrix" --np 2 --devices cuda,cuda --groups g0,g1 --transport tcp
+      ;;
+    bench)
+      step passthrough 120 "$build/tools/hetccl-gpu-passthrough"
+      step border_vs_gloo 300 bash "$here/bench/gpu_border_vs_gloo.sh" "$build"
+      ;;
+    *) echo "unknown step $s"; exit 2 ;;
+  esac
+done
+exit $status

@@ -1,0 +1,235 @@
+#include "algorithm/device_exec.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "algorithm/staged_backend.h"
+#include "core/comm.h"
+#include "core/error.h"
+#include "core/log.h"
+
+namespace hetccl {
+namespace {
+
+// The byte ranges of the user's buffers one call reads and writes.
+struct Extent {
+  size_t sendBytes = 0, recvBytes = 0;
+  bool writesRecv = false;
+};
+
+Extent extentOf(const Comm& c, const CollArgs& a) {
+  const size_t b = a.count * dataTypeSize(a.dt), all = b * static_cast<size_t>(c.nranks());
+  const bool root = a.root == c.rank();
+  Extent e;
+  switch (a.kind) {
+    case CollKind::kAllReduce: e = {b, b, true}; break;
+    case CollKind::kBroadcast: e = {root ? b : 0, b, true}; break;
+    case CollKind::kReduce: e = {b, root ? b : 0, root}; break;
+    case CollKind::kAllGather: e = {b, all, true}; break;
+    case CollKind::kReduceScatter: e = {all, b, true}; break;
+    case CollKind::kAlltoAll: e = {all, all, true}; break;
+    case CollKind::kGather: e = {b, root ? all : 0, root}; break;
+    case CollKind::kScatter: e = {root ? all : 0, b, true}; break;
+    case CollKind::kSendRecv: e = a.isSend ? Extent{b, 0, false} : Extent{0, b, true}; break;
+  }
+  if (!a.send) e.sendBytes = 0;
+  if (!a.recv) e.recvBytes = 0, e.writesRecv = false;
+  return e;
+}
+
+// Host copies of one call's buffers in pinned slot memory.
+struct Mirror {
+  const CollArgs* user;
+  CollArgs host;
+  Extent ext;
+  uint8_t* region = nullptr;  // pinned copy of [lo, lo + bytes)
+  const uint8_t* lo = nullptr;
+  size_t bytes = 0;
+  uint8_t* sendCopy = nullptr;  // separate send copy when the ranges do not overlap
+};
+
+// Lays out the host copies of `calls` one after the other in one pinned
+// slot, and starts the copies in (device to host) on the internal stream.
+std::vector<Mirror> stageIn(Comm& c, DeviceState& ds, const std::vector<CollArgs>& calls) {
+  std::vector<Mirror> ms(calls.size());
+  size_t total = 0;
+  std::vector<size_t> at(calls.size());
+  for (size_t k = 0; k < calls.size(); ++k) {
+    Mirror& m = ms[k];
+    m.user = &calls[k];
+    m.host = calls[k];
+    m.host.stream = nullptr;
+    m.ext = extentOf(c, calls[k]);
+    auto* s = static_cast<const uint8_t*>(calls[k].send);
+    auto* r = static_cast<const uint8_t*>(calls[k].recv);
+    bool overlap = m.ext.sendBytes && m.ext.recvBytes && s < r + m.ext.recvBytes && r < s + m.ext.sendBytes;
+    if (overlap) {  // in place: one copy holds both
+      m.lo = std::min(s, r);
+      m.bytes = static_cast<size_t>(std::max(s + m.ext.sendBytes, r + m.ext.recvBytes) - m.lo);
+    } else {
+      m.lo = m.ext.recvBytes ? r : nullptr;
+      m.bytes = m.ext.recvBytes;
+    }
+    at[k] = total;
+    total += (m.bytes + 255) & ~size_t{255};
+    if (!overlap && m.ext.sendBytes) total += (m.ext.sendBytes + 255) & ~size_t{255};
+  }
+  uint8_t* base = ds.pinned().get(0, std::max<size_t>(total, 1));
+  DeviceRuntime& d = c.device();
+  for (size_t k = 0; k < calls.size(); ++k) {
+    Mirror& m = ms[k];
+    auto* s = static_cast<const uint8_t*>(calls[k].send);
+    auto* r = static_cast<const uint8_t*>(calls[k].recv);
+    m.region = base + at[k];
+    if (m.lo && m.lo != r) {  // overlapping: send and recv inside region
+      d.copy(m.region, m.lo, m.bytes, ds.stream());
+      m.host.send = m.region + (s - m.lo);
+      m.host.recv = m.region + (r - m.lo);
+    } else if (m.lo && m.ext.sendBytes && s >= m.lo && s < m.lo + m.bytes) {
+      d.copy(m.region, m.lo, m.bytes, ds.stream());
+      m.host.send = m.region + (s - m.lo);
+      m.host.recv = m.region;
+    } else {
+      if (m.ext.recvBytes) m.host.recv = m.region;
+      if (m.ext.sendBytes) {
+        m.sendCopy = m.region + ((m.bytes + 255) & ~size_t{255});
+        d.copy(m.sendCopy, s, m.ext.sendBytes, ds.stream());
+        m.host.send = m.sendCopy;
+      }
+    }
+  }
+  return ms;
+}
+
+void runOnMirrors(Comm& c, std::vector<Mirror>& ms) {
+  std::vector<CollArgs> p2p;
+  for (Mirror& m : ms) {
+    if (m.host.kind == CollKind::kSendRecv) p2p.push_back(m.host);
+    else runCollective(c, m.host);
+  }
+  if (!p2p.empty()) runPointToPoint(c, p2p.data(), p2p.size());
+}
+
+void stageOut(Comm& c, DeviceState& ds, const std::vector<Mirror>& ms) {
+  for (const Mirror& m : ms)
+    if (m.ext.writesRecv && m.ext.recvBytes)
+      c.device().copy(m.user->recv, m.host.recv, m.ext.recvBytes, ds.stream());
+}
+
+// The proxy's part of a multi-group call.
+void runStaged(Comm& c, const std::vector<CollArgs>& calls, const std::vector<Event>& ready) {
+  DeviceState& ds = *c.deviceState();
+  DeviceRuntime& d = c.device();
+  const double to = c.options().timeoutS;
+  d.makeCurrent();
+  for (Event e : ready) waitEvent(d, e, to, &c.abortFlag(), "waiting for the caller's stream to reach the call");
+  std::vector<Mirror> ms = stageIn(c, ds, calls);
+  ds.sync(to, &c.abortFlag(), "copying buffers to pinned staging");
+  BackendContext bc;
+  bc.ranks = c.topo().groupOfRank(c.rank()).ranks;
+  bc.groupRank = c.myLocal();
+  bc.device = &d;
+  bc.abort = &c.abortFlag();
+  bc.timeoutS = to;
+  StagedBackend staged(c.groupBackend(), bc, ds);
+  c.setActiveBackend(&staged);
+  try {
+    runOnMirrors(c, ms);
+  } catch (...) {
+    c.setActiveBackend(nullptr);
+    throw;
+  }
+  c.setActiveBackend(nullptr);
+  stageOut(c, ds, ms);
+  ds.sync(to, &c.abortFlag(), "copying results back to device memory");
+}
+
+// One group: the vendor library does it all, on the caller's stream.
+void passThrough(Comm& c, const std::vector<CollArgs>& calls) {
+  Backend& be = c.groupBackend();
+  const int n = c.nranks();
+  be.groupStart();
+  for (const CollArgs& a : calls) {
+    const size_t b = a.count * dataTypeSize(a.dt);
+    auto* s = static_cast<const uint8_t*>(a.send);
+    auto* r = static_cast<uint8_t*>(a.recv);
+    switch (a.kind) {
+      case CollKind::kAllReduce: be.allReduce(s, r, a.count, a.dt, a.op, a.stream); break;
+      case CollKind::kBroadcast: be.broadcast(s, r, a.count, a.dt, a.root, a.stream); break;
+      case CollKind::kReduce: be.reduce(s, r, a.count, a.dt, a.op, a.root, a.stream); break;
+      case CollKind::kAllGather: be.allGather(s, r, a.count, a.dt, a.stream); break;
+      case CollKind::kReduceScatter: be.reduceScatter(s, r, a.count, a.dt, a.op, a.stream); break;
+      case CollKind::kAlltoAll:
+        for (int p = 0; p < n; ++p) {
+          be.send(s + p * b, a.count, a.dt, p, a.stream);
+          be.recv(r + p * b, a.count, a.dt, p, a.stream);
+        }
+        break;
+      case CollKind::kGather:
+        be.send(s, a.count, a.dt, a.root, a.stream);
+        if (a.root == c.rank())
+          for (int p = 0; p < n; ++p) be.recv(r + p * b, a.count, a.dt, p, a.stream);
+        break;
+      case CollKind::kScatter:
+        if (a.root == c.rank())
+          for (int p = 0; p < n; ++p) be.send(s + p * b, a.count, a.dt, p, a.stream);
+        be.recv(r, a.count, a.dt, a.root, a.stream);
+        break;
+      case CollKind::kSendRecv:
+        if (a.count == 0) break;
+        if (a.isSend) be.send(s, a.count, a.dt, a.root, a.stream);
+        else be.recv(r, a.count, a.dt, a.root, a.stream);
+        break;
+    }
+  }
+  be.groupEnd();
+}
+
+}  // namespace
+
+void enqueueDeviceCalls(Comm& c, std::vector<CollArgs> calls) {
+  if (calls.empty()) return;
+  if (c.topo().ngroups() == 1) return passThrough(c, calls);
+  DeviceState& ds = *c.deviceState();
+  DeviceRuntime& d = c.device();
+  std::vector<Stream> streams;
+  for (const CollArgs& a : calls)
+    if (std::find(streams.begin(), streams.end(), a.stream) == streams.end()) streams.push_back(a.stream);
+  std::vector<Event> ready;
+  for (Stream s : streams) {
+    ready.push_back(ds.takeEvent());
+    d.recordEvent(ready.back(), s);
+  }
+  uint64_t ticket = ds.nextTicket();
+  for (Stream s : streams) d.streamWaitValue(s, ds.flag(), ticket);
+  LOG_TRACE(kColl, "GPU call ticket %llu: %zu call(s) on %zu stream(s)", static_cast<unsigned long long>(ticket),
+            calls.size(), streams.size());
+  c.proxy().submit([&c, calls = std::move(calls), ready] { runStaged(c, calls, ready); },
+                   [&ds, ticket, ready] {
+                     ds.complete(ticket);
+                     for (Event e : ready) ds.giveEvent(e);
+                   });
+}
+
+void checkBufferKinds(Comm& c, const CollArgs& a) {
+  Extent e = extentOf(c, a);
+  DeviceRuntime& d = c.device();
+  auto check = [&](const void* p, size_t bytes, const char* name) {
+    if (!p || bytes == 0) return;
+    MemKind k = d.pointerKind(p);
+    if (c.deviceOrdered()) {
+      if (k == MemKind::kDevice) return;
+      throwError(hetcclInvalidArgument,
+                 std::string(name) + " is " + memKindName(k) + ", but this rank is a " + d.kind() +
+                     " rank: its buffers must be memory of its device " + std::to_string(d.deviceId()));
+    }
+    if (k == MemKind::kOtherDevice)
+      throwError(hetcclInvalidArgument, std::string(name) +
+                                            " is GPU memory, but this rank is a host rank (device kind host): pass "
+                                            "host memory, or create the communicator with device cuda or hip");
+  };
+  check(a.send, e.sendBytes, "sendbuff");
+  check(a.recv, e.recvBytes, "recvbuff");
+}
+
+}  // namespace hetccl

@@ -1,0 +1,31 @@
+// Calls of GPU ranks (device kinds cuda, hip). They return at once and take
+// effect in the order of the caller's stream:
+// - one group: straight to the vendor library on the caller's stream, the op
+//   passed whole (no copies, no synchronisation of hetccl's own);
+// - several groups: the caller's stream records an event and then waits on
+//   the communicator's completion flag; the proxy thread waits for the event,
+//   copies the buffers to pinned host memory on its own stream, runs the
+//   plan there (group steps through the vendor library, border steps over
+//   the transport), copies the results back and stores the flag, which
+//   releases the caller's stream. The flag is stored on failure and abort
+//   too, so a stream never waits forever; the error is then reported by
+//   hetcclCommGetAsyncError and the next call.
+#pragma once
+
+#include <vector>
+
+#include "algorithm/coll.h"
+
+namespace hetccl {
+
+class Comm;
+
+// The calls of one hetccl call or one group (collectives in order, then all
+// point-to-point operations together), on a GPU rank's communicator.
+void enqueueDeviceCalls(Comm& c, std::vector<CollArgs> calls);
+
+// Checks that every buffer the call touches is memory this rank may use:
+// its own device's on GPU ranks, host memory on host ranks.
+void checkBufferKinds(Comm& c, const CollArgs& a);
+
+}  // namespace hetccl

@@ -1,0 +1,70 @@
+// The GPU runtime functions hetccl uses, as a table filled at run time from
+// the CUDA runtime (libcudart) or the HIP runtime (libamdhip64). The two APIs
+// agree on the shape of every call used here (int status, opaque stream and
+// event handles, the same memcpy kind and flag values), so one table and one
+// DeviceRuntime implementation serve both; only names and a few enum values
+// differ. No vendor header is included: the same build runs where neither
+// runtime exists.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace hetccl {
+
+struct GpuApi {
+  std::string kind;     // "cuda" or "hip"
+  std::string path;     // the library loaded
+  int runtimeVersion = 0;
+  bool hipLegacyMemTypes = false;  // HIP before 6.0 numbered memory types differently
+
+  using Status = int;  // cudaError_t / hipError_t: 0 is success
+  Status (*getDeviceCount)(int*) = nullptr;
+  Status (*getDevice)(int*) = nullptr;
+  Status (*setDevice)(int) = nullptr;
+  Status (*malloc)(void**, size_t) = nullptr;
+  Status (*free)(void*) = nullptr;
+  Status (*hostAlloc)(void**, size_t, unsigned) = nullptr;
+  Status (*freeHost)(void*) = nullptr;
+  Status (*hostGetDevicePointer)(void**, void*, unsigned) = nullptr;
+  Status (*memcpyAsync)(void*, const void*, size_t, int, void*) = nullptr;
+  Status (*streamCreateWithFlags)(void**, unsigned) = nullptr;
+  Status (*streamDestroy)(void*) = nullptr;
+  Status (*eventCreateWithFlags)(void**, unsigned) = nullptr;
+  Status (*eventDestroy)(void*) = nullptr;
+  Status (*eventRecord)(void*, void*) = nullptr;
+  Status (*eventQuery)(void*) = nullptr;
+  Status (*streamWaitEvent)(void*, void*, unsigned) = nullptr;
+  Status (*pointerGetAttributes)(void*, const void*) = nullptr;
+  Status (*launchHostFunc)(void*, void (*)(void*), void*) = nullptr;
+  Status (*getLastError)() = nullptr;
+  const char* (*getErrorString)(Status) = nullptr;
+  // Stream waits on a 64-bit host-written value: cuStreamWaitValue64 from the
+  // CUDA driver (flags: 0 = greater or equal), hipStreamWaitValue64 (extra
+  // mask argument) from HIP. Null where unavailable.
+  int (*cuWaitValue64)(void*, uint64_t, uint64_t, unsigned) = nullptr;
+  Status (*hipWaitValue64)(void*, void*, uint64_t, unsigned, uint64_t) = nullptr;
+
+  static constexpr Status kNotReady = 600;     // cudaErrorNotReady == hipErrorNotReady
+  static constexpr int kMemcpyDefault = 4;     // cudaMemcpyDefault == hipMemcpyDefault
+  static constexpr unsigned kHostAllocPortableMapped = 0x3;  // Portable | Mapped (both APIs)
+  static constexpr unsigned kStreamNonBlocking = 0x1;
+  static constexpr unsigned kEventDisableTiming = 0x2;
+
+  // Throws hetcclUnhandledDeviceError naming the call and the runtime's text.
+  void check(Status s, const char* call) const;
+};
+
+// Loads the runtime of `kind` ("cuda" or "hip") once per process; throws a
+// clear error naming the library tried and the variable that overrides it
+// (HETCCL_CUDA_LIB, HETCCL_HIP_LIB) when it cannot.
+const GpuApi& loadGpuApi(const std::string& kind);
+// Uncached: loads `path` as the runtime of `kind` (tests; error paths).
+std::unique_ptr<GpuApi> openGpuApi(const std::string& kind, const std::string& path);
+// The runtime of `kind` only if the process has loaded it already (never
+// loads anything); null otherwise. Lets host ranks recognise GPU pointers.
+const GpuApi* loadedGpuApi(const std::string& kind);
+
+}  // namespace hetccl

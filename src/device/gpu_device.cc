@@ -1,0 +1,143 @@
+// The GPU device runtimes ("cuda", "hip") over a GpuApi table. A GPU rank is
+// bound to the device that is current on the thread creating the
+// communicator, as with NCCL.
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "device/device.h"
+#include "device/gpu_api.h"
+
+namespace hetccl {
+namespace {
+
+// Attributes as both runtimes lay them out at the front of their struct;
+// the rest (which grew over versions) is room we never read.
+struct PointerAttributes {
+  int type;
+  int device;
+  void* devicePointer;
+  void* hostPointer;
+  unsigned char rest[192];
+};
+
+// Fallback completion wait when the stream cannot wait on memory: a host
+// function on the stream that polls the flag (bounded by the timeout).
+struct HostWait {
+  volatile uint64_t* flag;
+  uint64_t value;
+  double timeoutS;
+};
+
+void hostWaitFn(void* p) {
+  auto* w = static_cast<HostWait*>(p);
+  auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(w->timeoutS + 5);
+  while (__atomic_load_n(w->flag, __ATOMIC_ACQUIRE) < w->value && std::chrono::steady_clock::now() < end)
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  delete w;
+}
+
+class GpuRuntime : public DeviceRuntime {
+ public:
+  explicit GpuRuntime(const std::string& kind) : api_(loadGpuApi(kind)) {
+    int n = 0;
+    GpuApi::Status s = api_.getDeviceCount(&n);
+    if (s != 0 || n <= 0)
+      throwError(hetcclInvalidUsage, "device kind '" + kind + "': no " + kind + " device is visible (" +
+                                         (s != 0 ? api_.getErrorString(s) : "device count 0") + ")");
+    api_.check(api_.getDevice(&dev_), "getDevice");
+    LOG_INFO(kDevice, "%s rank on device %d of %d", kind.c_str(), dev_, n);
+  }
+
+  const char* kind() const override { return api_.kind.c_str(); }
+  int deviceId() const override { return dev_; }
+  bool synchronous() const override { return false; }
+  void makeCurrent() override { api_.check(api_.setDevice(dev_), "setDevice"); }
+
+  MemKind pointerKind(const void* ptr) const override {
+    PointerAttributes a{};
+    if (api_.pointerGetAttributes(&a, ptr) != 0) {
+      api_.getLastError();  // HIP 5 fails on unregistered host memory; clear it
+      return MemKind::kHost;
+    }
+    int host = 1, device = 2, managed = 3;
+    if (api_.hipLegacyMemTypes) host = 0, device = 1, managed = 4;
+    if (a.type == device || a.type == managed) return a.device == dev_ ? MemKind::kDevice : MemKind::kOtherDevice;
+    if (a.type == host) return MemKind::kPinnedHost;
+    return MemKind::kHost;
+  }
+
+  void* alloc(size_t bytes) override {
+    void* p = nullptr;
+    api_.check(api_.malloc(&p, bytes ? bytes : 256), "malloc");
+    return p;
+  }
+  void free(void* ptr) override {
+    if (ptr) api_.free(ptr);
+  }
+  void* allocPinned(size_t bytes) override {
+    void* p = nullptr;
+    api_.check(api_.hostAlloc(&p, bytes ? bytes : 256, GpuApi::kHostAllocPortableMapped), "hostAlloc");
+    return p;
+  }
+  void freePinned(void* ptr) override {
+    if (ptr) api_.freeHost(ptr);
+  }
+  void copy(void* dst, const void* src, size_t bytes, Stream s) override {
+    if (bytes == 0 || dst == src) return;
+    api_.check(api_.memcpyAsync(dst, src, bytes, GpuApi::kMemcpyDefault, s), "memcpyAsync");
+  }
+  Stream createStream() override {
+    void* s = nullptr;
+    api_.check(api_.streamCreateWithFlags(&s, GpuApi::kStreamNonBlocking), "streamCreateWithFlags");
+    return s;
+  }
+  void destroyStream(Stream s) override {
+    if (s) api_.streamDestroy(s);
+  }
+  Event createEvent() override {
+    void* e = nullptr;
+    api_.check(api_.eventCreateWithFlags(&e, GpuApi::kEventDisableTiming), "eventCreateWithFlags");
+    return e;
+  }
+  void destroyEvent(Event e) override {
+    if (e) api_.eventDestroy(e);
+  }
+  void recordEvent(Event e, Stream s) override { api_.check(api_.eventRecord(e, s), "eventRecord"); }
+  bool eventDone(Event e) override {
+    GpuApi::Status s = api_.eventQuery(e);
+    if (s == GpuApi::kNotReady) return false;
+    api_.check(s, "eventQuery");
+    return true;
+  }
+  void streamWaitEvent(Stream s, Event e) override { api_.check(api_.streamWaitEvent(s, e, 0), "streamWaitEvent"); }
+
+  void streamWaitValue(Stream s, volatile uint64_t* flag, uint64_t value) override {
+    if (waitValueWorks_) {
+      void* dptr = nullptr;
+      api_.check(api_.hostGetDevicePointer(&dptr, const_cast<uint64_t*>(flag), 0), "hostGetDevicePointer");
+      int r = api_.cuWaitValue64 ? api_.cuWaitValue64(s, reinterpret_cast<uintptr_t>(dptr), value, 0)
+              : api_.hipWaitValue64 ? api_.hipWaitValue64(s, dptr, value, 0, ~uint64_t{0})
+                                    : -1;
+      if (r == 0) return;
+      // Not supported on this device or driver: use the host function from now on.
+      LOG_INFO(kDevice, "stream wait-value unavailable (error %d); completion waits run as host functions", r);
+      waitValueWorks_ = false;
+    }
+    api_.check(api_.launchHostFunc(s, hostWaitFn, new HostWait{flag, value, hostWaitTimeoutS_}), "launchHostFunc");
+  }
+
+ private:
+  const GpuApi& api_;
+  int dev_ = 0;
+  bool waitValueWorks_ = api_.cuWaitValue64 || api_.hipWaitValue64;
+  double hostWaitTimeoutS_ = 600;
+};
+
+}  // namespace
+
+std::unique_ptr<DeviceRuntime> createGpuRuntime(const std::string& kind) { return std::make_unique<GpuRuntime>(kind); }
+
+}  // namespace hetccl

@@ -1,0 +1,75 @@
+#include "device/staging.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "core/log.h"
+
+namespace hetccl {
+
+StagingPool::~StagingPool() {
+  for (Slot& s : slots_) release(s);
+}
+
+void StagingPool::release(Slot& s) {
+  if (!s.ptr) return;
+  if (pinned_) dev_.freePinned(s.ptr);
+  else dev_.free(s.ptr);
+  held_ -= s.bytes;
+  s = Slot{};
+}
+
+uint8_t* StagingPool::get(int slot, size_t bytes) {
+  if (slot >= static_cast<int>(slots_.size())) slots_.resize(slot + 1);
+  Slot& s = slots_[slot];
+  if (s.bytes >= bytes && s.ptr) return s.ptr;
+  // Grow by at least 1/4 so a slowly growing size does not reallocate each call.
+  size_t want = std::max(bytes, s.bytes + s.bytes / 4);
+  if (held_ - s.bytes + want > limit_) want = bytes;
+  if (held_ - s.bytes + want > limit_)
+    throwError(hetcclInvalidUsage, std::string(pinned_ ? "pinned staging" : "device scratch") + " of " +
+                                       std::to_string(held_ - s.bytes + want) +
+                                       " bytes would exceed HETCCL_STAGING_MAX (" + std::to_string(limit_) +
+                                       " bytes); raise it or use smaller calls");
+  release(s);
+  s.ptr = static_cast<uint8_t*>(pinned_ ? dev_.allocPinned(want) : dev_.alloc(want));
+  s.bytes = want;
+  held_ += want;
+  LOG_TRACE(kDevice, "%s slot %d: %zu bytes (%zu held)", pinned_ ? "pinned" : "device", slot, want, held_);
+  return s.ptr;
+}
+
+DeviceState::DeviceState(DeviceRuntime& d, size_t stagingLimit)
+    : dev_(d), pinned_(d, stagingLimit, true), scratch_(d, stagingLimit, false) {
+  stream_ = d.createStream();
+  flag_ = static_cast<uint64_t*>(d.allocPinned(sizeof(uint64_t)));
+  *flag_ = 0;
+  syncEvent_ = d.createEvent();
+}
+
+DeviceState::~DeviceState() {
+  for (Event e : events_) dev_.destroyEvent(e);
+  dev_.destroyEvent(syncEvent_);
+  dev_.freePinned(flag_);
+  dev_.destroyStream(stream_);
+}
+
+Event DeviceState::takeEvent() {
+  std::lock_guard<std::mutex> g(mu_);
+  if (events_.empty()) return dev_.createEvent();
+  Event e = events_.back();
+  events_.pop_back();
+  return e;
+}
+
+void DeviceState::giveEvent(Event e) {
+  std::lock_guard<std::mutex> g(mu_);
+  events_.push_back(e);
+}
+
+void DeviceState::sync(double timeoutS, const std::atomic<bool>* abort, const char* what) {
+  dev_.recordEvent(syncEvent_, stream_);
+  waitEvent(dev_, syncEvent_, timeoutS, abort, what);
+}
+
+}  // namespace hetccl

@@ -1,0 +1,76 @@
+// What a GPU rank of a multi-group communicator keeps for its border steps:
+// the proxy's internal stream, the completion flag the caller's streams wait
+// on, a pool of events, and bounded pinned staging buffers and device
+// scratch, reused from call to call.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+#include "device/device.h"
+
+namespace hetccl {
+
+// Pinned host buffers in numbered slots, each grown on demand; the sum of
+// all slots may not exceed `limit` bytes (HETCCL_STAGING_MAX). Not thread
+// safe: the proxy thread alone uses it.
+class StagingPool {
+ public:
+  StagingPool(DeviceRuntime& d, size_t limit, bool pinned) : dev_(d), limit_(limit), pinned_(pinned) {}
+  ~StagingPool();
+  StagingPool(const StagingPool&) = delete;
+  StagingPool& operator=(const StagingPool&) = delete;
+  // At least `bytes` in slot `slot`; contents are not kept when it grows.
+  // Throws hetcclInvalidUsage naming HETCCL_STAGING_MAX when over the limit.
+  uint8_t* get(int slot, size_t bytes);
+  size_t held() const { return held_; }
+
+ private:
+  struct Slot {
+    uint8_t* ptr = nullptr;
+    size_t bytes = 0;
+  };
+  void release(Slot& s);
+  DeviceRuntime& dev_;
+  size_t limit_;
+  bool pinned_;  // pinned host memory (else device memory)
+  size_t held_ = 0;
+  std::vector<Slot> slots_;
+};
+
+class DeviceState {
+ public:
+  DeviceState(DeviceRuntime& d, size_t stagingLimit);
+  ~DeviceState();
+  DeviceState(const DeviceState&) = delete;
+  DeviceState& operator=(const DeviceState&) = delete;
+
+  Stream stream() const { return stream_; }
+  // The completion flag: the proxy stores a call's ticket when it is done.
+  volatile uint64_t* flag() const { return flag_; }
+  uint64_t nextTicket() { return ++ticket_; }
+  void complete(uint64_t ticket) { __atomic_store_n(flag_, ticket, __ATOMIC_RELEASE); }
+
+  Event takeEvent();
+  void giveEvent(Event e);
+
+  StagingPool& pinned() { return pinned_; }
+  StagingPool& scratch() { return scratch_; }
+
+  // Waits (polling, bounded) until the internal stream has run all its work.
+  void sync(double timeoutS, const std::atomic<bool>* abort, const char* what);
+
+ private:
+  DeviceRuntime& dev_;
+  Stream stream_ = nullptr;
+  uint64_t* flag_ = nullptr;
+  std::atomic<uint64_t> ticket_{0};
+  std::mutex mu_;
+  std::vector<Event> events_;
+  Event syncEvent_ = nullptr;
+  StagingPool pinned_, scratch_;
+};
+
+}  // namespace hetccl

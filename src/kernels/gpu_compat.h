@@ -1,0 +1,74 @@
+// The few names that let reduce_kernels.cu compile as CUDA (nvcc) and as HIP
+// (hipcc -x hip): the runtime header, the stream and error types, the calls
+// the launcher makes, and the half <-> float conversion instructions.
+#pragma once
+
+#include <stdint.h>
+
+#if defined(__HIP__) || defined(__HIPCC__)
+#include <hip/hip_runtime.h>
+#define HETCCL_GPU_KIND "hip"
+typedef hipStream_t gpuStream_t;
+typedef hipError_t gpuError_t;
+#define gpuSuccess hipSuccess
+#define gpuGetLastError hipGetLastError
+#define gpuGetErrorString hipGetErrorString
+#define gpuGetDevice hipGetDevice
+#define gpuDeviceGetAttribute hipDeviceGetAttribute
+#define gpuDevAttrMultiProcessorCount hipDeviceAttributeMultiprocessorCount
+#elif defined(__CUDACC__)
+#include <cuda_runtime.h>
+#define HETCCL_GPU_KIND "cuda"
+typedef cudaStream_t gpuStream_t;
+typedef cudaError_t gpuError_t;
+#define gpuSuccess cudaSuccess
+#define gpuGetLastError cudaGetLastError
+#define gpuGetErrorString cudaGetErrorString
+#define gpuGetDevice cudaGetDevice
+#define gpuDeviceGetAttribute cudaDeviceGetAttribute
+#define gpuDevAttrMultiProcessorCount cudaDevAttrMultiProcessorCount
+#endif
+
+#if defined(__CUDACC__) || defined(__HIP__) || defined(__HIPCC__)
+#define HETCCL_GPU_BUILD 1
+// Element code runs in kernels only.
+#define HETCCL_DEV __device__ __forceinline__
+#else  // plain C++: the element codecs alone, for host-side checks
+#define HETCCL_DEV inline
+#endif
+
+namespace hetccl_gpu {
+
+// 16 bytes, one vector load/store.
+struct alignas(16) Raw16 {
+  unsigned long long lo, hi;
+};
+
+// IEEE half <-> float for values that are not NaN (the caller handles NaN):
+// exact widening; narrowing rounds to nearest-even, overflows to infinity,
+// keeps subnormals. One hardware instruction on either vendor.
+HETCCL_DEV float halfBitsToFloatNoNan(uint16_t h) {
+#if defined(__CUDA_ARCH__)
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+#elif defined(__CUDACC__) && !defined(__HIP__)
+  return 0.0f;  // nvcc's host pass of a device-only function: never runs
+#else  // HIP device code (clang) or plain C++ (gcc, clang): _Float16
+  return static_cast<float>(__builtin_bit_cast(_Float16, h));
+#endif
+}
+
+HETCCL_DEV uint16_t floatToHalfBitsNoNan(float f) {
+#if defined(__CUDA_ARCH__)
+  uint16_t h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+#elif defined(__CUDACC__) && !defined(__HIP__)
+  return 0;  // nvcc's host pass of a device-only function: never runs
+#else
+  return __builtin_bit_cast(uint16_t, static_cast<_Float16>(f));
+#endif
+}
+
+}  // namespace hetccl_gpu

@@ -1,0 +1,436 @@
+// hetccl's device reduction kernels: one source, built by nvcc as CUDA into
+// libhetccl-cuda-kernels.so and by hipcc as HIP into libhetccl-hip-kernels.so
+// (gpu_compat.h names the differences). The C ABI is kernels_api.h.
+//
+// The arithmetic matches the host reference (src/algorithm/host_reduce.cc,
+// src/algorithm/lowp.cc) bit for bit: integers wrap (sum and product done
+// unsigned); max/min let a NaN operand win, either side; float16, bfloat16
+// and fp8 load to float, combine in float and round once to nearest-even;
+// fp8 (OCP e4m3 "fn" and e5m2) saturates beyond the largest finite, infinity
+// included, and NaN stays NaN. NaNs produced by arithmetic (inf - inf, ...)
+// are a NaN on both sides, though sign and payload may differ (the x86 and
+// GPU default NaNs differ).
+//
+// Without CUDA/HIP (plain C++) only the element codecs below compile, so the
+// host can check them against lowp.cc.
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <type_traits>
+
+#include "gpu_compat.h"
+#include "kernels_api.h"
+
+namespace hetccl_gpu {
+
+// ---- element codecs ---------------------------------------------------------
+
+HETCCL_DEV uint32_t floatBits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u;
+}
+HETCCL_DEV float bitsFloat(uint32_t u) {
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+// NaN keeps its bits through load and store, signalling ones included: the
+// host reference (GCC) returns max/min's NaN operand unchanged; NaNs that
+// arithmetic makes are quiet on both sides. A float NaN whose payload does
+// not reach the half's 10 bits becomes a quiet NaN (as x86 narrows).
+HETCCL_DEV float halfToFloat(uint16_t h) {
+  if ((h & 0x7fffu) > 0x7c00u)
+    return bitsFloat((static_cast<uint32_t>(h & 0x8000u) << 16) | 0x7f800000u |
+                     (static_cast<uint32_t>(h & 0x3ffu) << 13));
+  return halfBitsToFloatNoNan(h);
+}
+HETCCL_DEV uint16_t floatToHalf(float f) {
+  uint32_t u = floatBits(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) {
+    uint32_t mant = (u >> 13) & 0x3ffu;
+    return static_cast<uint16_t>(((u >> 16) & 0x8000u) | 0x7c00u | (mant ? mant : 0x200u));
+  }
+  return floatToHalfBitsNoNan(f);
+}
+
+HETCCL_DEV float bf16ToFloat(uint16_t h) { return bitsFloat(static_cast<uint32_t>(h) << 16); }
+HETCCL_DEV uint16_t floatToBf16(float f) {
+  uint32_t bits = floatBits(f);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40);  // quiet NaN
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+// The two OCP fp8 formats, as lowp.cc's Fp8Format.
+struct FmtE4M3 {
+  static constexpr int kMant = 3, kBias = 7;
+  static constexpr bool kInf = false;
+  static constexpr uint32_t kMaxBits = 0x7e;            // 448
+  static constexpr uint32_t kMaxFloatBits = 0x43e00000u;  // 448.0f
+};
+struct FmtE5M2 {
+  static constexpr int kMant = 2, kBias = 15;
+  static constexpr bool kInf = true;
+  static constexpr uint32_t kMaxBits = 0x7b;            // 57344
+  static constexpr uint32_t kMaxFloatBits = 0x47600000u;  // 57344.0f
+};
+
+// Branch-free (every case computed, then selected): 16 elements a thread.
+template <class F>
+HETCCL_DEV float fp8ToFloat(uint8_t v) {
+  constexpr int M = F::kMant;
+  constexpr uint32_t kExpMax = (1u << (7 - M)) - 1;
+  uint32_t sign = static_cast<uint32_t>(v & 0x80u) << 24;
+  uint32_t exp = (v >> M) & kExpMax;
+  uint32_t mant = v & ((1u << M) - 1);
+  uint32_t normal = sign | ((exp + (127 - F::kBias)) << 23) | (mant << (23 - M));
+  // Subnormal: mant * 2^(1 - bias - mant bits), exact; float(mant) as
+  // (2^23 + mant) - 2^23, without an int-to-float conversion.
+  float sub = (bitsFloat(0x4b000000u | mant) - 8388608.0f) *
+              bitsFloat(static_cast<uint32_t>(127 + 1 - F::kBias - M) << 23);
+  uint32_t r = exp == 0 ? (floatBits(sub) | sign) : normal;
+  // e5m2: infinity and NaNs; e4m3 ("fn"): S.1111.111 is NaN, no infinity.
+  bool special = F::kInf ? exp == kExpMax : (v & 0x7fu) == 0x7fu;
+  uint32_t specialBits = sign | ((F::kInf && mant == 0) ? 0x7f800000u : 0x7fc00000u);
+  return bitsFloat(special ? specialBits : r);
+}
+
+template <class F>
+HETCCL_DEV uint8_t floatToFp8(float x) {
+  constexpr int M = F::kMant;
+  uint32_t u = floatBits(x);
+  uint32_t sign = (u >> 24) & 0x80u;
+  uint32_t a = u & 0x7fffffffu;
+  // Normal: round the float's mantissa to M bits, nearest-even; a carry
+  // moves into the exponent as it should.
+  constexpr int kShift = 23 - M;
+  uint32_t r = a + ((1u << (kShift - 1)) - 1) + ((a >> kShift) & 1u);
+  uint32_t normal = (r >> kShift) - (static_cast<uint32_t>(127 - F::kBias) << M);
+  normal = normal > F::kMaxBits ? F::kMaxBits : normal;
+  // Subnormal: a multiple of the smallest step, rounded to nearest-even by
+  // adding 2^23 (the scaling by 2^(bias - 1 + mant bits) is exact; q < 2^(M+1)).
+  float q = bitsFloat(a) * bitsFloat(static_cast<uint32_t>(127 + F::kBias - 1 + M) << 23) + 8388608.0f;
+  uint32_t sub = floatBits(q) & 0xffu;
+  constexpr uint32_t kMinNormalBits = static_cast<uint32_t>(127 + 1 - F::kBias) << 23;
+  uint32_t res = a < kMinNormalBits ? sub : normal;
+  res = a >= F::kMaxFloatBits ? F::kMaxBits : res;  // saturate (infinity too)
+  res = a > 0x7f800000u ? 0x7fu : res;              // NaN
+  return static_cast<uint8_t>(sign | res);
+}
+
+// ---- element types and their compute types ---------------------------------
+
+struct Half { uint16_t v; };
+struct Bf16 { uint16_t v; };
+struct E4m3 { uint8_t v; };
+struct E5m2 { uint8_t v; };
+
+// Elem<S>: V is the compute type; load/store convert.
+template <class S>
+struct Elem {
+  using V = S;
+  static HETCCL_DEV V load(S s) { return s; }
+  static HETCCL_DEV S store(V v) { return v; }
+};
+template <>
+struct Elem<Half> {
+  using V = float;
+  static HETCCL_DEV float load(Half s) { return halfToFloat(s.v); }
+  static HETCCL_DEV Half store(float v) { return Half{floatToHalf(v)}; }
+};
+template <>
+struct Elem<Bf16> {
+  using V = float;
+  static HETCCL_DEV float load(Bf16 s) { return bf16ToFloat(s.v); }
+  static HETCCL_DEV Bf16 store(float v) { return Bf16{floatToBf16(v)}; }
+};
+template <>
+struct Elem<E4m3> {
+  using V = float;
+  static HETCCL_DEV float load(E4m3 s) { return fp8ToFloat<FmtE4M3>(s.v); }
+  static HETCCL_DEV E4m3 store(float v) { return E4m3{floatToFp8<FmtE4M3>(v)}; }
+};
+template <>
+struct Elem<E5m2> {
+  using V = float;
+  static HETCCL_DEV float load(E5m2 s) { return fp8ToFloat<FmtE5M2>(s.v); }
+  static HETCCL_DEV E5m2 store(float v) { return E5m2{floatToFp8<FmtE5M2>(v)}; }
+};
+
+// Integers wrap (two's complement): sum and product are done unsigned.
+template <class V, bool = std::is_integral<V>::value>
+struct ArithOf { using type = V; };
+template <class V>
+struct ArithOf<V, true> { using type = typename std::make_unsigned<V>::type; };
+
+enum { kSum = 0, kProd = 1, kMax = 2, kMin = 3 };
+
+template <class V, int K>
+HETCCL_DEV V combine(V a, V b) {
+  using A = typename ArithOf<V>::type;
+  if (K == kSum) return static_cast<V>(static_cast<A>(static_cast<A>(a) + static_cast<A>(b)));
+  if (K == kProd) return static_cast<V>(static_cast<A>(static_cast<A>(a) * static_cast<A>(b)));
+  if (K == kMax) return (a != a || a > b) ? a : b;  // NaN wins, either side
+  return (a != a || a < b) ? a : b;
+}
+
+#if defined(HETCCL_GPU_BUILD)
+
+// ---- kernels ----------------------------------------------------------------
+
+constexpr int kThreads = 256;
+
+template <class S, int N>
+union Pack {
+  Raw16 raw;
+  S v[N];
+};
+
+template <class S, int K>
+struct ReduceFn {
+  HETCCL_DEV S operator()(S a, S b) const {
+    using E = Elem<S>;
+    return E::store(combine<typename E::V, K>(E::load(a), E::load(b)));
+  }
+};
+
+template <class S, class V>
+struct ScaleFn {
+  V s;
+  HETCCL_DEV S operator()(S x) const { return Elem<S>::store(Elem<S>::load(x) * s); }
+};
+
+template <class T>
+struct DivideFn {
+  T d;
+  HETCCL_DEV T operator()(T x) const { return static_cast<T>(x / d); }
+};
+
+// dst[i] = f(a[i], b[i]); VEC: 16-byte loads and stores (all three pointers
+// 16-byte aligned), then the tail element by element. Grid-stride.
+template <class S, bool VEC, class F>
+__global__ void __launch_bounds__(kThreads) binaryKernel(S* dst, const S* a, const S* b, size_t n, F f) {
+  size_t tid = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  size_t done = 0;
+  if (VEC) {
+    constexpr int N = 16 / sizeof(S);
+    size_t nv = n / N;
+    const Raw16* va = reinterpret_cast<const Raw16*>(a);
+    const Raw16* vb = reinterpret_cast<const Raw16*>(b);
+    Raw16* vd = reinterpret_cast<Raw16*>(dst);
+    for (size_t i = tid; i < nv; i += stride) {
+      Pack<S, N> x, y, z;
+      x.raw = va[i];
+      y.raw = vb[i];
+#pragma unroll
+      for (int j = 0; j < N; ++j) z.v[j] = f(x.v[j], y.v[j]);
+      vd[i] = z.raw;
+    }
+    done = nv * N;
+  }
+  for (size_t i = done + tid; i < n; i += stride) dst[i] = f(a[i], b[i]);
+}
+
+template <class S, bool VEC, class F>
+__global__ void __launch_bounds__(kThreads) unaryKernel(S* dst, const S* src, size_t n, F f) {
+  size_t tid = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  size_t done = 0;
+  if (VEC) {
+    constexpr int N = 16 / sizeof(S);
+    size_t nv = n / N;
+    const Raw16* vs = reinterpret_cast<const Raw16*>(src);
+    Raw16* vd = reinterpret_cast<Raw16*>(dst);
+    for (size_t i = tid; i < nv; i += stride) {
+      Pack<S, N> x, z;
+      x.raw = vs[i];
+#pragma unroll
+      for (int j = 0; j < N; ++j) z.v[j] = f(x.v[j]);
+      vd[i] = z.raw;
+    }
+    done = nv * N;
+  }
+  for (size_t i = done + tid; i < n; i += stride) dst[i] = f(src[i]);
+}
+
+// ---- launchers --------------------------------------------------------------
+
+thread_local char tErr[512];
+
+int fail(int code, const char* what, const char* detail) {
+  snprintf(tErr, sizeof(tErr), "hetccl %s kernels: %s%s%s", HETCCL_GPU_KIND, what, detail ? ": " : "",
+           detail ? detail : "");
+  return code;
+}
+
+int checkLaunch(const char* what) {
+  gpuError_t e = gpuGetLastError();
+  if (e == gpuSuccess) return HETCCL_KERNELS_SUCCESS;
+  char msg[128];
+  snprintf(msg, sizeof(msg), "%s launch failed (error %d)", what, static_cast<int>(e));
+  return fail(HETCCL_KERNELS_DEVICE_ERROR, msg, gpuGetErrorString(e));
+}
+
+// Blocks of one launch: enough to fill the device (8 x 256 threads per
+// multiprocessor), fewer when the work is small. The multiprocessor count is
+// cached per device.
+int gridFor(size_t units, unsigned* blocks) {
+  constexpr int kMaxDevices = 128;
+  static int smCount[kMaxDevices];  // 0: unknown; races write the same value
+  int dev = 0;
+  gpuError_t e = gpuGetDevice(&dev);
+  if (e != gpuSuccess) return fail(HETCCL_KERNELS_DEVICE_ERROR, "cannot get the current device", gpuGetErrorString(e));
+  int sms = (dev >= 0 && dev < kMaxDevices) ? __atomic_load_n(&smCount[dev], __ATOMIC_RELAXED) : 0;
+  if (sms <= 0) {
+    e = gpuDeviceGetAttribute(&sms, gpuDevAttrMultiProcessorCount, dev);
+    if (e != gpuSuccess || sms <= 0) sms = 132;
+    if (dev >= 0 && dev < kMaxDevices) __atomic_store_n(&smCount[dev], sms, __ATOMIC_RELAXED);
+  }
+  size_t want = (units + kThreads - 1) / kThreads;
+  size_t most = static_cast<size_t>(sms) * 8;
+  *blocks = static_cast<unsigned>(want < 1 ? 1 : (want > most ? most : want));
+  return HETCCL_KERNELS_SUCCESS;
+}
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+// Threads worth of work: vector units, or the elements when the tail is bigger.
+template <class S>
+size_t unitsOf(size_t n, bool vec) {
+  if (!vec) return n;
+  size_t N = 16 / sizeof(S);
+  size_t nv = n / N, tail = n % N;
+  return nv > tail ? nv : tail;
+}
+
+template <class S, class F>
+int launchBinary(void* dst, const void* a, const void* b, size_t n, F f, gpuStream_t stream, const char* what) {
+  bool vec = aligned16(dst) && aligned16(a) && aligned16(b);
+  unsigned blocks = 0;
+  int rc = gridFor(unitsOf<S>(n, vec), &blocks);
+  if (rc) return rc;
+  S* d = static_cast<S*>(dst);
+  const S* x = static_cast<const S*>(a);
+  const S* y = static_cast<const S*>(b);
+  if (vec) binaryKernel<S, true><<<blocks, kThreads, 0, stream>>>(d, x, y, n, f);
+  else binaryKernel<S, false><<<blocks, kThreads, 0, stream>>>(d, x, y, n, f);
+  return checkLaunch(what);
+}
+
+template <class S, class F>
+int launchUnary(void* dst, const void* src, size_t n, F f, gpuStream_t stream, const char* what) {
+  bool vec = aligned16(dst) && aligned16(src);
+  unsigned blocks = 0;
+  int rc = gridFor(unitsOf<S>(n, vec), &blocks);
+  if (rc) return rc;
+  S* d = static_cast<S*>(dst);
+  const S* s = static_cast<const S*>(src);
+  if (vec) unaryKernel<S, true><<<blocks, kThreads, 0, stream>>>(d, s, n, f);
+  else unaryKernel<S, false><<<blocks, kThreads, 0, stream>>>(d, s, n, f);
+  return checkLaunch(what);
+}
+
+template <class S>
+int reduceTyped(void* dst, const void* a, const void* b, size_t n, int op, gpuStream_t s) {
+  switch (op) {
+    case kSum: return launchBinary<S>(dst, a, b, n, ReduceFn<S, kSum>{}, s, "reduce(sum)");
+    case kProd: return launchBinary<S>(dst, a, b, n, ReduceFn<S, kProd>{}, s, "reduce(prod)");
+    case kMax: return launchBinary<S>(dst, a, b, n, ReduceFn<S, kMax>{}, s, "reduce(max)");
+    case kMin: return launchBinary<S>(dst, a, b, n, ReduceFn<S, kMin>{}, s, "reduce(min)");
+  }
+  char msg[64];
+  snprintf(msg, sizeof(msg), "%d", op);
+  return fail(HETCCL_KERNELS_INVALID_ARGUMENT, "reduce: unknown op", msg);
+}
+
+const size_t kElemSize[12] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
+
+int checkArgs(const char* what, int dtype, size_t count, const void* p, const void* q, const void* r) {
+  char msg[64];
+  if (dtype < 0 || dtype >= 12) {
+    snprintf(msg, sizeof(msg), "%d", dtype);
+    return fail(HETCCL_KERNELS_INVALID_ARGUMENT, what, msg);
+  }
+  if (count > SIZE_MAX / kElemSize[dtype]) return fail(HETCCL_KERNELS_INVALID_ARGUMENT, what, "count too large");
+  if (count && (!p || !q || !r)) return fail(HETCCL_KERNELS_INVALID_ARGUMENT, what, "null buffer");
+  return HETCCL_KERNELS_SUCCESS;
+}
+
+int reduceImpl(void* dst, const void* a, const void* b, size_t count, int dtype, int op, void* stream) {
+  int rc = checkArgs("reduce: bad data type", dtype, count, dst, a, b);
+  if (rc) return rc;
+  if (count == 0) return HETCCL_KERNELS_SUCCESS;
+  gpuStream_t s = static_cast<gpuStream_t>(stream);
+  switch (dtype) {
+    case 0: return reduceTyped<int8_t>(dst, a, b, count, op, s);
+    case 1: return reduceTyped<uint8_t>(dst, a, b, count, op, s);
+    case 2: return reduceTyped<int32_t>(dst, a, b, count, op, s);
+    case 3: return reduceTyped<uint32_t>(dst, a, b, count, op, s);
+    case 4: return reduceTyped<int64_t>(dst, a, b, count, op, s);
+    case 5: return reduceTyped<uint64_t>(dst, a, b, count, op, s);
+    case 6: return reduceTyped<Half>(dst, a, b, count, op, s);
+    case 7: return reduceTyped<float>(dst, a, b, count, op, s);
+    case 8: return reduceTyped<double>(dst, a, b, count, op, s);
+    case 9: return reduceTyped<Bf16>(dst, a, b, count, op, s);
+    case 10: return reduceTyped<E4m3>(dst, a, b, count, op, s);
+    default: return reduceTyped<E5m2>(dst, a, b, count, op, s);
+  }
+}
+
+// Floats: float32 and narrower multiply by (float)scalar, float64 by scalar
+// (host scaleArray).
+int scaleImpl(void* dst, const void* src, size_t count, int dtype, double scalar, void* stream) {
+  int rc = checkArgs("scale: bad data type", dtype, count, dst, src, src);
+  if (rc) return rc;
+  if (dtype <= 5) return fail(HETCCL_KERNELS_INVALID_ARGUMENT, "scale: integer types are not scaled on the device", nullptr);
+  if (count == 0) return HETCCL_KERNELS_SUCCESS;
+  gpuStream_t s = static_cast<gpuStream_t>(stream);
+  float f = static_cast<float>(scalar);
+  switch (dtype) {
+    case 6: return launchUnary<Half>(dst, src, count, ScaleFn<Half, float>{f}, s, "scale");
+    case 7: return launchUnary<float>(dst, src, count, ScaleFn<float, float>{f}, s, "scale");
+    case 8: return launchUnary<double>(dst, src, count, ScaleFn<double, double>{scalar}, s, "scale");
+    case 9: return launchUnary<Bf16>(dst, src, count, ScaleFn<Bf16, float>{f}, s, "scale");
+    case 10: return launchUnary<E4m3>(dst, src, count, ScaleFn<E4m3, float>{f}, s, "scale");
+    default: return launchUnary<E5m2>(dst, src, count, ScaleFn<E5m2, float>{f}, s, "scale");
+  }
+}
+
+// Integers: buf[i] = buf[i] / (T)divisor, truncating (host divideArray).
+int divideImpl(void* buf, size_t count, int dtype, int divisor, void* stream) {
+  int rc = checkArgs("divide: bad data type", dtype, count, buf, buf, buf);
+  if (rc) return rc;
+  if (dtype > 5) return fail(HETCCL_KERNELS_INVALID_ARGUMENT, "divide: floating types average by scale, not division", nullptr);
+  if (divisor == 0) return fail(HETCCL_KERNELS_INVALID_ARGUMENT, "divide: divisor is 0", nullptr);
+  if (count == 0) return HETCCL_KERNELS_SUCCESS;
+  gpuStream_t s = static_cast<gpuStream_t>(stream);
+  switch (dtype) {
+    case 0: return launchUnary<int8_t>(buf, buf, count, DivideFn<int8_t>{static_cast<int8_t>(divisor)}, s, "divide");
+    case 1: return launchUnary<uint8_t>(buf, buf, count, DivideFn<uint8_t>{static_cast<uint8_t>(divisor)}, s, "divide");
+    case 2: return launchUnary<int32_t>(buf, buf, count, DivideFn<int32_t>{static_cast<int32_t>(divisor)}, s, "divide");
+    case 3: return launchUnary<uint32_t>(buf, buf, count, DivideFn<uint32_t>{static_cast<uint32_t>(divisor)}, s, "divide");
+    case 4: return launchUnary<int64_t>(buf, buf, count, DivideFn<int64_t>{static_cast<int64_t>(divisor)}, s, "divide");
+    default: return launchUnary<uint64_t>(buf, buf, count, DivideFn<uint64_t>{static_cast<uint64_t>(divisor)}, s, "divide");
+  }
+}
+
+const char* lastErrorImpl() { return tErr; }
+
+const hetcclKernelsApi_t kApi = {HETCCL_KERNELS_API_VERSION, HETCCL_GPU_KIND, reduceImpl, scaleImpl, divideImpl,
+                                 lastErrorImpl};
+
+#endif  // HETCCL_GPU_BUILD
+
+}  // namespace hetccl_gpu
+
+#if defined(HETCCL_GPU_BUILD)
+extern "C" __attribute__((visibility("default"))) const hetcclKernelsApi_t* hetcclKernelsGetApi(int version) {
+  return version == HETCCL_KERNELS_API_VERSION ? &hetccl_gpu::kApi : nullptr;
+}
+#endif

@@ -1,0 +1,105 @@
+// GPU correctness matrix: one job of --np local ranks (some of them CUDA
+// ranks, see --devices), one communicator, and every collective x data type
+// x reduction op at several sizes, in place and out of place, each result
+// checked on every rank against hetccl-perf's independent reference (values
+// computed from the rank and index, not from another run of the library).
+// Exit status 0 only if every call succeeded with every element right.
+//
+//   gpu_matrix --np 4 --devices cuda,host,host,host --transport shm [--max MiB]
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "bench.h"
+#include "launch.h"
+#include "options.h"
+
+namespace {
+
+const hetcclDataType_t kTypes[] = {hetcclInt8,    hetcclUint8,  hetcclInt32,    hetcclUint32,
+                                   hetcclInt64,   hetcclUint64, hetcclFloat16,  hetcclFloat32,
+                                   hetcclFloat64, hetcclBfloat16, hetcclFloat8e4m3, hetcclFloat8e5m2};
+const perf::Coll kColls[] = {perf::Coll::kAllReduce, perf::Coll::kAllGather, perf::Coll::kReduceScatter,
+                             perf::Coll::kBroadcast, perf::Coll::kReduce,    perf::Coll::kAlltoAll,
+                             perf::Coll::kSendRecv,  perf::Coll::kGather,    perf::Coll::kScatter};
+const hetcclRedOp_t kOps[] = {hetcclSum, hetcclProd, hetcclMax, hetcclMin, hetcclAvg};
+
+int body(const perf::Options& base, size_t maxBytes, hetcclComm_t comm) {
+  int rank = 0, n = 0;
+  hetcclCommUserRank(comm, &rank);
+  hetcclCommCount(comm, &n);
+  long cases = 0, failed = 0;
+  auto one = [&](perf::Coll coll, hetcclDataType_t dt, hetcclRedOp_t op, size_t bytes) {
+    perf::Options o = base;
+    o.coll = coll;
+    o.dtype = dt;
+    o.redop = op;
+    o.root = n - 1;  // a host rank when the CUDA ranks come first
+    o.iters = 1;
+    o.warmup = 0;
+    o.check = true;
+    perf::Bench bench(o, comm, rank, n);
+    perf::Row row = bench.measure(bytes);
+    ++cases;
+    bool bad = row.oop.wrong != 0 || (coll != perf::Coll::kSendRecv && row.ip.wrong != 0);
+    if (bad) ++failed;
+    if (rank == 0 && (bad || bytes >= (64u << 20)))
+      printf("%-14s %-9s %-4s %11zu bytes: out-of-place wrong %lld, in-place wrong %lld, %.1f us%s\n",
+             perf::collName(coll), perf::typeName(dt), perf::redopName(op), bytes,
+             static_cast<long long>(row.oop.wrong), static_cast<long long>(row.ip.wrong), row.oop.timeUs,
+             bad ? "  FAILED" : "");
+  };
+  for (perf::Coll coll : kColls)
+    for (hetcclDataType_t dt : kTypes)
+      for (hetcclRedOp_t op : kOps) {
+        if (!perf::collReduces(coll) && op != hetcclSum) continue;
+        for (size_t bytes : {size_t{4096}, size_t{3 << 20} + 4096}) one(coll, dt, op, bytes);
+      }
+  for (perf::Coll coll : kColls) one(coll, hetcclFloat32, hetcclSum, maxBytes);
+  if (rank == 0) printf("gpu_matrix: %ld cases, %ld failed\n", cases, failed);
+  return failed ? perf::kExitWrong : perf::kExitOk;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  perf::Options o;
+  size_t maxBytes = 256u << 20;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        fprintf(stderr, "gpu_matrix: %s needs a value\n", a.c_str());
+        exit(perf::kExitUsage);
+      }
+      return argv[++i];
+    };
+    auto list = [](const std::string& s) {
+      std::vector<std::string> out;
+      size_t at = 0;
+      while (at <= s.size()) {
+        size_t comma = s.find(',', at);
+        if (comma == std::string::npos) comma = s.size();
+        out.push_back(s.substr(at, comma - at));
+        at = comma + 1;
+      }
+      return out;
+    };
+    if (a == "--np") o.np = std::stoi(next());
+    else if (a == "--devices") o.devices = list(next());
+    else if (a == "--groups") o.groups = list(next());
+    else if (a == "--transport") o.transport = next();
+    else if (a == "--max") maxBytes = std::stoull(next()) << 20;
+    else {
+      fprintf(stderr, "gpu_matrix: unknown argument %s\n", a.c_str());
+      return perf::kExitUsage;
+    }
+  }
+  if (o.np <= 0 || static_cast<int>(o.devices.size()) != o.np) {
+    fprintf(stderr, "gpu_matrix: give --np N and --devices with N kinds\n");
+    return perf::kExitUsage;
+  }
+  o.timeoutS = 1200;
+  return perf::launchLocal(o, [&](hetcclComm_t comm) { return body(o, maxBytes, comm); });
+}

@@ -1,0 +1,330 @@
+// The CUDA kernels plugin (libhetccl-cuda-kernels.so) against the host
+// reference (src/algorithm/host_reduce.h), bit for bit, for every data type
+// x op and a few counts, aligned (vector path) and misaligned (scalar path),
+// in place and out of place; plus scale (floats) and divide (integers).
+// The CUDA runtime is dlopen'ed (no CUDA header); without it or without a GPU
+// every test skips.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "algorithm/host_reduce.h"
+#include "algorithm/lowp.h"
+#include "core/datatype.h"
+#include "core/error.h"
+#include "device/kernels.h"
+
+namespace hetccl {
+namespace {
+
+constexpr int kMemcpyHostToDevice = 1;
+constexpr int kMemcpyDeviceToHost = 2;
+
+struct Cudart {
+  int (*getDeviceCount)(int*) = nullptr;
+  int (*malloc)(void**, size_t) = nullptr;
+  int (*memcpy)(void*, const void*, size_t, int) = nullptr;
+  int (*free)(void*) = nullptr;
+  int (*deviceSynchronize)() = nullptr;
+  int (*streamSynchronize)(void*) = nullptr;
+  const char* (*getErrorString)(int) = nullptr;
+};
+
+struct Gpu {
+  bool ok = false;
+  std::string why;
+  Cudart rt;
+  const hetcclKernelsApi_t* api = nullptr;
+};
+
+template <class F>
+bool sym(void* lib, const char* name, F* f) {
+  *f = reinterpret_cast<F>(dlsym(lib, name));
+  return *f != nullptr;
+}
+
+const Gpu& gpu() {
+  static const Gpu g = [] {
+    Gpu r;
+    void* lib = nullptr;
+    for (const char* name : {"libcudart.so.13", "libcudart.so.12", "libcudart.so"})
+      if ((lib = dlopen(name, RTLD_NOW | RTLD_GLOBAL))) break;
+    if (!lib) {
+      r.why = "no CUDA runtime (libcudart.so.13)";
+      return r;
+    }
+    if (!sym(lib, "cudaGetDeviceCount", &r.rt.getDeviceCount) || !sym(lib, "cudaMalloc", &r.rt.malloc) ||
+        !sym(lib, "cudaMemcpy", &r.rt.memcpy) || !sym(lib, "cudaFree", &r.rt.free) ||
+        !sym(lib, "cudaDeviceSynchronize", &r.rt.deviceSynchronize) ||
+        !sym(lib, "cudaStreamSynchronize", &r.rt.streamSynchronize) ||
+        !sym(lib, "cudaGetErrorString", &r.rt.getErrorString)) {
+      r.why = "the CUDA runtime lacks a function";
+      return r;
+    }
+    int n = 0;
+    if (r.rt.getDeviceCount(&n) != 0 || n == 0) {
+      r.why = "no CUDA GPU";
+      return r;
+    }
+    // The plugin as built, unless the environment names another one.
+    if (!getenv("HETCCL_KERNELS_LIB")) setenv("HETCCL_KERNELS_LIB", HETCCL_TEST_KERNELS_LIB, 1);
+    try {
+      r.api = loadKernels("cuda");
+    } catch (const Error& e) {
+      r.why = std::string("loading the plugin failed: ") + e.what();
+      return r;
+    }
+    if (!r.api) {
+      r.why = "no CUDA kernels plugin";
+      return r;
+    }
+    r.ok = true;
+    return r;
+  }();
+  return g;
+}
+
+#define NEED_GPU()                                     \
+  do {                                                 \
+    if (!gpu().ok) GTEST_SKIP() << gpu().why;          \
+  } while (0)
+
+#define CUDA_OK(call)                                                                      \
+  do {                                                                                     \
+    int rc_ = (call);                                                                      \
+    ASSERT_EQ(rc_, 0) << #call << ": " << gpu().rt.getErrorString(rc_);                    \
+  } while (0)
+
+// Device memory, freed at scope end.
+struct DevBuf {
+  void* p = nullptr;
+  explicit DevBuf(size_t bytes) {
+    if (gpu().rt.malloc(&p, bytes ? bytes : 1) != 0) p = nullptr;
+  }
+  ~DevBuf() {
+    if (p) gpu().rt.free(p);
+  }
+  char* c() const { return static_cast<char*>(p); }
+};
+
+const char* kOpNames[4] = {"sum", "prod", "max", "min"};
+
+// Random elements: for floats a mix of arbitrary bit patterns (NaN, inf,
+// subnormals) and ordinary values of a moderate range (rounding, overflow of
+// the narrow types); integers: arbitrary bits.
+std::vector<uint8_t> randomElems(DataType dt, size_t n, uint64_t seed) {
+  size_t es = dataTypeSize(dt);
+  std::vector<uint8_t> v(n * es);
+  std::mt19937_64 rng(seed);
+  for (size_t i = 0; i < n; ++i) {
+    uint64_t bits = rng();
+    uint8_t* p = v.data() + i * es;
+    if (!dataTypeIsFloat(dt) || (bits & 7) == 0) {  // one float in 8: raw bits
+      memcpy(p, &bits, es);
+      continue;
+    }
+    double x = std::ldexp(static_cast<double>(static_cast<int64_t>(bits >> 11) % 2000001 - 1000000) / 1e6,
+                          static_cast<int>(rng() % 24) - 12);
+    switch (dt) {
+      case hetcclFloat16: {
+        uint16_t h = floatToHalf(static_cast<float>(x));
+        memcpy(p, &h, 2);
+        break;
+      }
+      case hetcclBfloat16: {
+        uint16_t h = floatToBf16(static_cast<float>(x));
+        memcpy(p, &h, 2);
+        break;
+      }
+      case hetcclFloat32: {
+        float f = static_cast<float>(x);
+        memcpy(p, &f, 4);
+        break;
+      }
+      case hetcclFloat64: memcpy(p, &x, 8); break;
+      case hetcclFloat8e4m3: *p = floatToFp8e4m3(static_cast<float>(x)); break;
+      case hetcclFloat8e5m2: *p = floatToFp8e5m2(static_cast<float>(x)); break;
+      default: break;
+    }
+  }
+  return v;
+}
+
+// Bit-exact comparison; where `nanEqual`, two NaNs count as equal whatever
+// their sign and payload (NaNs that arithmetic creates differ between x86
+// and GPUs). Reports the first few differences.
+void expectSame(const std::vector<uint8_t>& want, const std::vector<uint8_t>& got, DataType dt, bool nanEqual,
+                const std::string& what) {
+  size_t es = dataTypeSize(dt);
+  ASSERT_EQ(want.size(), got.size());
+  size_t n = want.size() / es, bad = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const uint8_t* w = want.data() + i * es;
+    const uint8_t* g = got.data() + i * es;
+    if (memcmp(w, g, es) == 0) continue;
+    if (nanEqual && dataTypeIsFloat(dt) && std::isnan(elementToDouble(w, dt)) && std::isnan(elementToDouble(g, dt)))
+      continue;
+    if (++bad <= 5) {
+      uint64_t wb = 0, gb = 0;
+      memcpy(&wb, w, es);
+      memcpy(&gb, g, es);
+      ADD_FAILURE() << what << ": element " << i << " of " << n << ": host 0x" << std::hex << wb << " ("
+                    << elementToDouble(w, dt) << "), device 0x" << gb << " (" << elementToDouble(g, dt) << ")";
+    }
+  }
+  EXPECT_EQ(bad, 0u) << what;
+}
+
+const size_t kCounts[] = {1, 1000, (size_t{1} << 20) + 3};
+
+// One reduce on the device vs reduceArrays on the host. `offset` elements
+// shift every pointer (misaligned: the scalar path); inPlace writes into a.
+void checkReduce(DataType dt, int op, size_t n, size_t offset, bool inPlace) {
+  const Gpu& g = gpu();
+  size_t es = dataTypeSize(dt);
+  size_t bytes = n * es, off = offset * es;
+  auto a = randomElems(dt, n, 1000 * dt + 10 * op + n);
+  auto b = randomElems(dt, n, 7777 * dt + 10 * op + n + 1);
+  std::vector<uint8_t> want(bytes), got(bytes);
+  reduceArrays(want.data(), a.data(), b.data(), n, dt, static_cast<RedKind>(op));
+
+  DevBuf da(bytes + off), db(bytes + off), dd(bytes + off);
+  ASSERT_TRUE(da.p && db.p && dd.p);
+  CUDA_OK(g.rt.memcpy(da.c() + off, a.data(), bytes, kMemcpyHostToDevice));
+  CUDA_OK(g.rt.memcpy(db.c() + off, b.data(), bytes, kMemcpyHostToDevice));
+  char* dst = inPlace ? da.c() + off : dd.c() + off;
+  int rc = g.api->reduce(dst, da.c() + off, db.c() + off, n, dt, op, nullptr);
+  ASSERT_EQ(rc, 0) << g.api->lastError();
+  CUDA_OK(g.rt.streamSynchronize(nullptr));
+  CUDA_OK(g.rt.memcpy(got.data(), dst, bytes, kMemcpyDeviceToHost));
+  std::string what = std::string("reduce ") + dataTypeName(dt) + " " + kOpNames[op] + " n=" + std::to_string(n) +
+                     " offset=" + std::to_string(offset) + (inPlace ? " in place" : "");
+  // max/min only move values: NaNs must come through bit for bit too.
+  expectSame(want, got, dt, /*nanEqual=*/op < 2, what);
+}
+
+class ReduceTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(ReduceTest, MatchesHostBitForBit) {
+  NEED_GPU();
+  DataType dt = static_cast<DataType>(GetParam());
+  for (int op = 0; op < 4; ++op)
+    for (size_t n : kCounts) {
+      checkReduce(dt, op, n, 0, false);
+      checkReduce(dt, op, n, 1, false);
+      checkReduce(dt, op, n, 0, true);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, ReduceTest, ::testing::Range(0, static_cast<int>(hetcclNumTypes)),
+                         [](const ::testing::TestParamInfo<int>& i) {
+                           return std::string(dataTypeName(static_cast<DataType>(i.param)));
+                         });
+
+TEST(Kernels, ScaleFloatsMatchesHost) {
+  NEED_GPU();
+  const Gpu& g = gpu();
+  for (int t = 0; t < hetcclNumTypes; ++t) {
+    DataType dt = static_cast<DataType>(t);
+    if (!dataTypeIsFloat(dt)) continue;
+    for (double s : {0.25, 1.0 / 3.0, 1e-3, 7.5})
+      for (size_t n : kCounts)
+        for (size_t offset : {size_t{0}, size_t{1}}) {
+          size_t es = dataTypeSize(dt), bytes = n * es, off = offset * es;
+          auto in = randomElems(dt, n, 99 * t + n);
+          std::vector<uint8_t> want(bytes), got(bytes);
+          scaleArray(want.data(), in.data(), n, dt, s);
+          DevBuf di(bytes + off), dd(bytes + off);
+          ASSERT_TRUE(di.p && dd.p);
+          CUDA_OK(g.rt.memcpy(di.c() + off, in.data(), bytes, kMemcpyHostToDevice));
+          int rc = g.api->scale(dd.c() + off, di.c() + off, n, dt, s, nullptr);
+          ASSERT_EQ(rc, 0) << g.api->lastError();
+          CUDA_OK(g.rt.streamSynchronize(nullptr));
+          CUDA_OK(g.rt.memcpy(got.data(), dd.c() + off, bytes, kMemcpyDeviceToHost));
+          expectSame(want, got, dt, true,
+                     std::string("scale ") + dataTypeName(dt) + " by " + std::to_string(s) + " n=" + std::to_string(n) +
+                         " offset=" + std::to_string(offset));
+        }
+  }
+}
+
+TEST(Kernels, DivideIntegersMatchesHost) {
+  NEED_GPU();
+  const Gpu& g = gpu();
+  for (int t = 0; t < hetcclNumTypes; ++t) {
+    DataType dt = static_cast<DataType>(t);
+    if (dataTypeIsFloat(dt)) continue;
+    for (int d : {1, 3, 7, 8})
+      for (size_t n : kCounts)
+        for (size_t offset : {size_t{0}, size_t{1}}) {
+          size_t es = dataTypeSize(dt), bytes = n * es, off = offset * es;
+          auto want = randomElems(dt, n, 31 * t + d + n);
+          DevBuf db(bytes + off);
+          ASSERT_TRUE(db.p);
+          CUDA_OK(g.rt.memcpy(db.c() + off, want.data(), bytes, kMemcpyHostToDevice));
+          divideArray(want.data(), n, dt, d);
+          int rc = g.api->divide(db.c() + off, n, dt, d, nullptr);
+          ASSERT_EQ(rc, 0) << g.api->lastError();
+          CUDA_OK(g.rt.streamSynchronize(nullptr));
+          std::vector<uint8_t> got(bytes);
+          CUDA_OK(g.rt.memcpy(got.data(), db.c() + off, bytes, kMemcpyDeviceToHost));
+          expectSame(want, got, dt, false,
+                     std::string("divide ") + dataTypeName(dt) + " by " + std::to_string(d) + " n=" +
+                         std::to_string(n) + " offset=" + std::to_string(offset));
+        }
+  }
+}
+
+// Not a check: prints the bandwidth of reduce (two reads, one write) for a
+// few types, 256 MiB per operand.
+TEST(Kernels, ReduceThroughput) {
+  NEED_GPU();
+  const Gpu& g = gpu();
+  size_t bytes = size_t{256} << 20;
+  DevBuf a(bytes), b(bytes), d(bytes);
+  ASSERT_TRUE(a.p && b.p && d.p);
+  for (DataType dt : {hetcclFloat32, hetcclFloat16, hetcclBfloat16, hetcclFloat8e4m3, hetcclInt64}) {
+    size_t n = bytes / dataTypeSize(dt);
+    for (int i = 0; i < 3; ++i) ASSERT_EQ(g.api->reduce(d.p, a.p, b.p, n, dt, 0, nullptr), 0);
+    CUDA_OK(g.rt.deviceSynchronize());
+    const int iters = 20;
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < iters; ++i) ASSERT_EQ(g.api->reduce(d.p, a.p, b.p, n, dt, 0, nullptr), 0);
+    CUDA_OK(g.rt.deviceSynchronize());
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
+    printf("reduce sum %-9s %zu MiB x3: %.1f us, %.0f GB/s\n", dataTypeName(dt), bytes >> 20, s * 1e6,
+           3.0 * bytes / s / 1e9);
+  }
+}
+
+TEST(Kernels, ApiAndBadArguments) {
+  NEED_GPU();
+  const Gpu& g = gpu();
+  EXPECT_EQ(g.api->version, HETCCL_KERNELS_API_VERSION);
+  EXPECT_STREQ(g.api->kind, "cuda");
+  DevBuf d(64);
+  ASSERT_TRUE(d.p);
+  EXPECT_EQ(g.api->reduce(d.p, d.p, d.p, 0, hetcclFloat32, 0, nullptr), 0);  // nothing to do
+  EXPECT_EQ(g.api->reduce(d.p, d.p, d.p, 4, 12, 0, nullptr), HETCCL_KERNELS_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(g.api->lastError()).find("data type"), std::string::npos) << g.api->lastError();
+  EXPECT_EQ(g.api->reduce(d.p, d.p, d.p, 4, hetcclFloat32, 4, nullptr), HETCCL_KERNELS_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(g.api->lastError()).find("op"), std::string::npos) << g.api->lastError();
+  EXPECT_EQ(g.api->reduce(d.p, nullptr, d.p, 4, hetcclFloat32, 0, nullptr), HETCCL_KERNELS_INVALID_ARGUMENT);
+  EXPECT_EQ(g.api->scale(d.p, d.p, 4, hetcclInt32, 0.5, nullptr), HETCCL_KERNELS_INVALID_ARGUMENT);
+  EXPECT_EQ(g.api->divide(d.p, 4, hetcclFloat32, 2, nullptr), HETCCL_KERNELS_INVALID_ARGUMENT);
+  EXPECT_EQ(g.api->divide(d.p, 4, hetcclInt32, 0, nullptr), HETCCL_KERNELS_INVALID_ARGUMENT);
+  CUDA_OK(g.rt.deviceSynchronize());
+  // Cached: the same table again.
+  EXPECT_EQ(loadKernels("cuda"), g.api);
+}
+
+}  // namespace
+}  // namespace hetccl
