@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # GPU checks, for a machine with an NVIDIA GPU, CUDA, NCCL and (for the
 # benchmark) PyTorch. Builds what the GPU tests need and runs them:
-#   bash scripts/gpu-check.sh [STEP...]     steps: build unit matrix bench (default: all)
+#   bash scripts/gpu-check.sh [STEP...]     steps: build unit matrix torch bench matrix2 (default: all)
 # Logs go to $LOGDIR (default build-gpu/logs). GoogleTest comes from
 # HETCCL_GTEST_SOURCE (a googletest source tree) when no package is installed.
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD:-$here/build-gpu}
 logs=${LOGDIR:-$build/logs}
-steps=${*:-build unit matrix bench}
+steps=${*:-build unit matrix torch bench matrix2}
 export NCCL_NVLS_ENABLE=0  # never NVLink multicast
 mkdir -p "$logs"
 status=0
@@ -31,7 +31,7 @@ for s in $steps; do
       [ -n "${HETCCL_GTEST_SOURCE:-}" ] && gtest=(-DHETCCL_GTEST_SOURCE="$HETCCL_GTEST_SOURCE")
       step configure 120 cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo "${gtest[@]}"
       step build 400 cmake --build "$build" -j "$(nproc)" --target hetccl hetccl-perf gpu_matrix test_kernels \
-        hetccl-gpu-passthrough unit_device unit_backend hetccl-info
+        hetccl-gpu-passthrough unit_device unit_backend hetccl-info nccl_dropin test_dropin
       ;;
     unit)
       step unit_device 60 "$build/tests/unit/unit_device"
@@ -39,10 +39,19 @@ for s in $steps; do
       step kernels 120 "$build/tests/gpu/test_kernels"
       step smoke 120 "$build/tools/hetccl-perf" --np 4 -g 1 -o allreduce -b 8 -e 64M -f 8 -n 3 -w 1 -c 1
       ;;
-    matrix)
-      step matrix_1cuda_3host_shm 300 "$build/tests/gpu/gpu_matrix" --np 4 --devices cuda,host,host,host --transport shm
-      step matrix_2cuda_groups_shm 200 "$build/tests/gpu/gpu_matrix" --np 2 --devices cuda,cuda --groups g0,g1 --transport shm
-      step matrix_2cuda_groups_tcp 200 "$build/tests/gpu/gpu_matrix" --np 2 --devices cuda,cuda --groups g0,g1 --transport tcp
+    matrix)  # one CUDA rank + 3 host ranks
+      step matrix_1cuda_3host_shm 300 "$build/tests/gpu/gpu_matrix" --np 4 --devices cuda,host,host,host \
+        --transport shm --mid "${MID:-266240}"
+      ;;
+    matrix2)  # two processes on one GPU, one group each
+      step matrix_2cuda_groups_shm 200 "$build/tests/gpu/gpu_matrix" --np 2 --devices cuda,cuda --groups g0,g1 \
+        --transport shm --mid "${MID:-266240}" --max 64
+      step matrix_2cuda_groups_tcp 200 "$build/tests/gpu/gpu_matrix" --np 2 --devices cuda,cuda --groups g0,g1 \
+        --transport tcp --mid "${MID:-266240}" --max 64
+      ;;
+    torch)
+      step torch_dropin 200 env HETCCL_DROPIN_LIB="$build/dropin/libnccl.so.2" "$here/tools/hetccl-torch-run" \
+        python3 "$here/tests/gpu/torch_dropin.py"
       ;;
     bench)
       step passthrough 120 "$build/tools/hetccl-gpu-passthrough"

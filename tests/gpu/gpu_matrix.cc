@@ -5,7 +5,8 @@
 // computed from the rank and index, not from another run of the library).
 // Exit status 0 only if every call succeeded with every element right.
 //
-//   gpu_matrix --np 4 --devices cuda,host,host,host --transport shm [--max MiB]
+//   gpu_matrix --np 4 --devices cuda,host,host,host --transport shm [--mid BYTES] [--max MiB]
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -25,11 +26,12 @@ const perf::Coll kColls[] = {perf::Coll::kAllReduce, perf::Coll::kAllGather, per
                              perf::Coll::kSendRecv,  perf::Coll::kGather,    perf::Coll::kScatter};
 const hetcclRedOp_t kOps[] = {hetcclSum, hetcclProd, hetcclMax, hetcclMin, hetcclAvg};
 
-int body(const perf::Options& base, size_t maxBytes, hetcclComm_t comm) {
+int body(const perf::Options& base, size_t midBytes, size_t maxBytes, hetcclComm_t comm) {
   int rank = 0, n = 0;
   hetcclCommUserRank(comm, &rank);
   hetcclCommCount(comm, &n);
   long cases = 0, failed = 0;
+  const auto t0 = std::chrono::steady_clock::now();
   auto one = [&](perf::Coll coll, hetcclDataType_t dt, hetcclRedOp_t op, size_t bytes) {
     perf::Options o = base;
     o.coll = coll;
@@ -50,12 +52,16 @@ int body(const perf::Options& base, size_t maxBytes, hetcclComm_t comm) {
              static_cast<long long>(row.oop.wrong), static_cast<long long>(row.ip.wrong), row.oop.timeUs,
              bad ? "  FAILED" : "");
   };
-  for (perf::Coll coll : kColls)
+  for (perf::Coll coll : kColls) {
     for (hetcclDataType_t dt : kTypes)
       for (hetcclRedOp_t op : kOps) {
         if (!perf::collReduces(coll) && op != hetcclSum) continue;
-        for (size_t bytes : {size_t{4096}, size_t{3 << 20} + 4096}) one(coll, dt, op, bytes);
+        for (size_t bytes : {size_t{4096}, midBytes}) one(coll, dt, op, bytes);
       }
+    if (rank == 0)
+      printf("%-14s all types and ops: %ld cases so far, %ld failed, %.1f s\n", perf::collName(coll), cases, failed,
+             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
   for (perf::Coll coll : kColls) one(coll, hetcclFloat32, hetcclSum, maxBytes);
   if (rank == 0) printf("gpu_matrix: %ld cases, %ld failed\n", cases, failed);
   return failed ? perf::kExitWrong : perf::kExitOk;
@@ -64,8 +70,9 @@ int body(const perf::Options& base, size_t maxBytes, hetcclComm_t comm) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  setvbuf(stdout, nullptr, _IOLBF, 0);  // progress survives a kill
   perf::Options o;
-  size_t maxBytes = 256u << 20;
+  size_t maxBytes = 256u << 20, midBytes = (1u << 20) + 4096;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -91,6 +98,7 @@ int main(int argc, char** argv) {
     else if (a == "--groups") o.groups = list(next());
     else if (a == "--transport") o.transport = next();
     else if (a == "--max") maxBytes = std::stoull(next()) << 20;
+    else if (a == "--mid") midBytes = std::stoull(next());
     else {
       fprintf(stderr, "gpu_matrix: unknown argument %s\n", a.c_str());
       return perf::kExitUsage;
@@ -101,5 +109,5 @@ int main(int argc, char** argv) {
     return perf::kExitUsage;
   }
   o.timeoutS = 1200;
-  return perf::launchLocal(o, [&](hetcclComm_t comm) { return body(o, maxBytes, comm); });
+  return perf::launchLocal(o, [&](hetcclComm_t comm) { return body(o, midBytes, maxBytes, comm); });
 }

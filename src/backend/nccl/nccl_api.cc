@@ -122,6 +122,11 @@ const NcclApi* openCached(const std::string& path, const std::string& flavor, co
     *err = lastDlError();
     return nullptr;
   }
+  // hetccl's own NCCL-ABI drop-in answers to the same soname: never drive it.
+  if (dlsym(h, "hetcclDropinFlavor")) {
+    *err = "that is hetccl's own drop-in library, not the vendor's";
+    return nullptr;
+  }
   // The file the loader picked (a bare soname resolves to a full path).
   std::string resolved = path;
   link_map* lm = nullptr;
@@ -152,13 +157,21 @@ std::string dirOf(const std::string& file) {
 
 std::vector<std::string> defaultPaths(const std::string& flavor) {
   if (flavor == "rccl") return {"librccl.so.1", "librccl.so", "/opt/rocm/lib/librccl.so.1"};
-  std::vector<std::string> paths = {"libnccl.so.2", "/usr/local/cuda/lib64/libnccl.so.2"};
-  // Beside a CUDA runtime the process has loaded already (a framework's own).
+  std::vector<std::string> paths = {"libnccl.so.2", "/usr/local/cuda/lib64/libnccl.so.2",
+                                    "/usr/local/cuda/lib/libnccl.so.2", "/usr/lib/x86_64-linux-gnu/libnccl.so.2"};
+  // Beside a CUDA runtime the process has loaded already (a framework's
+  // own), and in the NVIDIA wheels' layout (nvidia/cuda_runtime/lib beside
+  // nvidia/nccl/lib), which is where PyTorch's NCCL lives when hetccl's
+  // drop-in has taken the soname.
   if (void* sym = dlsym(RTLD_DEFAULT, "cudaGetDevice")) {
     Dl_info info{};
     if (dladdr(sym, &info) && info.dli_fname) {
       std::string dir = dirOf(info.dli_fname);
-      if (!dir.empty() && dir + "/libnccl.so.2" != paths[1]) paths.push_back(dir + "/libnccl.so.2");
+      if (!dir.empty()) {
+        paths.push_back(dir + "/libnccl.so.2");
+        paths.push_back(dir + "/../../nccl/lib/libnccl.so.2");
+        paths.push_back(dir + "/../../nvidia/nccl/lib/libnccl.so.2");
+      }
     }
   }
   dlerror();  // a failed dlsym above must not leak into a later message
