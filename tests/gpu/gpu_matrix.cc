@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "bench.h"
+#include "gpu.h"
 #include "launch.h"
 #include "options.h"
 
@@ -52,6 +53,19 @@ int body(const perf::Options& base, size_t midBytes, size_t maxBytes, hetcclComm
              static_cast<long long>(row.oop.wrong), static_cast<long long>(row.ip.wrong), row.oop.timeUs,
              bad ? "  FAILED" : "");
   };
+  // Bad input on a CUDA rank: host memory where device memory is required
+  // is refused with a message naming it (peers are not involved: the check
+  // runs before anything moves, and the communicator stays usable).
+  if (perf::Gpu* gpu = perf::toolGpu()) {
+    std::vector<float> host(16, 1.0f);
+    hetcclResult_t r = hetcclAllReduce(host.data(), host.data(), 16, hetcclFloat32, hetcclSum, comm, gpu->stream());
+    const char* msg = hetcclGetLastError(comm);
+    bool ok = r == hetcclInvalidArgument && msg && strstr(msg, "host memory") && strstr(msg, "device");
+    ++cases;
+    if (!ok) ++failed;
+    printf("rank %d: host buffer on a cuda rank: %s (%s)%s\n", rank, hetcclGetErrorString(r), msg ? msg : "",
+           ok ? "" : "  FAILED");
+  }
   for (perf::Coll coll : kColls) {
     for (hetcclDataType_t dt : kTypes)
       for (hetcclRedOp_t op : kOps) {
