@@ -9,6 +9,7 @@ namespace hetccl {
 
 StagingPool::~StagingPool() {
   for (Slot& s : slots_) release(s);
+  for (Slot& s : retired_) release(s);
 }
 
 void StagingPool::release(Slot& s) {
@@ -23,15 +24,16 @@ uint8_t* StagingPool::get(int slot, size_t bytes) {
   if (slot >= static_cast<int>(slots_.size())) slots_.resize(slot + 1);
   Slot& s = slots_[slot];
   if (s.bytes >= bytes && s.ptr) return s.ptr;
-  // Grow by at least 1/4 so a slowly growing size does not reallocate each call.
-  size_t want = std::max(bytes, s.bytes + s.bytes / 4);
-  if (held_ - s.bytes + want > limit_) want = bytes;
-  if (held_ - s.bytes + want > limit_)
+  // Double, so that outgrown blocks (kept, see above) sum to less than the
+  // current one.
+  size_t want = std::max(bytes, 2 * s.bytes);
+  if (held_ + want > limit_) want = bytes;
+  if (held_ + want > limit_)
     throwError(hetcclInvalidUsage, std::string(pinned_ ? "pinned staging" : "device scratch") + " of " +
-                                       std::to_string(held_ - s.bytes + want) +
-                                       " bytes would exceed HETCCL_STAGING_MAX (" + std::to_string(limit_) +
-                                       " bytes); raise it or use smaller calls");
-  release(s);
+                                       std::to_string(held_ + want) + " bytes would exceed HETCCL_STAGING_MAX (" +
+                                       std::to_string(limit_) + " bytes); raise it or use smaller calls");
+  if (s.ptr) retired_.push_back(s);
+  s = Slot{};
   s.ptr = static_cast<uint8_t*>(pinned_ ? dev_.allocPinned(want) : dev_.alloc(want));
   s.bytes = want;
   held_ += want;

@@ -13,9 +13,12 @@
 
 namespace hetccl {
 
-// Pinned host buffers in numbered slots, each grown on demand; the sum of
-// all slots may not exceed `limit` bytes (HETCCL_STAGING_MAX). Not thread
-// safe: the proxy thread alone uses it.
+// Pinned host buffers in numbered slots, each grown on demand (doubling);
+// the sum of all memory held may not exceed `limit` bytes
+// (HETCCL_STAGING_MAX). A block outgrown is not freed until the pool goes:
+// cudaFreeHost/cudaFree synchronise the whole device, and the caller's
+// stream may at that moment be waiting for the very job that frees, which
+// would never finish. Not thread safe: the proxy thread alone uses it.
 class StagingPool {
  public:
   StagingPool(DeviceRuntime& d, size_t limit, bool pinned) : dev_(d), limit_(limit), pinned_(pinned) {}
@@ -38,6 +41,7 @@ class StagingPool {
   bool pinned_;  // pinned host memory (else device memory)
   size_t held_ = 0;
   std::vector<Slot> slots_;
+  std::vector<Slot> retired_;  // outgrown, freed with the pool
 };
 
 class DeviceState {
