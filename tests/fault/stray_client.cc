@@ -1,9 +1,8 @@
 // fault_stray_client: opens malformed and unauthenticated connections to the
 // listening sockets of a running hetccl job, over loopback only.
 //
-//   fault_stray_client --pids P1,P2,.. [--id HEX] [--mode flood|silent]
-//                      [--threads N] [--hold-ms MS] [--per-port K]
-//                      [--targets all|root|ranks]
+//   fault_stray_client --pids P1,P2,.. [--id HEX] [--mode flood|silent] [--threads N]
+//                      [--hold-ms MS] [--per-port K] [--targets all|root|ranks]
 //
 // (a socket that several of the pids hold counts as the first one's: list
 // the owner of the rendezvous root before the ranks forked from it)
