@@ -1,0 +1,139 @@
+// hetccl as a torch.distributed backend ("hetccl"): one communicator per
+// process group, serving CPU and CUDA tensors alike. A rank is a GPU rank
+// (its collectives run in CUDA stream order on a side stream, as the nccl
+// backend's do) or a host rank (collectives complete before the call
+// returns, as gloo's CPU ones do in effect). Tensors on the other kind of
+// memory are staged through a copy on the rank's own kind.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <torch/version.h>
+#include <c10/core/Device.h>
+#include <c10/core/Event.h>
+#include <c10/core/Stream.h>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/csrc/distributed/c10d/Types.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+#if TORCH_VERSION_MAJOR >= 2
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#define HETCCL_TORCH2 1
+#else
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#define HETCCL_TORCH2 0
+#endif
+
+#include <hetccl/hetccl.h>
+
+namespace hetccl_torch {
+
+#if HETCCL_TORCH2
+using BackendBase = c10d::Backend;   // torch 2.x: a ProcessGroup holds one backend per device type
+#else
+using BackendBase = c10d::ProcessGroup;  // torch 1.x: the creator returns the process group itself
+#endif
+
+// Issues the hetccl calls of one operation on `stream` (NULL on a host rank).
+using Issue = std::function<void(hetcclStream_t stream)>;
+
+struct CommHandle {  // owns the hetccl communicator; Works keep it alive
+  explicit CommHandle(hetcclComm_t c) : comm(c) {}
+  ~CommHandle();
+  CommHandle(const CommHandle&) = delete;
+  CommHandle& operator=(const CommHandle&) = delete;
+  hetcclComm_t comm;
+};
+
+class HetcclBackend final : public BackendBase {
+ public:
+  // device: "cuda" or "host"; group: hetccl group of this rank ("" = by device kind).
+  HetcclBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                std::chrono::milliseconds timeout, const std::string& device, const std::string& group);
+  ~HetcclBackend() override;
+
+  const std::string getBackendName() const override { return "hetccl"; }
+
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(std::vector<at::Tensor>& tensors,
+                                                     const c10d::AllreduceCoalescedOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                        std::vector<at::Tensor>& inputs, const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                      const c10d::ReduceScatterOptions& opts) override;
+#if HETCCL_TORCH2
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::ReduceScatterOptions& opts) override;
+#endif
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& outputSplits,
+                                               std::vector<int64_t>& inputSplits,
+                                               const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dstRank, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+
+  void setSequenceNumberForGroup() override {}
+  uint64_t getSequenceNumberForGroup() override { return seq_; }
+
+  bool gpuRank() const { return gpu_.has_value(); }
+  hetcclComm_t comm() const { return comm_ ? comm_->comm : nullptr; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+
+ private:
+  // Runs `issue` with every tensor of `inputs` and `outputs` on this rank's
+  // kind of memory (staging the others: launch replaces the pointed-to
+  // handles with the staged copies) and returns the Work of the operation,
+  // whose future holds the outputs.
+  c10::intrusive_ptr<c10d::Work> launch(c10d::OpType op, const char* name, std::vector<at::Tensor*> inputs,
+                                        std::vector<at::Tensor*> outputs, const Issue& issue,
+                                        bool hostWait = false);
+  at::Device rankDevice() const { return gpu_ ? *gpu_ : at::Device(at::kCPU); }
+  void check(hetcclResult_t r, const char* what) const;
+  void reduceTyped(const at::Tensor& t, const c10d::ReduceOp& op,
+                   const std::function<void(hetcclDataType_t, hetcclRedOp_t, size_t)>& call);
+
+  std::shared_ptr<CommHandle> comm_;
+  c10::optional<at::Device> gpu_;      // set on a GPU rank
+  c10::optional<c10::Stream> stream_;  // the side stream collectives run on (GPU rank)
+  std::chrono::milliseconds timeout_;
+  uint64_t seq_ = 0;
+};
+
+// Creates the backend for torch.distributed (store, rank, size, timeout);
+// device and group come from HETCCL_DEVICE / HETCCL_GROUP or are chosen by
+// hetccl_torch's Python side.
+c10::intrusive_ptr<BackendBase> createBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                              std::chrono::milliseconds timeout, const std::string& device,
+                                              const std::string& group);
+
+// Maps a tensor dtype to hetccl's; raises for types hetccl cannot reduce.
+hetcclDataType_t dataType(at::ScalarType t);
+
+}  // namespace hetccl_torch
