@@ -46,7 +46,7 @@ fuzz: deps
 	FUZZ_BUILD=$(BUILD)-fuzz JOBS=$(JOBS) bash tests/fuzz/run.sh
 
 bench: build
-	HETCCL_WITH_TORCH=1 bash scripts/install-deps.sh
+	bash scripts/install-deps.sh
 	HETCCL_PERF=$(BUILD)/tools/hetccl-perf bash bench/allreduce_vs_peers.sh -n 100 -w 10
 
 clean:

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # GPU checks, for a machine with an NVIDIA GPU, CUDA, NCCL and (for the
 # benchmark) PyTorch. Builds what the GPU tests need and runs them:
-#   bash scripts/gpu-check.sh [STEP...]     steps: build unit matrix torch bench matrix2 (default: all)
+#   bash scripts/gpu-check.sh [STEP...]     steps: build unit matrix torch c10d train bench matrix2 (default: all)
 # Logs go to $LOGDIR (default build-gpu/logs). GoogleTest comes from
 # HETCCL_GTEST_SOURCE (a googletest source tree) when no package is installed.
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD:-$here/build-gpu}
 logs=${LOGDIR:-$build/logs}
-steps=${*:-build unit matrix torch bench matrix2}
+steps=${*:-build unit matrix torch c10d train bench matrix2}
 export NCCL_NVLS_ENABLE=0  # never NVLink multicast
 mkdir -p "$logs"
 status=0
@@ -52,6 +52,16 @@ for s in $steps; do
     torch)
       step torch_dropin 200 env HETCCL_DROPIN_LIB="$build/dropin/libnccl.so.2" "$here/tools/hetccl-torch-run" \
         python3 "$here/tests/gpu/torch_dropin.py"
+      ;;
+    c10d)  # the native torch backend: pip-install python/, then a CUDA rank and a CPU rank
+      rm -rf "$build/pysite"
+      step pip_hetccl_torch 400 env HETCCL_HOME="$build" python3 -m pip install --no-build-isolation --no-deps \
+        --no-cache-dir --target "$build/pysite" "$here/python"
+      step c10d_cuda_host 200 env PYTHONPATH="$build/pysite" python3 "$here/tests/torch/c10d_collectives.py" \
+        --devices cuda,host
+      ;;
+    train)  # the four training layouts of docs/training
+      step train 900 bash "$here/tests/train/run_compare.sh" "$build" "$logs/train"
       ;;
     bench)
       step passthrough 120 "$build/tools/hetccl-gpu-passthrough"

@@ -8,7 +8,9 @@ pkgs+=(clang libclang-rt-14-dev)
 # HIP compile check of the device kernels (src/kernels): ROCm 5.2's hipcc with
 # clang-15 and rocm-device-libs (pulled in as dependencies).
 pkgs+=(hipcc libamdhip64-dev)
-if [ "${HETCCL_WITH_TORCH:-0}" = 1 ]; then pkgs+=(python3-torch); fi
+# hetccl_torch (python/) tests and the Gloo peer of the benchmarks: Debian's torch,
+# its headers and pybind11 (the extension builds against them).
+pkgs+=(python3-torch libtorch-dev pybind11-dev python3-setuptools)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
