@@ -7,7 +7,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build demo test asan tsan fuzz bench clean
+.PHONY: all deps build demo test asan tsan tsan-core fuzz bench clean
 
 all: build
 
@@ -24,6 +24,7 @@ demo: build
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j 1 -LE gpu
 	$(MAKE) asan
+	$(MAKE) tsan-core
 	$(MAKE) fuzz
 
 # AddressSanitizer + UndefinedBehaviorSanitizer over the unit suite and the multi-process
@@ -39,6 +40,13 @@ tsan: deps
 	cmake -S . -B $(BUILD)-tsan -DCMAKE_BUILD_TYPE=Debug -DHETCCL_SANITIZE=thread
 	cmake --build $(BUILD)-tsan -j $(JOBS)
 	ctest --test-dir $(BUILD)-tsan --output-on-failure -j 1 -L unit
+
+# ThreadSanitizer over the threaded parts (proxy, transports, device state,
+# ranks-as-threads): what `make test` runs; `make tsan` runs the whole unit suite.
+tsan-core: deps
+	cmake -S . -B $(BUILD)-tsan -DCMAKE_BUILD_TYPE=Debug -DHETCCL_SANITIZE=thread
+	cmake --build $(BUILD)-tsan -j $(JOBS) --target hetccl_tsan_ranks unit_transport unit_core unit_device
+	ctest --test-dir $(BUILD)-tsan --output-on-failure -j 1 -R '^(tsan|transport|core|device)[.]'
 
 # libFuzzer targets (clang; ASan+UBSan) for every decoder of bytes from the wire,
 # FUZZ_SECONDS (default 15) each; fails on any crash, leak or sanitizer report.
