@@ -46,14 +46,14 @@ struct Mirror {
   const uint8_t* lo = nullptr;
   size_t bytes = 0;
   uint8_t* sendCopy = nullptr;  // separate send copy when the ranges do not overlap
+  size_t offset = 0;            // of region in the pinned block
 };
 
 // Lays out the host copies of `calls` one after the other in one pinned
-// slot, and starts the copies in (device to host) on the internal stream.
-std::vector<Mirror> stageIn(Comm& c, DeviceState& ds, const std::vector<CollArgs>& calls) {
+// block; returns the block's size.
+size_t layoutMirrors(const Comm& c, const std::vector<CollArgs>& calls, std::vector<Mirror>* out) {
   std::vector<Mirror> ms(calls.size());
   size_t total = 0;
-  std::vector<size_t> at(calls.size());
   for (size_t k = 0; k < calls.size(); ++k) {
     Mirror& m = ms[k];
     m.user = &calls[k];
@@ -70,17 +70,25 @@ std::vector<Mirror> stageIn(Comm& c, DeviceState& ds, const std::vector<CollArgs
       m.lo = m.ext.recvBytes ? r : nullptr;
       m.bytes = m.ext.recvBytes;
     }
-    at[k] = total;
+    m.offset = total;
     total += (m.bytes + 255) & ~size_t{255};
     if (!overlap && m.ext.sendBytes) total += (m.ext.sendBytes + 255) & ~size_t{255};
   }
-  uint8_t* base = ds.pinned().get(0, std::max<size_t>(total, 1));
+  if (out) *out = std::move(ms);
+  return std::max<size_t>(total, 1);
+}
+
+// Places the host copies in `base` (a pinned block of layoutMirrors' size)
+// and starts the copies in (device to host) on the internal stream.
+std::vector<Mirror> stageIn(Comm& c, DeviceState& ds, const std::vector<CollArgs>& calls, uint8_t* base) {
+  std::vector<Mirror> ms;
+  layoutMirrors(c, calls, &ms);
   DeviceRuntime& d = c.device();
   for (size_t k = 0; k < calls.size(); ++k) {
     Mirror& m = ms[k];
     auto* s = static_cast<const uint8_t*>(calls[k].send);
     auto* r = static_cast<const uint8_t*>(calls[k].recv);
-    m.region = base + at[k];
+    m.region = base + m.offset;
     if (m.lo && m.lo != r) {  // overlapping: send and recv inside region
       d.copy(m.region, m.lo, m.bytes, ds.stream());
       m.host.send = m.region + (s - m.lo);
@@ -117,13 +125,13 @@ void stageOut(Comm& c, DeviceState& ds, const std::vector<Mirror>& ms) {
 }
 
 // The proxy's part of a multi-group call.
-void runStaged(Comm& c, const std::vector<CollArgs>& calls, const std::vector<Event>& ready) {
+void runStaged(Comm& c, const std::vector<CollArgs>& calls, const std::vector<Event>& ready, uint8_t* pinned) {
   DeviceState& ds = *c.deviceState();
   DeviceRuntime& d = c.device();
   const double to = c.options().timeoutS;
   d.makeCurrent();
   for (Event e : ready) waitEvent(d, e, to, &c.abortFlag(), "waiting for the caller's stream to reach the call");
-  std::vector<Mirror> ms = stageIn(c, ds, calls);
+  std::vector<Mirror> ms = stageIn(c, ds, calls, pinned);
   ds.sync(to, &c.abortFlag(), "copying buffers to pinned staging");
   BackendContext bc;
   bc.ranks = c.topo().groupOfRank(c.rank()).ranks;
@@ -195,6 +203,12 @@ void enqueueDeviceCalls(Comm& c, std::vector<CollArgs> calls) {
   std::vector<Stream> streams;
   for (const CollArgs& a : calls)
     if (std::find(streams.begin(), streams.end(), a.stream) == streams.end()) streams.push_back(a.stream);
+  // Pinned staging is allocated here, before the caller's stream is made to
+  // wait: allocating page-locked memory can synchronise the device, which
+  // from the proxy (while that stream waits on the proxy) never returns.
+  // Only this thread touches the pool; an outgrown block stays allocated
+  // (StagingPool) for a job still running on it.
+  uint8_t* pinned = ds.pinned().get(0, layoutMirrors(c, calls, nullptr));
   std::vector<Event> ready;
   for (Stream s : streams) {
     ready.push_back(ds.takeEvent());
@@ -204,7 +218,7 @@ void enqueueDeviceCalls(Comm& c, std::vector<CollArgs> calls) {
   for (Stream s : streams) d.streamWaitValue(s, ds.flag(), ticket);
   LOG_TRACE(kColl, "GPU call ticket %llu: %zu call(s) on %zu stream(s)", static_cast<unsigned long long>(ticket),
             calls.size(), streams.size());
-  c.proxy().submit([&c, calls = std::move(calls), ready] { runStaged(c, calls, ready); },
+  c.proxy().submit([&c, calls = std::move(calls), ready, pinned] { runStaged(c, calls, ready, pinned); },
                    [&ds, ticket, ready] {
                      ds.complete(ticket);
                      for (Event e : ready) ds.giveEvent(e);

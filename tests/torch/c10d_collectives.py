@@ -183,7 +183,8 @@ def worker(rank, world, port, devices, groups, q):
         if kind == "cuda":
             torch.cuda.set_device(0)
         import hetccl_torch  # noqa: F401  registers the backend
-        dist.init_process_group("hetccl", rank=rank, world_size=world, timeout=timedelta(seconds=120))
+        dist.init_process_group("hetccl", rank=rank, world_size=world,
+                                timeout=timedelta(seconds=int(os.environ.get("HETCCL_TEST_TIMEOUT_S", "120"))))
         check(dist.get_backend() == "hetccl", f"backend is {dist.get_backend()}")
         dev = torch.device("cuda", 0) if kind == "cuda" else torch.device("cpu")
         run_checks(rank, world, dev)

@@ -5,7 +5,8 @@
 # hetccl's libnccl.so.2 (LD_PRELOAD); (c) torch's gloo, two processes;
 # (d) hetccl's native backend, a CUDA rank and a CPU rank. Needs hetccl_torch
 # installed into BUILD_DIR/pysite (scripts/gpu-check.sh c10d does that).
-# STEPS (default 200) and TRAIN_ARGS pass through to train_gpt.py.
+# STEPS (default 200) and TRAIN_ARGS pass through to train_gpt.py; RUN_TIMEOUT_S
+# (default 240) bounds each run.
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -19,7 +20,7 @@ run() {  # name command...
   local name=$1 t0=$SECONDS
   shift
   echo "--- $name: $*"
-  "$@" || { echo "--- $name FAILED"; status=1; }
+  timeout "${RUN_TIMEOUT_S:-240}" "$@" || { echo "--- $name FAILED"; status=1; }
   echo "--- $name: $((SECONDS - t0)) s"
 }
 run a_nccl_1proc "${train[@]}" --backend nccl --devices cuda --out "$out/a.csv"

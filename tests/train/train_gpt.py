@@ -103,7 +103,7 @@ def train(rank, args, port, q):
         torch.set_num_threads(max(1, args.threads))
         if args.backend == "hetccl":
             import hetccl_torch  # noqa: F401  registers the backend
-        dist.init_process_group(args.backend, rank=rank, world_size=world, timeout=timedelta(seconds=300))
+        dist.init_process_group(args.backend, rank=rank, world_size=world, timeout=timedelta(seconds=args.timeout))
         data = make_tokens(args.steps, args.batch, args.seq, args.vocab, seed=1234)
         torch.manual_seed(0)
         model = GPT(args.vocab, args.seq, args.dim, args.layers, args.heads).to(dev)
@@ -147,6 +147,7 @@ def main():
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--bucket-mb", type=float, default=25)
     ap.add_argument("--threads", type=int, default=4, help="torch CPU threads per process")
+    ap.add_argument("--timeout", type=int, default=300, help="process group timeout, seconds")
     ap.add_argument("--out", required=True, help="CSV of step,loss,step_seconds")
     args = ap.parse_args()
     args.devices = args.devices.split(",")
