@@ -79,29 +79,30 @@ size_t layoutMirrors(const Comm& c, const std::vector<CollArgs>& calls, std::vec
 }
 
 // Places the host copies in `base` (a pinned block of layoutMirrors' size)
-// and starts the copies in (device to host) on the internal stream.
-std::vector<Mirror> stageIn(Comm& c, DeviceState& ds, const std::vector<CollArgs>& calls, uint8_t* base) {
+// and enqueues the copies in (device to host) on each call's own stream.
+std::vector<Mirror> stageIn(Comm& c, const std::vector<CollArgs>& calls, uint8_t* base) {
   std::vector<Mirror> ms;
   layoutMirrors(c, calls, &ms);
   DeviceRuntime& d = c.device();
   for (size_t k = 0; k < calls.size(); ++k) {
     Mirror& m = ms[k];
+    Stream st = calls[k].stream;
     auto* s = static_cast<const uint8_t*>(calls[k].send);
     auto* r = static_cast<const uint8_t*>(calls[k].recv);
     m.region = base + m.offset;
     if (m.lo && m.lo != r) {  // overlapping: send and recv inside region
-      d.copy(m.region, m.lo, m.bytes, ds.stream());
+      d.copy(m.region, m.lo, m.bytes, st);
       m.host.send = m.region + (s - m.lo);
       m.host.recv = m.region + (r - m.lo);
     } else if (m.lo && m.ext.sendBytes && s >= m.lo && s < m.lo + m.bytes) {
-      d.copy(m.region, m.lo, m.bytes, ds.stream());
+      d.copy(m.region, m.lo, m.bytes, st);
       m.host.send = m.region + (s - m.lo);
       m.host.recv = m.region;
     } else {
       if (m.ext.recvBytes) m.host.recv = m.region;
       if (m.ext.sendBytes) {
         m.sendCopy = m.region + ((m.bytes + 255) & ~size_t{255});
-        d.copy(m.sendCopy, s, m.ext.sendBytes, ds.stream());
+        d.copy(m.sendCopy, s, m.ext.sendBytes, st);
         m.host.send = m.sendCopy;
       }
     }
@@ -109,30 +110,32 @@ std::vector<Mirror> stageIn(Comm& c, DeviceState& ds, const std::vector<CollArgs
   return ms;
 }
 
-void runOnMirrors(Comm& c, std::vector<Mirror>& ms) {
+void runOnHost(Comm& c, const std::vector<CollArgs>& host) {
   std::vector<CollArgs> p2p;
-  for (Mirror& m : ms) {
-    if (m.host.kind == CollKind::kSendRecv) p2p.push_back(m.host);
-    else runCollective(c, m.host);
+  for (const CollArgs& h : host) {
+    if (h.kind == CollKind::kSendRecv) p2p.push_back(h);
+    else runCollective(c, h);
   }
   if (!p2p.empty()) runPointToPoint(c, p2p.data(), p2p.size());
 }
 
-void stageOut(Comm& c, DeviceState& ds, const std::vector<Mirror>& ms) {
+// Enqueues the copies out (host to device) on each call's own stream.
+void stageOut(Comm& c, const std::vector<Mirror>& ms) {
   for (const Mirror& m : ms)
     if (m.ext.writesRecv && m.ext.recvBytes)
-      c.device().copy(m.user->recv, m.host.recv, m.ext.recvBytes, ds.stream());
+      c.device().copy(m.user->recv, m.host.recv, m.ext.recvBytes, m.user->stream);
 }
 
-// The proxy's part of a multi-group call.
-void runStaged(Comm& c, const std::vector<CollArgs>& calls, const std::vector<Event>& ready, uint8_t* pinned) {
+// The proxy's part of a multi-group call: once the caller's streams have
+// copied the buffers into pinned memory, run the plans there. Group steps of
+// a group of several GPU ranks go through the vendor library (StagedBackend).
+void runStaged(Comm& c, const std::vector<CollArgs>& host, const std::vector<Event>& ready) {
   DeviceState& ds = *c.deviceState();
   DeviceRuntime& d = c.device();
   const double to = c.options().timeoutS;
   d.makeCurrent();
-  for (Event e : ready) waitEvent(d, e, to, &c.abortFlag(), "waiting for the caller's stream to reach the call");
-  std::vector<Mirror> ms = stageIn(c, ds, calls, pinned);
-  ds.sync(to, &c.abortFlag(), "copying buffers to pinned staging");
+  for (Event e : ready)
+    waitEvent(d, e, to, &c.abortFlag(), "waiting for the caller's stream to copy the buffers to pinned staging");
   BackendContext bc;
   bc.ranks = c.topo().groupOfRank(c.rank()).ranks;
   bc.groupRank = c.myLocal();
@@ -142,14 +145,12 @@ void runStaged(Comm& c, const std::vector<CollArgs>& calls, const std::vector<Ev
   StagedBackend staged(c.groupBackend(), bc, ds);
   c.setActiveBackend(&staged);
   try {
-    runOnMirrors(c, ms);
+    runOnHost(c, host);
   } catch (...) {
     c.setActiveBackend(nullptr);
     throw;
   }
   c.setActiveBackend(nullptr);
-  stageOut(c, ds, ms);
-  ds.sync(to, &c.abortFlag(), "copying results back to device memory");
 }
 
 // One group: the vendor library does it all, on the caller's stream.
@@ -195,6 +196,13 @@ void passThrough(Comm& c, const std::vector<CollArgs>& calls) {
 
 }  // namespace
 
+// A multi-group call on the caller's streams: [wait until the previous
+// call's copies out are done] [copies in, device to pinned] [ready event]
+// [wait until the proxy stores this call's ticket] [copies out, pinned to
+// device]. The proxy only ever touches host memory and the host plan; all
+// copies stay in the caller's stream order, so nothing the proxy waits for
+// can queue behind the caller's stalled stream (a stream wait-value can hold
+// up other streams that share its hardware queue).
 void enqueueDeviceCalls(Comm& c, std::vector<CollArgs> calls) {
   if (calls.empty()) return;
   if (c.topo().ngroups() == 1) return passThrough(c, calls);
@@ -203,12 +211,15 @@ void enqueueDeviceCalls(Comm& c, std::vector<CollArgs> calls) {
   std::vector<Stream> streams;
   for (const CollArgs& a : calls)
     if (std::find(streams.begin(), streams.end(), a.stream) == streams.end()) streams.push_back(a.stream);
-  // Pinned staging is allocated here, before the caller's stream is made to
-  // wait: allocating page-locked memory can synchronise the device, which
-  // from the proxy (while that stream waits on the proxy) never returns.
-  // Only this thread touches the pool; an outgrown block stays allocated
-  // (StagingPool) for a job still running on it.
+  // Pinned staging is allocated here, before any stream waits on the proxy:
+  // allocating page-locked memory can synchronise the device, which from the
+  // proxy (while a stream waits on it) never returns. Only this thread
+  // touches the pool; an outgrown block stays allocated (StagingPool).
   uint8_t* pinned = ds.pinned().get(0, layoutMirrors(c, calls, nullptr));
+  // The block may be the one the previous call still copies out of.
+  for (Stream s : streams)
+    for (Event e : ds.released()) d.streamWaitEvent(s, e);
+  std::vector<Mirror> ms = stageIn(c, calls, pinned);
   std::vector<Event> ready;
   for (Stream s : streams) {
     ready.push_back(ds.takeEvent());
@@ -216,9 +227,19 @@ void enqueueDeviceCalls(Comm& c, std::vector<CollArgs> calls) {
   }
   uint64_t ticket = ds.nextTicket();
   for (Stream s : streams) d.streamWaitValue(s, ds.flag(), ticket);
+  stageOut(c, ms);
+  std::vector<Event>& released = ds.released();
+  while (released.size() < streams.size()) released.push_back(ds.takeEvent());
+  while (released.size() > streams.size()) {
+    ds.giveEvent(released.back());
+    released.pop_back();
+  }
+  for (size_t i = 0; i < streams.size(); ++i) d.recordEvent(released[i], streams[i]);
+  std::vector<CollArgs> host;
+  for (const Mirror& m : ms) host.push_back(m.host);
   LOG_TRACE(kColl, "GPU call ticket %llu: %zu call(s) on %zu stream(s)", static_cast<unsigned long long>(ticket),
             calls.size(), streams.size());
-  c.proxy().submit([&c, calls = std::move(calls), ready, pinned] { runStaged(c, calls, ready, pinned); },
+  c.proxy().submit([&c, host = std::move(host), ready] { runStaged(c, host, ready); },
                    [&ds, ticket, ready] {
                      ds.complete(ticket);
                      for (Event e : ready) ds.giveEvent(e);

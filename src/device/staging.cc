@@ -51,6 +51,7 @@ DeviceState::DeviceState(DeviceRuntime& d, size_t stagingLimit)
 
 DeviceState::~DeviceState() {
   for (Event e : events_) dev_.destroyEvent(e);
+  for (Event e : released_) dev_.destroyEvent(e);
   dev_.destroyEvent(syncEvent_);
   dev_.freePinned(flag_);
   dev_.destroyStream(stream_);

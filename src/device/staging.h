@@ -61,6 +61,9 @@ class DeviceState {
   void giveEvent(Event e);
 
   StagingPool& pinned() { return pinned_; }
+  // Events recorded on the streams of the last multi-group call after its
+  // copies out of pinned staging (the calling thread's alone).
+  std::vector<Event>& released() { return released_; }
   StagingPool& scratch() { return scratch_; }
 
   // Waits (polling, bounded) until the internal stream has run all its work.
@@ -73,6 +76,7 @@ class DeviceState {
   std::atomic<uint64_t> ticket_{0};
   std::mutex mu_;
   std::vector<Event> events_;
+  std::vector<Event> released_;
   Event syncEvent_ = nullptr;
   StagingPool pinned_, scratch_;
 };
