@@ -57,7 +57,8 @@ for s in $steps; do
       rm -rf "$build/pysite"
       step pip_hetccl_torch 400 env HETCCL_HOME="$build" python3 -m pip install --no-build-isolation --no-deps \
         --no-cache-dir --target "$build/pysite" "$here/python"
-      step c10d_cuda_host 200 env PYTHONPATH="$build/pysite" python3 "$here/tests/torch/c10d_collectives.py" \
+      step c10d_cuda_host 200 env PYTHONPATH="$build/pysite" C10D_TEST_VERBOSE=1 C10D_TEST_DEADLINE_S=180 \
+        python3 "$here/tests/torch/c10d_collectives.py" \
         --devices cuda,host
       ;;
     train)  # the four training layouts of docs/training

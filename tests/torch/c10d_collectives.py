@@ -11,6 +11,7 @@ hetccl_torch must be importable (pip install --no-build-isolation ./python,
 or PYTHONPATH=python after an in-place build).
 """
 import argparse
+import faulthandler
 import os
 import socket
 import sys
@@ -28,9 +29,14 @@ def free_port():
         return s.getsockname()[1]
 
 
+PROGRESS = {"rank": -1}
+
+
 def check(cond, what):
     if not cond:
         raise AssertionError(what)
+    if os.environ.get("C10D_TEST_VERBOSE"):
+        print(f"rank {PROGRESS['rank']}: passed {what}", file=sys.stderr, flush=True)
 
 
 def expect_error(fn, words, what):
@@ -175,7 +181,13 @@ def ddp_step(rank, world, dev):
     check(torch.allclose(g, torch.full_like(g, want)), f"DDP gradient {g[0, 0].item()} != {want}")
 
 
+DEADLINE_S = int(os.environ.get("C10D_TEST_DEADLINE_S", "280"))
+
+
 def worker(rank, world, port, devices, groups, q):
+    PROGRESS["rank"] = rank
+    # A rank stuck past the deadline prints where (every thread's stack) and exits.
+    faulthandler.dump_traceback_later(DEADLINE_S - 20, exit=True)
     try:
         kind = devices[rank]
         os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), HETCCL_DEVICE=kind,
@@ -215,9 +227,9 @@ def main():
     results = []
     try:
         for _ in procs:
-            results.append(q.get(timeout=300))
+            results.append(q.get(timeout=DEADLINE_S))
     except Exception:
-        results.append((-1, "FAILED: a rank did not report within 300 s"))
+        results.append((-1, f"FAILED: a rank did not report within {DEADLINE_S} s"))
     for p in procs:
         p.join(timeout=30)
         if p.is_alive():
