@@ -22,6 +22,9 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pyutil"))
+from spawn_ranks import collect  # noqa: E402
+
 
 def free_port():
     with socket.socket() as s:
@@ -224,16 +227,7 @@ def main():
     procs = [ctx.Process(target=worker, args=(r, len(devices), port, devices, groups, q)) for r in range(len(devices))]
     for p in procs:
         p.start()
-    results = []
-    try:
-        for _ in procs:
-            results.append(q.get(timeout=DEADLINE_S))
-    except Exception:
-        results.append((-1, f"FAILED: a rank did not report within {DEADLINE_S} s"))
-    for p in procs:
-        p.join(timeout=30)
-        if p.is_alive():
-            p.kill()
+    results = collect(procs, q, DEADLINE_S)
     ok = len(results) == len(procs) and all(r[1] == "ok" for r in results)
     for r in sorted(results):
         print(f"rank {r[0]}: {r[1]}")

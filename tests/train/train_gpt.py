@@ -32,6 +32,9 @@ import torch.multiprocessing as mp
 import torch.nn as nn
 import torch.nn.functional as F
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pyutil"))
+from spawn_ranks import collect  # noqa: E402
+
 
 def make_tokens(steps, batch, seq, vocab, seed):
     """(steps, batch, seq+1) int64 tokens of a sparse random order-2 Markov chain."""
@@ -148,6 +151,7 @@ def main():
     ap.add_argument("--bucket-mb", type=float, default=25)
     ap.add_argument("--threads", type=int, default=4, help="torch CPU threads per process")
     ap.add_argument("--timeout", type=int, default=300, help="process group timeout, seconds")
+    ap.add_argument("--deadline", type=int, default=1800, help="give up on the ranks after this many seconds")
     ap.add_argument("--out", required=True, help="CSV of step,loss,step_seconds")
     args = ap.parse_args()
     args.devices = args.devices.split(",")
@@ -161,28 +165,19 @@ def main():
     procs = [ctx.Process(target=train, args=(r, args, port, q)) for r in range(world)]
     for p in procs:
         p.start()
-    results = []
-    try:
-        for _ in procs:
-            results.append(q.get(timeout=1800))
-    except Exception:
-        results.append((-1, "FAILED: a rank did not report in time", None, 0))
-    for p in procs:
-        p.join(timeout=60)
-        if p.is_alive():
-            p.kill()
+    results = [r if len(r) == 4 else (r[0], r[1], None, 0) for r in collect(procs, q, args.deadline)]
     bad = [r for r in results if r[1] != "ok"]
     for r in bad:
         print(f"rank {r[0]}: {r[1]}", file=sys.stderr)
     if bad or len(results) != world:
         sys.exit(1)
-    rows = next(r[2] for r in results if r[0] == 0)
+    rows, params = next((r[2], r[3]) for r in results if r[0] == 0)
     with open(args.out, "w") as f:
         f.write("step,loss,step_seconds\n")
         for step, loss, secs in rows:
             f.write(f"{step},{loss:.9g},{secs:.6f}\n")
     steady = sorted(s for _, _, s in rows[len(rows) // 5:])
-    print(f"train_gpt: {args.backend} on {','.join(args.devices)}: {results[0][3] / 1e6:.2f} M parameters, "
+    print(f"train_gpt: {args.backend} on {','.join(args.devices)}: {params / 1e6:.2f} M parameters, "
           f"loss {rows[0][1]:.4f} -> {rows[-1][1]:.4f}, median step {1e3 * steady[len(steady) // 2]:.2f} ms "
           f"-> {args.out}")
 
