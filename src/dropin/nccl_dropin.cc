@@ -6,6 +6,10 @@
 // (hip for the RCCL build) and whose group steps run on the real vendor
 // library, which the nccl backend loads by path and never confuses with this
 // one. What hetccl cannot honour returns ncclInvalidUsage with a message.
+#include <dlfcn.h>
+#include <link.h>
+
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
 #include <string>
@@ -23,9 +27,11 @@ using namespace hetccl;
 
 #ifdef HETCCL_DROPIN_RCCL
 #define DROPIN_FLAVOR "rccl"
+#define DROPIN_SONAME "librccl.so.1"
 #define DROPIN_DEVICE "hip"
 #else
 #define DROPIN_FLAVOR "nccl"
+#define DROPIN_SONAME "libnccl.so.2"
 #define DROPIN_DEVICE "cuda"
 #endif
 
@@ -54,6 +60,9 @@ std::string dropinDevice() {
   return config().isSet("HETCCL_DEVICE") ? d : std::string(DROPIN_DEVICE);
 }
 
+// Reads the head of the caller's ncclConfig_t: any NCCL version's struct
+// (its size says how much there is), refused when it was not made by
+// NCCL_CONFIG_INITIALIZER or its size is not that of a config.
 hetcclConfig_t toConfig(const void* ncclConfig, std::string& device) {
   hetcclConfig_t cfg = HETCCL_CONFIG_INITIALIZER;
   device = dropinDevice();
@@ -61,10 +70,48 @@ hetcclConfig_t toConfig(const void* ncclConfig, std::string& device) {
   if (ncclConfig) {
     NcclConfigHead head;
     memcpy(&head, ncclConfig, sizeof(head));
-    if (head.magic == HETCCL_CONFIG_MAGIC && head.size >= offsetof(NcclConfigHead, blocking) + sizeof(int))
-      cfg.blocking = head.blocking;
+    if (head.magic != HETCCL_CONFIG_MAGIC)
+      throwError(hetcclInvalidArgument, "config was not initialised with NCCL_CONFIG_INITIALIZER (magic " +
+                                            std::to_string(head.magic) + ")");
+    if (head.size < sizeof(NcclConfigHead) || head.size > (size_t{1} << 16))
+      throwError(hetcclInvalidArgument, "config size " + std::to_string(head.size) +
+                                            " is not the size of any ncclConfig_t (at least " +
+                                            std::to_string(sizeof(NcclConfigHead)) + " bytes)");
+    cfg.blocking = head.blocking;
   }
   return cfg;
+}
+
+// Another NCCL-ABI library loaded in this process beside this one (and
+// beside the vendor library hetccl itself drives): calls and handles could
+// reach either. Returns its path, or "".
+std::string foreignNccl() {
+  struct Scan {
+    std::vector<const void*> ours;
+    std::string found;
+  } scan;
+  scan.ours = nccl::loadedNcclBases();
+  Dl_info self;
+  if (dladdr(reinterpret_cast<void*>(&dropinDevice), &self) && self.dli_fbase) scan.ours.push_back(self.dli_fbase);
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* arg) -> int {
+        auto* s = static_cast<Scan*>(arg);
+        if (!info->dlpi_name || !*info->dlpi_name) return 0;
+        void* h = dlopen(info->dlpi_name, RTLD_LAZY | RTLD_NOLOAD);
+        if (!h) return 0;
+        void* sym = dlsym(h, "ncclCommInitRank");
+        Dl_info where;
+        // dlsym also searches the object's dependencies: count the symbol only
+        // where this very object defines it, and not when it is a hetccl drop-in.
+        if (sym && dladdr(sym, &where) && where.dli_fbase == reinterpret_cast<void*>(info->dlpi_addr) &&
+            !dlsym(h, "hetcclDropinFlavor") &&
+            std::find(s->ours.begin(), s->ours.end(), where.dli_fbase) == s->ours.end())
+          s->found = info->dlpi_name;
+        dlclose(h);
+        return s->found.empty() ? 0 : 1;
+      },
+      &scan);
+  return scan.found;
 }
 
 ncclResult_t unsupported(ncclComm_t comm, const char* fn, const std::string& what) {
@@ -103,8 +150,18 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId i
   hetcclUniqueId hid;
   memcpy(&hid, &id, sizeof(hid));
   std::string device;
-  hetcclConfig_t cfg = toConfig(config, device);
-  return hetcclCommInitRankConfig(comm, nranks, hid, rank, &cfg);
+  hetcclConfig_t cfg;
+  hetcclResult_t r = guard(nullptr, "ncclCommInitRankConfig", [&] {
+    cfg = toConfig(config, device);
+    std::string other = foreignNccl();
+    if (!other.empty())
+      throwError(hetcclInvalidUsage, "another NCCL library is loaded in this process (" + other +
+                                         ") beside hetccl's " DROPIN_SONAME "; calls could reach either. Load only "
+                                         "hetccl's (LD_PRELOAD or hetccl-torch-run): hetccl drives the vendor "
+                                         "library itself (HETCCL_NCCL_LIB / HETCCL_RCCL_LIB)");
+  });
+  if (r != hetcclSuccess) return static_cast<ncclResult_t>(r);
+  return static_cast<ncclResult_t>(hetcclCommInitRankConfig(comm, nranks, hid, rank, &cfg));
 }
 
 ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank) {

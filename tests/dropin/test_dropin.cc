@@ -6,7 +6,9 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -114,6 +116,76 @@ TEST_F(DropIn, ConfigIsReadBySizeAndMagic) {
   Comm c = nullptr;
   EXPECT_EQ(initCfg(&c, 1, id, 0, &cfg), 0);
   EXPECT_EQ(destroy(c), 0);
+  unsetenv("HETCCL_DEVICE");
+}
+
+// Bad input of the issue: a config not made by NCCL_CONFIG_INITIALIZER or of
+// an impossible size, a unique id made by NCCL, another NCCL in the process.
+TEST_F(DropIn, ConfigWithoutMagicOrOfImpossibleSizeIsRefused) {
+  setenv("HETCCL_DEVICE", "host", 1);
+  auto getId = fn<int (*)(Id*)>("ncclGetUniqueId");
+  auto initCfg = fn<int (*)(Comm*, int, Id, int, void*)>("ncclCommInitRankConfig");
+  auto lastError = fn<const char* (*)(Comm)>("ncclGetLastError");
+  Id id;
+  ASSERT_EQ(getId(&id), 0);
+  struct {
+    size_t size;
+    unsigned magic, version;
+    int blocking;
+  } cfg = {sizeof(cfg), 0x12345678, 22805, 1};
+  Comm c = nullptr;
+  EXPECT_EQ(initCfg(&c, 1, id, 0, &cfg), 4);  // ncclInvalidArgument
+  EXPECT_NE(std::string(lastError(nullptr)).find("NCCL_CONFIG_INITIALIZER"), std::string::npos) << lastError(nullptr);
+  cfg.magic = 0xcafebeef;
+  cfg.size = 4;
+  EXPECT_EQ(initCfg(&c, 1, id, 0, &cfg), 4);
+  EXPECT_NE(std::string(lastError(nullptr)).find("config size 4"), std::string::npos) << lastError(nullptr);
+  EXPECT_EQ(c, nullptr);
+  unsetenv("HETCCL_DEVICE");
+}
+
+TEST_F(DropIn, UniqueIdMadeByNcclIsRefused) {
+  setenv("HETCCL_DEVICE", "host", 1);
+  auto init = fn<int (*)(Comm*, int, Id, int)>("ncclCommInitRank");
+  auto lastError = fn<const char* (*)(Comm)>("ncclGetLastError");
+  // NCCL's id: a random 64-bit magic, then the root's socket address.
+  Id id{};
+  const uint64_t magic = 0x1d2c3b4a59687766ull;
+  memcpy(id.b, &magic, sizeof(magic));
+  const uint16_t family = 2;  // AF_INET
+  memcpy(id.b + 8, &family, sizeof(family));
+  Comm c = nullptr;
+  EXPECT_EQ(init(&c, 2, id, 0), 4);
+  EXPECT_NE(std::string(lastError(nullptr)).find("not made by hetcclGetUniqueId"), std::string::npos)
+      << lastError(nullptr);
+  unsetenv("HETCCL_DEVICE");
+}
+
+TEST_F(DropIn, AnotherNcclInTheProcessIsRefused) {
+  const char* candidates[] = {"/usr/local/cuda/lib64/libnccl.so.2", "/usr/local/cuda/lib/libnccl.so.2",
+                              "/usr/lib/x86_64-linux-gnu/libnccl.so.2"};
+  void* real = nullptr;
+  for (const char* p : candidates) {
+    // Already loaded: the drop-in drives it (ncclGetVersion in an earlier
+    // test of this process), which is allowed. ctest runs each test alone.
+    if (void* h = dlopen(p, RTLD_NOW | RTLD_NOLOAD)) {
+      dlclose(h);
+      GTEST_SKIP() << p << " is the vendor library the drop-in loaded itself";
+    }
+    if ((real = dlopen(p, RTLD_NOW | RTLD_LOCAL))) break;
+  }
+  if (!real) GTEST_SKIP() << "no vendor libnccl.so.2 to load beside the drop-in";
+  if (dlsym(real, "hetcclDropinFlavor")) GTEST_SKIP() << "the libnccl.so.2 found is hetccl's";
+  setenv("HETCCL_DEVICE", "host", 1);
+  auto getId = fn<int (*)(Id*)>("ncclGetUniqueId");
+  auto init = fn<int (*)(Comm*, int, Id, int)>("ncclCommInitRank");
+  auto lastError = fn<const char* (*)(Comm)>("ncclGetLastError");
+  Id id;
+  ASSERT_EQ(getId(&id), 0);
+  Comm c = nullptr;
+  EXPECT_EQ(init(&c, 1, id, 0), 5);  // ncclInvalidUsage
+  EXPECT_NE(std::string(lastError(nullptr)).find("another NCCL library is loaded"), std::string::npos)
+      << lastError(nullptr);
   unsetenv("HETCCL_DEVICE");
 }
 
