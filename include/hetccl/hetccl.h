@@ -102,7 +102,7 @@ typedef struct hetcclConfig_v2 {
   int blocking;         /* 0: init and collectives may return hetcclInProgress */
   int timeoutSeconds;   /* overrides HETCCL_TIMEOUT_S for this communicator */
   const char* groupName;/* overrides HETCCL_GROUP for this rank */
-  const char* transport;/* overrides HETCCL_TRANSPORT: "auto", "tcp", "shm" */
+  const char* transport;/* overrides HETCCL_TRANSPORT: "auto", "tcp", "shm", "ucx" */
   /* version 2 */
   const char* device;   /* overrides HETCCL_DEVICE: "host", "cuda", "hip" (GPU ranks use the
                            calling thread's current device, as NCCL does) */
@@ -131,7 +131,7 @@ typedef struct hetcclCommInfo_v1 {
   char groupName[HETCCL_MAX_GROUPS][HETCCL_NAME_BYTES];
   char groupBackend[HETCCL_MAX_GROUPS][HETCCL_NAME_BYTES]; /* "host", "nccl", ... */
   char deviceKind[HETCCL_NAME_BYTES];        /* this rank's: "host", "cuda", "hip" */
-  char transport[HETCCL_NAME_BYTES];         /* border transport in use: "tcp", "shm" */
+  char transport[HETCCL_NAME_BYTES];         /* border transport in use: "tcp", "shm", "ucx" */
   int borderPeers;                           /* ranks of other groups this rank exchanges with in AllReduce */
 } hetcclCommInfo_t;
 

@@ -19,7 +19,7 @@ const std::vector<VarSpec>& table() {
     {"HETCCL_TIMEOUT_S", VarType::kInt, "300", nullptr,
      "seconds a wait may go without progress before it fails with a remote error naming the peer"},
     {"HETCCL_TRANSPORT", VarType::kString, "auto", nullptr,
-     "border and host-group transport: auto (shm when all ranks share a host, else tcp), shm, tcp"},
+     "border and host-group transport: auto (shm when all ranks share a host, else tcp), shm, tcp, ucx"},
     {"HETCCL_GROUP", VarType::kString, "", nullptr,
      "this rank's group name (default: its device kind: host, cuda, hip)"},
     {"HETCCL_GROUP_MAP", VarType::kString, "", nullptr,
@@ -53,6 +53,8 @@ const std::vector<VarSpec>& table() {
      "path of the NCCL library the nccl backend loads (default: libnccl.so.2 from the loader's search path, "
      "then /usr/local/cuda/lib64, then beside a loaded CUDA runtime)"},
     {"HETCCL_RCCL_LIB", VarType::kString, "", nullptr, "path of the RCCL library the rccl backend loads"},
+    {"HETCCL_UCX_LIB", VarType::kString, "", nullptr,
+     "path of UCX's libucp the ucx transport loads (default: libucp.so.0); UCX_TLS, UCX_NET_DEVICES pass through"},
     {"HETCCL_KERNELS_LIB", VarType::kString, "", nullptr,
      "path of the device reduction kernels plugin (default: libhetccl-<kind>-kernels.so beside libhetccl)"},
     {"HETCCL_STAGING_MAX", VarType::kBytes, "2G", nullptr,

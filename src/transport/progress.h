@@ -40,6 +40,9 @@ class ProgressWatch {
   std::chrono::steady_clock::time_point last_;
 };
 
+// Whether process `pid` (of this host) is alive: not gone, not a zombie.
+bool processAlive(int pid);
+
 // The error for a received header that does not match the local call.
 [[noreturn]] inline void throwMismatch(const char* transport, int myRank, const Xfer& x, const MsgTag& got) {
   if (got.sameCall(x.tag))

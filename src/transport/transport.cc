@@ -1,10 +1,15 @@
 #include "transport/transport.h"
 
 #include <cstdio>
+#include <cstring>
 
 #include "core/error.h"
+#include "transport/progress.h"
 #include "transport/shm/shm_transport.h"
 #include "transport/tcp/tcp_transport.h"
+#if HETCCL_HAVE_UCX
+#include "transport/ucx/ucx_transport.h"
+#endif
 
 namespace hetccl {
 
@@ -67,12 +72,32 @@ Xfer Xfer::recvReduce(int peer, void* dst, size_t bytes, DataType dt, RedKind k,
   return x;
 }
 
-std::vector<std::string> transportNames() { return {"tcp", "shm"}; }
+bool processAlive(int pid) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+  FILE* f = fopen(path, "r");
+  if (!f) return false;
+  char buf[256] = {0};
+  size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+  fclose(f);
+  const char* close = strrchr(buf, ')');  // "pid (comm) S ..."
+  if (n == 0 || !close || close[1] == 0) return true;
+  return close[2] != 'Z' && close[2] != 'X';
+}
+
+std::vector<std::string> transportNames() { return {"tcp", "shm", "ucx"}; }
 
 std::unique_ptr<Transport> createTransport(const std::string& name, const TransportContext& ctx) {
   if (name == "tcp") return std::make_unique<TcpTransport>(ctx);
   if (name == "shm") return std::make_unique<ShmTransport>(ctx);
-  throwError(hetcclInvalidArgument, "unknown transport '" + name + "' (known: tcp, shm)");
+  if (name == "ucx") {
+#if HETCCL_HAVE_UCX
+    return std::make_unique<UcxTransport>(ctx);
+#else
+    throwError(hetcclInvalidUsage, "transport ucx: this hetccl was built without UCX's headers (libucx-dev)");
+#endif
+  }
+  throwError(hetcclInvalidArgument, "unknown transport '" + name + "' (known: tcp, shm, ucx)");
 }
 
 }  // namespace hetccl

@@ -85,6 +85,11 @@ struct Child {
   r.layout = layout;
   r.group = layout[rank];
   r.transport = opt.transport;
+  // "ucx_tcp", "ucx_sm": the ucx transport over those UCX transports only.
+  if (r.transport.rfind("ucx_", 0) == 0) {
+    setenv("UCX_TLS", r.transport.substr(4).c_str(), 1);
+    r.transport = "ucx";
+  }
   try {
     if (opt.initComm) {
       hetcclConfig_t cfg = HETCCL_CONFIG_INITIALIZER;

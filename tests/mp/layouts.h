@@ -20,6 +20,26 @@ inline const std::vector<std::string>& allTransports() {
   return v;
 }
 
+// The ucx transport over UCX's shared-memory and tcp transports (UCX_TLS),
+// where this build has it; the layouts it runs on: unequal, interleaved, 3 groups.
+inline std::vector<std::string> ucxTransports() {
+#if HETCCL_HAVE_UCX
+  return {"ucx_sm", "ucx_tcp"};
+#else
+  return {};
+#endif
+}
+// shm, tcp and the ucx variants.
+inline std::vector<std::string> transportsWithUcx() {
+  std::vector<std::string> v = allTransports();
+  for (const std::string& t : ucxTransports()) v.push_back(t);
+  return v;
+}
+inline const std::vector<std::string>& ucxLayouts() {
+  static const std::vector<std::string> v = {"a,a,a,b", "a,b,a,b", "a,a,a,b,b,c,c,c"};
+  return v;
+}
+
 // EXPECTs that hetcclCommGetInfo on r.comm reports r's layout and transport.
 void expectInfoMatchesLayout(const Rank& r);
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "harness.h"
+#include "layouts.h"
 
 namespace hmp {
 namespace {
@@ -168,7 +169,7 @@ TEST_P(BadInput, CollectiveArguments) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, BadInput, ::testing::Values("shm", "tcp"),
+INSTANTIATE_TEST_SUITE_P(Transports, BadInput, ::testing::ValuesIn(transportsWithUcx()),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "harness.h"
+#include "layouts.h"
 
 namespace hmp {
 namespace {
@@ -149,7 +150,7 @@ TEST_P(Failures, MismatchedCalls) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, Failures, ::testing::Values("shm", "tcp"),
+INSTANTIATE_TEST_SUITE_P(Transports, Failures, ::testing::ValuesIn(transportsWithUcx()),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 // Count 0 with NULL buffers passes the argument checks (as in NCCL); the

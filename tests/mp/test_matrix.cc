@@ -130,6 +130,9 @@ std::vector<MatrixParam> matrixParams() {
         v.push_back({layout, transport, coll, false});
         v.push_back({layout, transport, coll, true});
       }
+  for (const std::string& layout : ucxLayouts())
+    for (const std::string& transport : ucxTransports())
+      for (Coll coll : allColls()) v.push_back({layout, transport, coll, layout == "a,b,a,b"});
   return v;
 }
 

@@ -60,7 +60,7 @@ const char* const kUsage =
     "  -g, --gpus N            the first N ranks (with --np) are CUDA ranks, on GPU (rank mod GPUs);\n"
     "                          under a launcher: HETCCL_DEVICE=cuda makes a rank a CUDA rank (GPU LOCAL_RANK mod GPUs)\n"
     "      --devices cuda,host,...  device kind of each rank (with --np), instead of -g\n"
-    "      --transport T       tcp, shm or auto (default: the library's, HETCCL_TRANSPORT)\n"
+    "      --transport T       tcp, shm, ucx or auto (default: the library's, HETCCL_TRANSPORT)\n"
     "      --timeout S         with --np: kill every rank after S seconds (default 600; 0: never)\n"
     "  -h, --help              this text\n"
     "Sizes are bytes as in nccl-tests: the whole buffer for allreduce, broadcast, reduce and\n"
@@ -190,8 +190,9 @@ Options parseOptions(int argc, char** argv) {
           if (d != "host" && d != "cuda") usageError("--devices: expected host or cuda, got '" + d + "'");
         break;
       case kTransport:
-        if (strcmp(optarg, "tcp") != 0 && strcmp(optarg, "shm") != 0 && strcmp(optarg, "auto") != 0)
-          usageError(std::string("--transport: expected tcp, shm or auto, got '") + optarg + "'");
+        if (strcmp(optarg, "tcp") != 0 && strcmp(optarg, "shm") != 0 && strcmp(optarg, "ucx") != 0 &&
+            strcmp(optarg, "auto") != 0)
+          usageError(std::string("--transport: expected tcp, shm, ucx or auto, got '") + optarg + "'");
         o.transport = optarg;
         break;
       case kTimeout: o.timeoutS = static_cast<int>(parseInt(optarg, "--timeout", 0, 1 << 30)); break;

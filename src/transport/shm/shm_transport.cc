@@ -76,19 +76,6 @@ void futexWake(std::atomic<uint32_t>* addr) {
 // Index of `sender`'s ring inside `receiver`'s inbox.
 inline size_t ringIndex(int sender, int receiver) { return sender < receiver ? sender : sender - 1; }
 
-bool processAlive(int pid) {
-  char path[64];
-  snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-  FILE* f = fopen(path, "r");
-  if (!f) return false;
-  char buf[256] = {0};
-  size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-  fclose(f);
-  const char* close = strrchr(buf, ')');  // "pid (comm) S ..."
-  if (n == 0 || !close || close[1] == 0) return true;
-  return close[2] != 'Z' && close[2] != 'X';
-}
-
 }  // namespace
 
 ShmTransport::ShmTransport(const TransportContext& ctx) : ctx_(ctx) {

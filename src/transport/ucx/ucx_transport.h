@@ -1,0 +1,58 @@
+// UCX transport: UCP tagged messages between the ranks' workers, so the same
+// code runs over UCX's shared-memory and tcp transports on one machine and
+// over InfiniBand/RoCE on a cluster (UCX_TLS, UCX_NET_DEVICES choose).
+//
+// One UCP context and worker per transport; endpoints to every peer from
+// worker addresses exchanged over the bootstrap, with peer error handling (a
+// peer that dies fails its pending requests instead of hanging them). Each
+// transfer is a 32-byte header (its MsgTag, checked by the receiver before any
+// payload is accepted) followed by the payload in parts of at most 4 MiB. The
+// 64-bit UCP tag is [sender rank:16][message number:32][part:16], message
+// numbers counting per (sender, receiver) pair, so matching is exact and in
+// order. Receive-reduce parts land in a bounded staging ring and are folded
+// as they complete. Buffers are host memory (GPU ranks stage through pinned
+// memory, as with the other transports).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "transport/transport.h"
+#include "transport/ucx/ucx_api.h"
+
+namespace hetccl {
+
+class UcxTransport : public Transport {
+ public:
+  explicit UcxTransport(const TransportContext& ctx);
+  ~UcxTransport() override;
+  const char* name() const override { return "ucx"; }
+  void run(std::span<Xfer> xfers) override;
+
+  // The peer whose endpoint reported an error (UCX's error callback).
+  void peerFailed(int peer, ucs_status_t status);
+  struct EpArg {  // the error callback's argument
+    UcxTransport* t;
+    int peer;
+  };
+
+ private:
+  struct Op;
+  void post(Op& op);
+  void finish(Op& op, ucs_status_t st);
+  void cancelAll(std::vector<Op>& ops);
+  void closeEndpoints();
+
+  const ucx::UcxApi& api_;
+  TransportContext ctx_;
+  ucp_context_h context_ = nullptr;
+  ucp_worker_h worker_ = nullptr;
+  std::vector<ucp_ep_h> eps_;             // by rank
+  std::vector<uint32_t> sendSeq_, recvSeq_;  // message numbers by peer
+  std::vector<ucs_status_t> failed_;      // UCS_OK, or the error an endpoint reported
+  std::vector<uint8_t> staging_;          // receive-reduce parts
+  std::vector<EpArg> epArgs_;             // by rank
+  std::vector<int> localPid_;             // by rank: pid of a peer on this host, else 0
+};
+
+}  // namespace hetccl
