@@ -11,6 +11,8 @@ pkgs+=(hipcc libamdhip64-dev)
 # hetccl_torch (python/) tests and the Gloo peer of the benchmarks: Debian's torch,
 # its headers and pybind11 (the extension builds against them).
 pkgs+=(python3-torch libtorch-dev pybind11-dev python3-setuptools)
+# The ucx transport: UCX's headers to build it, libucp to run it.
+pkgs+=(libucx-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

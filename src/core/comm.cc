@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -70,8 +71,20 @@ void Comm::init(const IdContents& id) {
   topo_ = buildTopology(peers);
 
   std::string want = opts_.transport.empty() ? config().getString("HETCCL_TRANSPORT") : opts_.transport;
-  if (want == "auto") transportName_ = topo_.singleHost ? "shm" : "tcp";
-  else transportName_ = want;
+  if (want == "auto") {
+    // One host: shm. Several: ucx when every rank has UCX and an RDMA
+    // device, else tcp (every rank decides alike from the same facts).
+    transportName_ = "shm";
+    if (!topo_.singleHost) {
+      std::vector<uint8_t> rdma(nranks, 0);
+      rdma[rank] = ucxRdmaAvailable() ? 1 : 0;
+      bootstrap_->allGather(rdma.data(), 1);
+      bool all = std::all_of(rdma.begin(), rdma.end(), [](uint8_t v) { return v != 0; });
+      transportName_ = all ? "ucx" : "tcp";
+    }
+  } else {
+    transportName_ = want;
+  }
   if (transportName_ == "shm" && !topo_.singleHost)
     throwError(hetcclInvalidUsage, "transport shm needs every rank on one host; these ranks span several");
   // Every rank must pick the same transport.

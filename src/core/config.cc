@@ -19,7 +19,7 @@ const std::vector<VarSpec>& table() {
     {"HETCCL_TIMEOUT_S", VarType::kInt, "300", nullptr,
      "seconds a wait may go without progress before it fails with a remote error naming the peer"},
     {"HETCCL_TRANSPORT", VarType::kString, "auto", nullptr,
-     "border and host-group transport: auto (shm when all ranks share a host, else tcp), shm, tcp, ucx"},
+     "border and host-group transport: auto (one host: shm; else ucx where every rank has UCX and an RDMA device, else tcp), shm, tcp, ucx"},
     {"HETCCL_GROUP", VarType::kString, "", nullptr,
      "this rank's group name (default: its device kind: host, cuda, hip)"},
     {"HETCCL_GROUP_MAP", VarType::kString, "", nullptr,

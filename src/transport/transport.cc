@@ -1,5 +1,7 @@
 #include "transport/transport.h"
 
+#include <dirent.h>
+
 #include <cstdio>
 #include <cstring>
 
@@ -83,6 +85,26 @@ bool processAlive(int pid) {
   const char* close = strrchr(buf, ')');  // "pid (comm) S ..."
   if (n == 0 || !close || close[1] == 0) return true;
   return close[2] != 'Z' && close[2] != 'X';
+}
+
+bool ucxRdmaAvailable() {
+#if HETCCL_HAVE_UCX
+  DIR* d = opendir("/sys/class/infiniband");
+  if (!d) return false;
+  bool any = false;
+  while (dirent* e = readdir(d))
+    if (e->d_name[0] != '.') any = true;
+  closedir(d);
+  if (!any) return false;
+  try {
+    ucx::loadUcxApi();
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+#else
+  return false;
+#endif
 }
 
 std::vector<std::string> transportNames() { return {"tcp", "shm", "ucx"}; }

@@ -11,7 +11,7 @@
 // its peer gets an error naming both sides instead of wrong data.
 //
 // Implementations: tcp/ (sockets; any hosts), shm/ (shared-memory rings; one
-// host). Each folder has the same file set: <name>_transport.{h,cc}.
+// host), ucx/ (UCX: its shared-memory, tcp, InfiniBand/RoCE transports). Each folder has the same file set: <name>_transport.{h,cc}.
 #pragma once
 
 #include <atomic>
@@ -94,5 +94,8 @@ class Transport {
 // unknown name, listing the known ones.
 std::unique_ptr<Transport> createTransport(const std::string& name, const TransportContext& ctx);
 std::vector<std::string> transportNames();
+// Whether this rank could run the ucx transport over an RDMA device: UCX is
+// built in and loads, and the kernel lists InfiniBand/RoCE devices.
+bool ucxRdmaAvailable();
 
 }  // namespace hetccl
