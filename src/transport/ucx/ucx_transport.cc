@@ -136,17 +136,7 @@ void UcxTransport::peerFailed(int peer, ucs_status_t status) {
   if (peer >= 0 && peer < static_cast<int>(failed_.size()) && failed_[peer] == UCS_OK) failed_[peer] = status;
 }
 
-void UcxTransport::closeEndpoints() {
-  ucp_request_param_t p{};
-  p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-  p.flags = UCP_EP_CLOSE_FLAG_FORCE;  // every send was matched by its receiver (synchronous sends)
-  std::vector<void*> reqs;
-  for (ucp_ep_h& ep : eps_) {
-    if (!ep) continue;
-    ucs_status_ptr_t r = api_.epCloseNbx(ep, &p);
-    if (r && !UCS_PTR_IS_ERR(r)) reqs.push_back(r);
-    ep = nullptr;
-  }
+void UcxTransport::drain(std::vector<void*>& reqs) {
   auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
   while (!reqs.empty() && std::chrono::steady_clock::now() < until) {
     api_.workerProgress(worker_);
@@ -160,6 +150,20 @@ void UcxTransport::closeEndpoints() {
       }
     }
   }
+}
+
+void UcxTransport::closeEndpoints() {
+  ucp_request_param_t p{};
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+  p.flags = UCP_EP_CLOSE_FLAG_FORCE;  // every send was matched by its receiver (synchronous sends)
+  std::vector<void*> reqs;
+  for (ucp_ep_h& ep : eps_) {
+    if (!ep) continue;
+    ucs_status_ptr_t r = api_.epCloseNbx(ep, &p);
+    if (r && !UCS_PTR_IS_ERR(r)) reqs.push_back(r);
+    ep = nullptr;
+  }
+  drain(reqs);
 }
 
 UcxTransport::~UcxTransport() {
@@ -215,19 +219,7 @@ void UcxTransport::cancelAll(std::vector<Op>& ops) {
       live.push_back(op.req);
       op.req = nullptr;
     }
-  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-  while (!live.empty() && std::chrono::steady_clock::now() < until) {
-    api_.workerProgress(worker_);
-    for (size_t i = 0; i < live.size();) {
-      if (api_.requestCheckStatus(live[i]) != UCS_INPROGRESS) {
-        api_.requestFree(live[i]);
-        live[i] = live.back();
-        live.pop_back();
-      } else {
-        ++i;
-      }
-    }
-  }
+  drain(live);
   if (!live.empty()) LOG_WARN(kTransport, "ucx: %zu requests did not cancel within 2 s", live.size());
 }
 

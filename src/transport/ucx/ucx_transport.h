@@ -42,6 +42,9 @@ class UcxTransport : public Transport {
   void finish(Op& op, ucs_status_t st);
   void cancelAll(std::vector<Op>& ops);
   void closeEndpoints();
+  // Progresses until every request completes (then frees it), at most 2 s;
+  // what is left did not complete.
+  void drain(std::vector<void*>& reqs);
 
   const ucx::UcxApi& api_;
   TransportContext ctx_;
