@@ -315,7 +315,13 @@ TEST_P(Transports, NoConnectionToARankOutsideThePeerList) {
   }));
 }
 
-INSTANTIATE_TEST_SUITE_P(Kinds, Transports, ::testing::Values("tcp", "shm", "shm_ring"),
+INSTANTIATE_TEST_SUITE_P(Kinds, Transports,
+                         ::testing::Values("tcp", "shm", "shm_ring"
+#if HETCCL_HAVE_UCX
+                                           ,
+                                           "ucx"
+#endif
+                                           ),
                          [](const auto& i) { return i.param; });
 
 TEST(Transport, ClosedTcpPeerFailsAtOnce) {

@@ -152,6 +152,32 @@ void UcxTransport::drain(std::vector<void*>& reqs) {
   }
 }
 
+void UcxTransport::discard(int peer, uint32_t msg, uint64_t bytes) {
+  // The sender's synchronous sends complete only when matched: take its
+  // payload (into staging, dropped) so that it is not left hanging on us.
+  const size_t pb = partBytes(bytes);
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  uint32_t part = 1;
+  for (uint64_t off = 0; off < bytes && std::chrono::steady_clock::now() < until; off += pb, ++part) {
+    size_t len = std::min<uint64_t>(pb, bytes - off);
+    if (len > staging_.size()) return;
+    ucp_request_param_t p{};
+    ucs_status_ptr_t r =
+        api_.tagRecvNbx(worker_, staging_.data(), len, makeTag(peer, msg, part), kFullMask, &p);
+    if (UCS_PTR_IS_ERR(r)) return;
+    if (!r) continue;
+    while (api_.requestCheckStatus(r) == UCS_INPROGRESS && std::chrono::steady_clock::now() < until)
+      api_.workerProgress(worker_);
+    if (api_.requestCheckStatus(r) == UCS_INPROGRESS) {
+      api_.requestCancel(worker_, r);
+      std::vector<void*> left{r};
+      drain(left);
+      return;
+    }
+    api_.requestFree(r);
+  }
+}
+
 void UcxTransport::closeEndpoints() {
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
@@ -303,7 +329,10 @@ void UcxTransport::run(std::span<Xfer> xfers) {
         if (op.kind == Op::kHeaderRecv && op.header) {  // completed (now or when posted): check it once
           const MsgTag got = *op.header;
           op.header = nullptr;
-          if (!got.sameCall(op.x->tag) || got.bytes != op.x->bytes) throwMismatch("ucx", ctx_.rank, *op.x, got);
+          if (!got.sameCall(op.x->tag) || got.bytes != op.x->bytes) {
+            discard(op.x->peer, op.msg, got.bytes);
+            throwMismatch("ucx", ctx_.rank, *op.x, got);
+          }
           addParts(*op.x, op.msg);
           progress = true;
         }

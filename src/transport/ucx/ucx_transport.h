@@ -45,6 +45,8 @@ class UcxTransport : public Transport {
   // Progresses until every request completes (then frees it), at most 2 s;
   // what is left did not complete.
   void drain(std::vector<void*>& reqs);
+  // Receives and drops a mismatched message's payload (bounded in time).
+  void discard(int peer, uint32_t msg, uint64_t bytes);
 
   const ucx::UcxApi& api_;
   TransportContext ctx_;
