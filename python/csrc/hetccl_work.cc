@@ -2,6 +2,7 @@
 
 #include "hetccl_backend.h"
 
+#include <algorithm>
 #include <thread>
 
 #include <ATen/core/jit_type.h>
@@ -55,9 +56,14 @@ void hostWaitEvent(const c10::Event& event, hetcclComm_t comm, std::chrono::mill
 }
 
 namespace {
-std::vector<c10::Device> devicesOf(const c10::optional<c10::Stream>& s) {
-  if (!s) return {};
-  return {s->device()};
+// The devices the future's value lives on: the side stream's, and those of
+// GPU tensors handed back by a host rank (staged collectives).
+std::vector<c10::Device> devicesOf(const c10::optional<c10::Stream>& s, const std::vector<at::Tensor>& outputs) {
+  std::vector<c10::Device> d;
+  if (s) d.push_back(s->device());
+  for (const at::Tensor& t : outputs)
+    if (t.defined() && !t.is_cpu() && std::find(d.begin(), d.end(), t.device()) == d.end()) d.push_back(t.device());
+  return d;
 }
 }  // namespace
 
@@ -73,7 +79,7 @@ HetcclWork::HetcclWork(int rank, c10d::OpType op, std::string name, std::vector<
       hostWait_(hostWait),
       timeout_(timeout),
       future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
-                                                       devicesOf(stream_))) {
+                                                       devicesOf(stream_, outputs_))) {
   if (stream_) {
     // The future records its own events on the side stream: whoever uses the
     // value later waits for the operation in stream order (DDP's comm hooks).
