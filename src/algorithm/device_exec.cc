@@ -226,24 +226,30 @@ void enqueueDeviceCalls(Comm& c, std::vector<CollArgs> calls) {
     d.recordEvent(ready.back(), s);
   }
   uint64_t ticket = ds.nextTicket();
-  for (Stream s : streams) d.streamWaitValue(s, ds.flag(), ticket);
-  stageOut(c, ms);
-  std::vector<Event>& released = ds.released();
-  while (released.size() < streams.size()) released.push_back(ds.takeEvent());
-  while (released.size() > streams.size()) {
-    ds.giveEvent(released.back());
-    released.pop_back();
-  }
-  for (size_t i = 0; i < streams.size(); ++i) d.recordEvent(released[i], streams[i]);
+  auto release = [&ds, ticket, ready] {
+    ds.complete(ticket);
+    for (Event e : ready) ds.giveEvent(e);
+  };
   std::vector<CollArgs> host;
-  for (const Mirror& m : ms) host.push_back(m.host);
+  try {
+    for (Stream s : streams) d.streamWaitValue(s, ds.flag(), ticket);
+    stageOut(c, ms);
+    std::vector<Event>& released = ds.released();
+    while (released.size() < streams.size()) released.push_back(ds.takeEvent());
+    while (released.size() > streams.size()) {
+      ds.giveEvent(released.back());
+      released.pop_back();
+    }
+    for (size_t i = 0; i < streams.size(); ++i) d.recordEvent(released[i], streams[i]);
+    for (const Mirror& m : ms) host.push_back(m.host);
+  } catch (...) {
+    // Streams may already wait for this ticket: release them, in order.
+    c.proxy().submit([] {}, release);
+    throw;
+  }
   LOG_TRACE(kColl, "GPU call ticket %llu: %zu call(s) on %zu stream(s)", static_cast<unsigned long long>(ticket),
             calls.size(), streams.size());
-  c.proxy().submit([&c, host = std::move(host), ready] { runStaged(c, host, ready); },
-                   [&ds, ticket, ready] {
-                     ds.complete(ticket);
-                     for (Event e : ready) ds.giveEvent(e);
-                   });
+  c.proxy().submit([&c, host = std::move(host), ready] { runStaged(c, host, ready); }, release);
 }
 
 void checkBufferKinds(Comm& c, const CollArgs& a) {
