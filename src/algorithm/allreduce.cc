@@ -91,8 +91,9 @@ void runAllReduce(Comm& c, const CollArgs& a) {
     if (a.op.postDiv) divideArray(buf, n, a.dt, a.op.divisor);
     return;
   }
-  copyBytes(buf, in, n * es);
   if (n == 0) return;
+  // Out of place, the group steps read the input where it is: no copy of it
+  // into buf first (the final AllGather fills what this rank does not own).
   const Topology& t = c.topo();
   bool latency = n * es < c.smallBytes();
   std::vector<ShardLayout> layouts;
@@ -101,9 +102,10 @@ void runAllReduce(Comm& c, const CollArgs& a) {
   const size_t i = static_cast<size_t>(c.myLocal());
 
   // Group step: my group's partial of my shard, and of the tail everywhere.
-  if (mine.shard > 0) be.reduceScatter(buf, buf + i * mine.shard * es, mine.shard, a.dt, a.op.kind, a.stream);
+  const auto* src = static_cast<const uint8_t*>(in);
+  if (mine.shard > 0) be.reduceScatter(src, buf + i * mine.shard * es, mine.shard, a.dt, a.op.kind, a.stream);
   if (mine.mainEnd() < n)
-    be.allReduce(buf + mine.mainEnd() * es, buf + mine.mainEnd() * es, n - mine.mainEnd(), a.dt, a.op.kind, a.stream);
+    be.allReduce(src + mine.mainEnd() * es, buf + mine.mainEnd() * es, n - mine.mainEnd(), a.dt, a.op.kind, a.stream);
 
   borderReduce(c, assignBorder(t, layouts, c.rank()), buf, a.dt, a.op);
 
