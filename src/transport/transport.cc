@@ -66,9 +66,10 @@ Xfer Xfer::recv(int peer, void* dst, size_t bytes, const MsgTag& t) {
   return x;
 }
 
-Xfer Xfer::recvReduce(int peer, void* dst, size_t bytes, DataType dt, RedKind k, const MsgTag& t) {
+Xfer Xfer::recvReduce(int peer, void* dst, size_t bytes, DataType dt, RedKind k, const MsgTag& t, const void* operand) {
   Xfer x = recv(peer, dst, bytes, t);
   x.kind = Kind::kRecvReduce;
+  x.src = operand;
   x.dtype = dt;
   x.redKind = k;
   return x;

@@ -54,8 +54,8 @@ struct Xfer {
   enum class Kind : uint8_t { kSend, kRecv, kRecvReduce };
   Kind kind = Kind::kSend;
   int peer = -1;              // global rank
-  const void* src = nullptr;  // kSend
-  void* dst = nullptr;        // kRecv: written; kRecvReduce: dst = dst op incoming
+  const void* src = nullptr;  // kSend: read; kRecvReduce: the other operand, or null for dst itself
+  void* dst = nullptr;        // kRecv: written; kRecvReduce: dst = (src ? src : dst) op incoming
   size_t bytes = 0;
   DataType dtype = hetcclInt8;  // kRecvReduce
   RedKind redKind = RedKind::kSum;
@@ -64,7 +64,12 @@ struct Xfer {
 
   static Xfer send(int peer, const void* src, size_t bytes, const MsgTag& t);
   static Xfer recv(int peer, void* dst, size_t bytes, const MsgTag& t);
-  static Xfer recvReduce(int peer, void* dst, size_t bytes, DataType dt, RedKind k, const MsgTag& t);
+  // `operand`, when given, is the other input of the fold (same length as
+  // dst; it may be dst itself): saves a copy of it into dst first.
+  static Xfer recvReduce(int peer, void* dst, size_t bytes, DataType dt, RedKind k, const MsgTag& t,
+                         const void* operand = nullptr);
+  // kRecvReduce: the fold's other input at byte offset `off`.
+  const uint8_t* operand(size_t off) const { return static_cast<const uint8_t*>(src ? src : dst) + off; }
 };
 
 // What every transport is built with.

@@ -28,14 +28,15 @@ void HostBackend::reduceScatterRanges(const void* send, void* myOut, const std::
   const size_t es = dataTypeSize(dt);
   auto* in = static_cast<const uint8_t*>(send);
   size_t myLo = bounds[me], myN = bounds[me + 1] - myLo;
-  copyBytes(myOut, in + myLo * es, myN * es);
+  if (k == 1) return copyBytes(myOut, in + myLo * es, myN * es);
   // Round j: give rank me-j its shard, fold in rank me+j's contribution to
-  // mine. Each shard is folded in one fixed order: deterministic.
+  // mine. Each shard is folded in one fixed order: deterministic. The first
+  // fold reads my own contribution from the input (no copy into myOut).
   for (int j = 1; j < k; ++j) {
     int to = (me - j + k) % k, from = (me + j) % k;
     std::vector<Xfer> x;
     x.push_back(Xfer::send(global(to), in + bounds[to] * es, (bounds[to + 1] - bounds[to]) * es, tag()));
-    x.push_back(Xfer::recvReduce(global(from), myOut, myN * es, dt, op, tag()));
+    x.push_back(Xfer::recvReduce(global(from), myOut, myN * es, dt, op, tag(), j == 1 ? in + myLo * es : nullptr));
     run(x);
   }
 }
@@ -57,9 +58,9 @@ void HostBackend::allReduce(const void* send, void* recv, size_t count, DataType
   const RedKind op = plainKind(rop);
   const int k = nranks(), me = rank();
   const size_t es = dataTypeSize(dt), bytes = count * es;
-  copyBytes(recv, send, bytes);
-  if (k == 1 || count == 0) return;
+  if (k == 1 || count == 0) return copyBytes(recv, send, bytes);
   if (bytes < ctx_.smallBytes || count < static_cast<size_t>(k)) {
+    copyBytes(recv, send, bytes);
     // Latency path: everyone sends everything to everyone, folds in rank order.
     scratch_.resize(bytes * (k + 1));
     std::vector<Xfer> x;
@@ -80,7 +81,8 @@ void HostBackend::allReduce(const void* send, void* recv, size_t count, DataType
   }
   std::vector<size_t> bounds(k + 1);
   for (int j = 0; j <= k; ++j) bounds[j] = count * j / k;
-  reduceScatterRanges(recv, static_cast<uint8_t*>(recv) + bounds[me] * es, bounds, dt, op);
+  // Out of place, the shard folds read `send`; the AllGather fills the rest.
+  reduceScatterRanges(send, static_cast<uint8_t*>(recv) + bounds[me] * es, bounds, dt, op);
   allGatherRanges(recv, bounds, dt);
 }
 

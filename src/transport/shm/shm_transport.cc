@@ -181,7 +181,7 @@ void ShmTransport::cmaRead(const Xfer& x, uint64_t addr) {
       throwError(hetcclRemoteError, "shm: reading rank " + std::to_string(x.peer) + "'s memory in " + x.tag.describe() +
                                         " failed: " + strerror(errno) + " (did it exit?)");
     size_t got = static_cast<size_t>(r) / es * es;
-    if (x.kind == Xfer::Kind::kRecvReduce) reduceArrays(dst + off, dst + off, into, got / es, x.dtype, x.redKind);
+    if (x.kind == Xfer::Kind::kRecvReduce) reduceArrays(dst + off, x.operand(off), into, got / es, x.dtype, x.redKind);
     off += got;
   }
 }
@@ -314,7 +314,7 @@ void ShmTransport::run(std::span<Xfer> xfers) {
           } else {
             size_t es = dataTypeSize(x->dtype);
             if (len % es != 0) throwError(hetcclRemoteError, "shm: slot splits an element");
-            reduceArrays(dst, dst, data, len / es, x->dtype, x->redKind);
+            reduceArrays(dst, x->operand(x->done), data, len / es, x->dtype, x->redKind);
           }
           x->done += len;
           ++tail;

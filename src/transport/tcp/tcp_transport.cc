@@ -188,7 +188,7 @@ void TcpTransport::run(std::span<Xfer> xfers) {
           size_t avail = w.recv.carryLen + r;
           size_t whole = avail / es * es;
           uint8_t* dst = static_cast<uint8_t*>(x->dst) + x->done;
-          reduceArrays(dst, dst, staging_.data(), whole / es, x->dtype, x->redKind);
+          reduceArrays(dst, x->operand(x->done), staging_.data(), whole / es, x->dtype, x->redKind);
           x->done += whole;
           w.recv.carryLen = avail - whole;
           memcpy(w.recv.carry, staging_.data() + whole, w.recv.carryLen);

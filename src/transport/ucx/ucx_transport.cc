@@ -231,7 +231,7 @@ void UcxTransport::finish(Op& op, ucs_status_t st) {
     if (x.kind == Xfer::Kind::kRecvReduce) {
       const size_t es = dataTypeSize(x.dtype);
       auto* dst = static_cast<uint8_t*>(x.dst) + op.off;
-      reduceArrays(dst, dst, op.buf, op.len / es, x.dtype, x.redKind);
+      reduceArrays(dst, x.operand(op.off), op.buf, op.len / es, x.dtype, x.redKind);
     }
     x.done += op.len;
   }
