@@ -82,36 +82,27 @@ hetcclConfig_t toConfig(const void* ncclConfig, std::string& device) {
   return cfg;
 }
 
-// Another NCCL-ABI library loaded in this process beside this one (and
-// beside the vendor library hetccl itself drives): calls and handles could
-// reach either. Returns its path, or "".
+// Another NCCL-ABI library that a call by name would reach instead of this
+// one: the process's global scope resolves ncclCommInitRank to it. Then some
+// callers reach hetccl and others the vendor library, with handles that mean
+// nothing to the other side. Returns its path, or "".
+//
+// Another copy merely loaded is harmless: PyTorch's wheels load their own
+// libnccl.so.2 by path even when hetccl's is preloaded (LD_PRELOAD), and the
+// global scope still finds hetccl's first. Libraries loaded RTLD_LOCAL are
+// reached only through their handles, by callers that chose them.
 std::string foreignNccl() {
-  struct Scan {
-    std::vector<const void*> ours;
-    std::string found;
-  } scan;
-  scan.ours = nccl::loadedNcclBases();
-  Dl_info self;
-  if (dladdr(reinterpret_cast<void*>(&dropinDevice), &self) && self.dli_fbase) scan.ours.push_back(self.dli_fbase);
-  dl_iterate_phdr(
-      [](dl_phdr_info* info, size_t, void* arg) -> int {
-        auto* s = static_cast<Scan*>(arg);
-        if (!info->dlpi_name || !*info->dlpi_name) return 0;
-        void* h = dlopen(info->dlpi_name, RTLD_LAZY | RTLD_NOLOAD);
-        if (!h) return 0;
-        void* sym = dlsym(h, "ncclCommInitRank");
-        Dl_info where;
-        // dlsym also searches the object's dependencies: count the symbol only
-        // where this very object defines it, and not when it is a hetccl drop-in.
-        if (sym && dladdr(sym, &where) && where.dli_fbase == reinterpret_cast<void*>(info->dlpi_addr) &&
-            !dlsym(h, "hetcclDropinFlavor") &&
-            std::find(s->ours.begin(), s->ours.end(), where.dli_fbase) == s->ours.end())
-          s->found = info->dlpi_name;
-        dlclose(h);
-        return s->found.empty() ? 0 : 1;
-      },
-      &scan);
-  return scan.found;
+  void* global = dlsym(RTLD_DEFAULT, "ncclCommInitRank");
+  Dl_info self{}, where{};
+  if (!global || !dladdr(global, &where) || !where.dli_fname) return "";
+  if (dladdr(reinterpret_cast<void*>(&dropinDevice), &self) && self.dli_fbase == where.dli_fbase) return "";
+  // Another hetccl drop-in (the other flavour) drives the same communicators.
+  if (void* h = dlopen(where.dli_fname, RTLD_LAZY | RTLD_NOLOAD)) {
+    bool hetccl = dlsym(h, "hetcclDropinFlavor") != nullptr;
+    dlclose(h);
+    if (hetccl) return "";
+  }
+  return where.dli_fname;
 }
 
 ncclResult_t unsupported(ncclComm_t comm, const char* fn, const std::string& what) {
@@ -155,8 +146,8 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId i
     cfg = toConfig(config, device);
     std::string other = foreignNccl();
     if (!other.empty())
-      throwError(hetcclInvalidUsage, "another NCCL library is loaded in this process (" + other +
-                                         ") beside hetccl's " DROPIN_SONAME "; calls could reach either. Load only "
+      throwError(hetcclInvalidUsage, "another NCCL library (" + other + ") comes before hetccl's " DROPIN_SONAME
+                                         " in this process's symbol lookup, so calls could reach either. Preload "
                                          "hetccl's (LD_PRELOAD or hetccl-torch-run): hetccl drives the vendor "
                                          "library itself (HETCCL_NCCL_LIB / HETCCL_RCCL_LIB)");
   });

@@ -161,21 +161,33 @@ TEST_F(DropIn, UniqueIdMadeByNcclIsRefused) {
   unsetenv("HETCCL_DEVICE");
 }
 
-TEST_F(DropIn, AnotherNcclInTheProcessIsRefused) {
+// A vendor libnccl.so.2 to load beside the drop-in, or null (the test skips).
+void* loadVendorNccl(std::string& why) {
   const char* candidates[] = {"/usr/local/cuda/lib64/libnccl.so.2", "/usr/local/cuda/lib/libnccl.so.2",
                               "/usr/lib/x86_64-linux-gnu/libnccl.so.2"};
-  void* real = nullptr;
   for (const char* p : candidates) {
     // Already loaded: the drop-in drives it (ncclGetVersion in an earlier
-    // test of this process), which is allowed. ctest runs each test alone.
+    // test of this process). ctest runs each test alone.
     if (void* h = dlopen(p, RTLD_NOW | RTLD_NOLOAD)) {
       dlclose(h);
-      GTEST_SKIP() << p << " is the vendor library the drop-in loaded itself";
+      why = std::string(p) + " is already loaded";
+      return nullptr;
     }
-    if ((real = dlopen(p, RTLD_NOW | RTLD_LOCAL))) break;
+    if (void* real = dlopen(p, RTLD_NOW | RTLD_GLOBAL)) {
+      if (!dlsym(real, "hetcclDropinFlavor")) return real;
+      why = std::string(p) + " is hetccl's";
+      return nullptr;
+    }
   }
-  if (!real) GTEST_SKIP() << "no vendor libnccl.so.2 to load beside the drop-in";
-  if (dlsym(real, "hetcclDropinFlavor")) GTEST_SKIP() << "the libnccl.so.2 found is hetccl's";
+  why = "no vendor libnccl.so.2 to load beside the drop-in";
+  return nullptr;
+}
+
+// The vendor library comes first in the global symbol lookup: a call by name
+// would reach it, not hetccl. Refused with a message naming it.
+TEST_F(DropIn, AnotherNcclAheadInTheLookupIsRefused) {
+  std::string why;
+  if (!loadVendorNccl(why)) GTEST_SKIP() << why;
   setenv("HETCCL_DEVICE", "host", 1);
   auto getId = fn<int (*)(Id*)>("ncclGetUniqueId");
   auto init = fn<int (*)(Comm*, int, Id, int)>("ncclCommInitRank");
@@ -184,8 +196,28 @@ TEST_F(DropIn, AnotherNcclInTheProcessIsRefused) {
   ASSERT_EQ(getId(&id), 0);
   Comm c = nullptr;
   EXPECT_EQ(init(&c, 1, id, 0), 5);  // ncclInvalidUsage
-  EXPECT_NE(std::string(lastError(nullptr)).find("another NCCL library is loaded"), std::string::npos)
-      << lastError(nullptr);
+  EXPECT_NE(std::string(lastError(nullptr)).find("comes before hetccl's"), std::string::npos) << lastError(nullptr);
+  EXPECT_EQ(c, nullptr);
+  unsetenv("HETCCL_DEVICE");
+}
+
+// As under LD_PRELOAD with PyTorch's wheels: the drop-in is first in the
+// global lookup and the vendor library is loaded after it by path. Calls by
+// name reach hetccl, so the communicator is made.
+TEST_F(DropIn, AnotherNcclBehindThisOneIsAllowed) {
+  ASSERT_NE(dlopen(HETCCL_TEST_DROPIN_LIB, RTLD_NOW | RTLD_NOLOAD | RTLD_GLOBAL), nullptr) << dlerror();
+  std::string why;
+  if (!loadVendorNccl(why)) GTEST_SKIP() << why;
+  setenv("HETCCL_DEVICE", "host", 1);
+  auto getId = fn<int (*)(Id*)>("ncclGetUniqueId");
+  auto init = fn<int (*)(Comm*, int, Id, int)>("ncclCommInitRank");
+  auto destroy = fn<int (*)(Comm)>("ncclCommDestroy");
+  auto lastError = fn<const char* (*)(Comm)>("ncclGetLastError");
+  Id id;
+  ASSERT_EQ(getId(&id), 0);
+  Comm c = nullptr;
+  ASSERT_EQ(init(&c, 1, id, 0), 0) << lastError(nullptr);
+  EXPECT_EQ(destroy(c), 0);
   unsetenv("HETCCL_DEVICE");
 }
 

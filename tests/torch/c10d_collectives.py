@@ -47,7 +47,9 @@ def expect_error(fn, words, what):
         fn()
     except Exception as e:  # torch raises RuntimeError or ValueError
         msg = str(e)
-        check(all(w in msg for w in words), f"{what}: error text {msg!r} lacks {words}")
+        if not all(w in msg for w in words):
+            raise AssertionError(f"{what}: error text {msg!r} lacks {words}")
+        check(True, f"{what} (error: {msg[:120]!r})")
         return
     raise AssertionError(f"{what}: no error raised")
 
@@ -189,6 +191,7 @@ DEADLINE_S = int(os.environ.get("C10D_TEST_DEADLINE_S", "280"))
 
 def worker(rank, world, port, devices, groups, q):
     PROGRESS["rank"] = rank
+    faulthandler.enable(all_threads=True)  # a crash prints every thread's Python stack
     # A rank stuck past the deadline prints where (every thread's stack) and exits.
     faulthandler.dump_traceback_later(DEADLINE_S - 20, exit=True)
     try:

@@ -209,15 +209,4 @@ const NcclApi& loadNcclApi(const std::string& flavor) {
                                     (flavor == "rccl" ? "hip" : "cuda") + " ranks)");
 }
 
-std::vector<const void*> loadedNcclBases() {
-  std::lock_guard<std::mutex> g(cacheMutex());
-  std::vector<const void*> out;
-  for (const auto& [key, api] : cache()) {
-    Dl_info info;
-    if (api && api->getVersion && dladdr(reinterpret_cast<void*>(api->getVersion), &info) && info.dli_fbase)
-      out.push_back(info.dli_fbase);
-  }
-  return out;
-}
-
 }  // namespace hetccl::nccl

@@ -103,8 +103,6 @@ const NcclApi& loadNcclApi(const std::string& flavor);
 // The same from an explicit path (tests; tools).
 const NcclApi& loadNcclApiFromPath(const std::string& path, const std::string& flavor);
 
-// The load addresses of the vendor libraries loaded so far (any flavor).
-std::vector<const void*> loadedNcclBases();
 
 // "2.28.5" for 22805 (and the pre-2.9 scheme: 2708 -> "2.7.8").
 std::string ncclVersionString(int code);
