@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # GPU checks, for a machine with an NVIDIA GPU, CUDA, NCCL and (for the
 # benchmark) PyTorch. Builds what the GPU tests need and runs them:
-#   bash scripts/gpu-check.sh [STEP...]     steps: build unit matrix torch c10d train bench matrix2 (default: all)
+#   bash scripts/gpu-check.sh [STEP...]     steps: build unit matrix torch c10d train bench matrix2 ucx
+#                                           (default: all but ucx)
+# UCX_PREFIX: a UCX install (include/, lib/) to build the ucx transport
+# against where the machine has none, e.g. Debian's libucx0 and libucx-dev
+# unpacked with dpkg -x; the ucx step runs the GPU matrix over it.
 # Logs go to $LOGDIR (default build-gpu/logs). GoogleTest comes from
 # HETCCL_GTEST_SOURCE (a googletest source tree) when no package is installed.
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD:-$here/build-gpu}
 logs=${LOGDIR:-$build/logs}
-steps=${*:-build unit matrix torch c10d train bench matrix2}
+steps=${*:-build unit matrix torch c10d train bench matrix2}  # ucx: on request
 export NCCL_NVLS_ENABLE=0  # never NVLink multicast
 mkdir -p "$logs"
 status=0
@@ -29,6 +33,7 @@ for s in $steps; do
     build)
       gtest=()
       [ -n "${HETCCL_GTEST_SOURCE:-}" ] && gtest=(-DHETCCL_GTEST_SOURCE="$HETCCL_GTEST_SOURCE")
+      [ -n "${UCX_PREFIX:-}" ] && gtest+=(-DUCX_INCLUDE_DIR="$UCX_PREFIX/include")
       step configure 120 cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo "${gtest[@]}"
       step build 400 cmake --build "$build" -j "$(nproc)" --target hetccl hetccl-perf gpu_matrix test_kernels \
         hetccl-gpu-passthrough unit_device unit_backend hetccl-info nccl_dropin test_dropin
@@ -67,6 +72,16 @@ for s in $steps; do
     bench)
       step passthrough 120 "$build/tools/hetccl-gpu-passthrough"
       step border_vs_gloo 300 bash "$here/bench/gpu_border_vs_gloo.sh" "$build"
+      ;;
+    ucx)  # the GPU matrix with the border over UCX (staging path), UCX_TLS=sm and tcp
+      lib=$(ls -d "${UCX_PREFIX:-/usr}"/lib/x86_64-linux-gnu 2>/dev/null || echo "${UCX_PREFIX:-/usr}/lib")
+      for tls in sm tcp; do
+        step "matrix_1cuda_3host_ucx_$tls" 240 env HETCCL_UCX_LIB="$lib/libucp.so.0" \
+          LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" UCX_MODULE_DIR="$lib/ucx" UCX_TLS="$tls" \
+          HETCCL_DEBUG=INFO HETCCL_DEBUG_SUBSYS=INIT,TRANSPORT \
+          "$build/tests/gpu/gpu_matrix" --np 4 --devices cuda,host,host,host --transport ucx --mid "${MID:-266240}" \
+          --max 64
+      done
       ;;
     *) echo "unknown step $s"; exit 2 ;;
   esac

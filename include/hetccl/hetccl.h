@@ -133,6 +133,9 @@ typedef struct hetcclCommInfo_v1 {
   char deviceKind[HETCCL_NAME_BYTES];        /* this rank's: "host", "cuda", "hip" */
   char transport[HETCCL_NAME_BYTES];         /* border transport in use: "tcp", "shm", "ucx" */
   int borderPeers;                           /* ranks of other groups this rank exchanges with in AllReduce */
+  char borderPath[HETCCL_NAME_BYTES];        /* how its border data moves: "none" (one group), "host" (host
+                                                memory to the transport), "staged" (device memory through
+                                                pinned staging) */
 } hetcclCommInfo_t;
 
 /* Version, library and errors */

@@ -266,6 +266,7 @@ hetcclResult_t hetcclCommGetInfo(const hetcclComm_t comm, hetcclCommInfo_t* info
     std::vector<ShardLayout> layouts;
     for (const Group& g : t.groups) layouts.push_back(shardLayout(1 << 24, static_cast<int>(g.ranks.size()), false));
     out.borderPeers = borderPeerCount(assignBorder(t, layouts, comm->rank()), comm->rank());
+    snprintf(out.borderPath, HETCCL_NAME_BYTES, "%s", comm->borderPath());
     size_t n = info->size < sizeof(out) ? info->size : sizeof(out);
     memcpy(info, &out, n);
     info->size = n;

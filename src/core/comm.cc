@@ -127,6 +127,11 @@ void Comm::init(const IdContents& id) {
 
   if (deviceOrdered() && topo_.ngroups() > 1) {
     deviceState_ = std::make_unique<DeviceState>(*device_, config().getBytes("HETCCL_STAGING_MAX"));
+    LOG_INFO(kInit, "rank %d: border data path staged: %s memory through pinned staging (transport %s %s)", rank,
+             device_->kind(), transportName_.c_str(),
+             transport_->movesDeviceMemory(device_->kind()) ? "reports it could move this memory itself; "
+                                                              "hetccl does not hand it device pointers yet"
+                                                            : "moves host memory only");
   }
 
   LOG_INFO(kInit, "rank %d of %d: group %s (%d of %zu), %d groups, transport %s, backend %s", rank, nranks,

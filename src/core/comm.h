@@ -63,6 +63,10 @@ class Comm {
   bool deviceOrdered() const { return !device_->synchronous(); }
   DeviceRuntime& device() { return *device_; }
   const std::string& transportName() const { return transportName_; }
+  // How this rank's border data moves: "none" (one group), "host" (host
+  // memory, handed to the transport as it is) or "staged" (device memory,
+  // copied through pinned staging on the caller's stream).
+  const char* borderPath() const { return topo_.ngroups() == 1 ? "none" : deviceOrdered() ? "staged" : "host"; }
   size_t buffBytes() const { return buffBytes_; }
   size_t smallBytes() const { return smallBytes_; }
   bool checkMismatch() const { return checkMismatch_; }

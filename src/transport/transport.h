@@ -92,6 +92,14 @@ class Transport {
   // message names the operation, the peer and what it waited for), or abort.
   // After a throw the transport's connections are in an unknown state.
   virtual void run(std::span<Xfer> xfers) = 0;
+  // Whether the transport can move memory of this device kind ("cuda",
+  // "hip") itself, as UCX built with CUDA or ROCm support reports. hetccl's
+  // border plans do not hand device pointers to transports yet: GPU ranks
+  // stage through pinned memory either way, and say so at init.
+  virtual bool movesDeviceMemory(const std::string& kind) const {
+    (void)kind;
+    return false;
+  }
 };
 
 // Creates a transport by name ("tcp", "shm"). Collective over ctx.bootstrap:

@@ -34,6 +34,7 @@ void expectInfoMatchesLayout(const Rank& r) {
   // there is no border; with equal groups every shard has one owner in each
   // other group.
   const int mySize = info.groupSize[mine];
+  EXPECT_STREQ(info.borderPath, names.size() == 1 ? "none" : "host");
   if (names.size() == 1) {
     EXPECT_EQ(info.borderPeers, 0);
   } else if (equalSizes) {

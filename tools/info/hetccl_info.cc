@@ -66,8 +66,8 @@ int printTopology() {
           printf("#   group %d '%s': %d ranks, backend %s\n", g, info.groupName[g], info.groupSize[g],
                  info.groupBackend[g]);
       }
-      printf("rank %d: device %s, group '%s' rank %d, border peers %d\n", info.rank, info.deviceKind,
-             info.groupName[info.myGroup], info.myGroupRank, info.borderPeers);
+      printf("rank %d: device %s, group '%s' rank %d, border peers %d, border path %s\n", info.rank,
+             info.deviceKind, info.groupName[info.myGroup], info.myGroupRank, info.borderPeers, info.borderPath);
       fflush(stdout);
     }
     hetcclAllReduce(&one, &sink, 1, hetcclInt32, hetcclSum, comm, nullptr);

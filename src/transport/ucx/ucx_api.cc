@@ -35,6 +35,7 @@ std::unique_ptr<UcxApi> open() {
   bind(lib, api->configRelease, "ucp_config_release", path);
   bind(lib, api->initVersion, "ucp_init_version", path);
   bind(lib, api->cleanup, "ucp_cleanup", path);
+  bind(lib, api->contextQuery, "ucp_context_query", path);
   bind(lib, api->workerCreate, "ucp_worker_create", path);
   bind(lib, api->workerDestroy, "ucp_worker_destroy", path);
   bind(lib, api->workerGetAddress, "ucp_worker_get_address", path);

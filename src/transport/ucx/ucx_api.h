@@ -17,6 +17,7 @@ struct UcxApi {
   void (*configRelease)(ucp_config_t*) = nullptr;
   ucs_status_t (*initVersion)(unsigned, unsigned, const ucp_params_t*, const ucp_config_t*, ucp_context_h*) = nullptr;
   void (*cleanup)(ucp_context_h) = nullptr;
+  ucs_status_t (*contextQuery)(ucp_context_h, ucp_context_attr_t*) = nullptr;
   ucs_status_t (*workerCreate)(ucp_context_h, const ucp_worker_params_t*, ucp_worker_h*) = nullptr;
   void (*workerDestroy)(ucp_worker_h) = nullptr;
   ucs_status_t (*workerGetAddress)(ucp_worker_h, ucp_address_t**, size_t*) = nullptr;

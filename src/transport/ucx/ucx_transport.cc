@@ -73,6 +73,9 @@ UcxTransport::UcxTransport(const TransportContext& ctx)
   ucs_status_t st = api_.initVersion(UCP_API_MAJOR, UCP_API_MINOR, &params, cfg, &context_);
   api_.configRelease(cfg);
   ucsCheck(st, "ucp_init");
+  ucp_context_attr_t attr{};
+  attr.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
+  if (api_.contextQuery(context_, &attr) == UCS_OK) memTypes_ = attr.memory_types;
   ucp_worker_params_t wp{};
   wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
   wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;  // run() may come from the caller or the proxy, never both
@@ -128,8 +131,14 @@ UcxTransport::UcxTransport(const TransportContext& ctx)
     if (r != ctx.rank && who[r].host == who[ctx.rank].host) localPid_[r] = static_cast<int>(who[r].pid);
   staging_.resize(kStagingSlots * kPartBytes);
   ctx.bootstrap->barrier();
-  LOG_INFO(kTransport, "ucx transport: rank %d, %zu peers, UCX %u.%u", ctx.rank, ctx.peers.size(), api_.major,
-           api_.minor);
+  LOG_INFO(kTransport, "ucx transport: rank %d, %zu peers, UCX %u.%u, memory types: host%s%s", ctx.rank,
+           ctx.peers.size(), api_.major, api_.minor, movesDeviceMemory("cuda") ? ", cuda" : "",
+           movesDeviceMemory("hip") ? ", rocm" : "");
+}
+
+bool UcxTransport::movesDeviceMemory(const std::string& kind) const {
+  const int t = kind == "cuda" ? UCS_MEMORY_TYPE_CUDA : kind == "hip" ? UCS_MEMORY_TYPE_ROCM : -1;
+  return t >= 0 && (memTypes_ & (uint64_t{1} << t)) != 0;
 }
 
 void UcxTransport::peerFailed(int peer, ucs_status_t status) {

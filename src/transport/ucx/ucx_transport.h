@@ -28,6 +28,7 @@ class UcxTransport : public Transport {
   ~UcxTransport() override;
   const char* name() const override { return "ucx"; }
   void run(std::span<Xfer> xfers) override;
+  bool movesDeviceMemory(const std::string& kind) const override;
 
   // The peer whose endpoint reported an error (UCX's error callback).
   void peerFailed(int peer, ucs_status_t status);
@@ -58,6 +59,7 @@ class UcxTransport : public Transport {
   std::vector<uint8_t> staging_;          // receive-reduce parts
   std::vector<EpArg> epArgs_;             // by rank
   std::vector<int> localPid_;             // by rank: pid of a peer on this host, else 0
+  uint64_t memTypes_ = 0;                 // ucp_context_query: bits of ucs_memory_type_t
 };
 
 }  // namespace hetccl
