@@ -28,8 +28,26 @@ at::Tensor& single(std::vector<at::Tensor>& ts, const char* what) {
 
 size_t bytesOf(const at::Tensor& t) { return static_cast<size_t>(t.numel()) * t.element_size(); }
 
-// Complex tensors reduce as pairs of reals, which is right for sums only.
+// Checks the op before anything is staged or issued (reduceTyped maps it
+// later); complex tensors reduce as pairs of reals, which is right for sums only.
 at::Tensor reducible(const at::Tensor& t, const c10d::ReduceOp& op, const char* what) {
+  switch (op.op_) {
+    case c10d::ReduceOp::SUM:
+    case c10d::ReduceOp::PRODUCT:
+    case c10d::ReduceOp::MIN:
+    case c10d::ReduceOp::MAX:
+      break;
+    case c10d::ReduceOp::AVG:
+      TORCH_CHECK(t.scalar_type() != at::kBool, "hetccl ", what, ": ReduceOp.AVG of bool tensors is undefined");
+      break;
+    case c10d::ReduceOp::PREMUL_SUM:
+      TORCH_CHECK(at::isFloatingType(t.scalar_type()) || t.is_complex(), "hetccl ", what,
+                  ": PREMUL_SUM needs a floating-point tensor, got ", t.scalar_type());
+      break;
+    default:
+      TORCH_CHECK(false, "hetccl ", what, ": ReduceOp ", static_cast<int>(op.op_),
+                  " (BAND/BOR/BXOR) is not supported; SUM, PRODUCT, MIN, MAX, AVG and PREMUL_SUM are");
+  }
   if (!t.is_complex()) return t;
   TORCH_CHECK(op.op_ == c10d::ReduceOp::SUM || op.op_ == c10d::ReduceOp::AVG || op.op_ == c10d::ReduceOp::PREMUL_SUM,
               "hetccl ", what, ": complex tensors reduce with SUM, AVG or PREMUL_SUM only");
