@@ -36,6 +36,14 @@ std::unique_ptr<UcxApi> open() {
   bind(lib, api->initVersion, "ucp_init_version", path);
   bind(lib, api->cleanup, "ucp_cleanup", path);
   bind(lib, api->contextQuery, "ucp_context_query", path);
+  bind(lib, api->memMap, "ucp_mem_map", path);
+  bind(lib, api->memUnmap, "ucp_mem_unmap", path);
+  bind(lib, api->rkeyPack, "ucp_rkey_pack", path);
+  bind(lib, api->rkeyBufferRelease, "ucp_rkey_buffer_release", path);
+  bind(lib, api->epRkeyUnpack, "ucp_ep_rkey_unpack", path);
+  bind(lib, api->rkeyDestroy, "ucp_rkey_destroy", path);
+  bind(lib, api->putNbx, "ucp_put_nbx", path);
+  bind(lib, api->epFlushNbx, "ucp_ep_flush_nbx", path);
   bind(lib, api->workerCreate, "ucp_worker_create", path);
   bind(lib, api->workerDestroy, "ucp_worker_destroy", path);
   bind(lib, api->workerGetAddress, "ucp_worker_get_address", path);

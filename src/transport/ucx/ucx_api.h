@@ -18,6 +18,14 @@ struct UcxApi {
   ucs_status_t (*initVersion)(unsigned, unsigned, const ucp_params_t*, const ucp_config_t*, ucp_context_h*) = nullptr;
   void (*cleanup)(ucp_context_h) = nullptr;
   ucs_status_t (*contextQuery)(ucp_context_h, ucp_context_attr_t*) = nullptr;
+  ucs_status_t (*memMap)(ucp_context_h, const ucp_mem_map_params_t*, ucp_mem_h*) = nullptr;
+  ucs_status_t (*memUnmap)(ucp_context_h, ucp_mem_h) = nullptr;
+  ucs_status_t (*rkeyPack)(ucp_context_h, ucp_mem_h, void**, size_t*) = nullptr;
+  void (*rkeyBufferRelease)(void*) = nullptr;
+  ucs_status_t (*epRkeyUnpack)(ucp_ep_h, const void*, ucp_rkey_h*) = nullptr;
+  void (*rkeyDestroy)(ucp_rkey_h) = nullptr;
+  ucs_status_ptr_t (*putNbx)(ucp_ep_h, const void*, size_t, uint64_t, ucp_rkey_h, const ucp_request_param_t*) = nullptr;
+  ucs_status_ptr_t (*epFlushNbx)(ucp_ep_h, const ucp_request_param_t*) = nullptr;
   ucs_status_t (*workerCreate)(ucp_context_h, const ucp_worker_params_t*, ucp_worker_h*) = nullptr;
   void (*workerDestroy)(ucp_worker_h) = nullptr;
   ucs_status_t (*workerGetAddress)(ucp_worker_h, ucp_address_t**, size_t*) = nullptr;

@@ -1,4 +1,5 @@
 #include "transport/ucx/ucx_transport.h"
+#include "transport/ucx/ucx_ops.h"
 
 #include <algorithm>
 #include <chrono>
@@ -20,15 +21,10 @@ namespace {
 
 constexpr size_t kPartBytes = size_t{4} << 20;  // payload parts; receive-reduce staging slots
 constexpr int kStagingSlots = 4;
-constexpr uint64_t kFullMask = ~uint64_t{0};
 
-uint64_t makeTag(int sender, uint32_t msg, uint32_t part) {
-  return (static_cast<uint64_t>(sender) << 48) | (static_cast<uint64_t>(msg) << 16) | part;
-}
-
-// Parts of a message: at most 65535, each a multiple of 8 bytes but the last.
+// Parts of a message: at most kMaxParts, each a multiple of 8 bytes but the last.
 size_t partBytes(size_t bytes) {
-  size_t p = std::max(kPartBytes, (bytes + 65534) / 65535);
+  size_t p = std::max(kPartBytes, (bytes + ucx::kMaxParts - 1) / ucx::kMaxParts);
   return (p + 7) & ~size_t{7};
 }
 
@@ -39,19 +35,8 @@ void epError(void* arg, ucp_ep_h, ucs_status_t status) {
 
 }  // namespace
 
-struct UcxTransport::Op {
-  enum Kind { kHeaderSend, kHeaderRecv, kPartSend, kPartRecv } kind = kHeaderSend;
-  Xfer* x = nullptr;
-  uint64_t tag = 0;
-  void* buf = nullptr;
-  size_t len = 0;
-  size_t off = 0;    // payload offset of a part
-  int slot = -1;     // staging slot of a receive-reduce part
-  void* req = nullptr;
-  bool posted = false, done = false;
-  MsgTag* header = nullptr;  // kHeaderSend / kHeaderRecv
-  uint32_t msg = 0;
-};
+using ucx::kFullMask;
+using ucx::makeTag;
 
 UcxTransport::UcxTransport(const TransportContext& ctx)
     : api_(ucx::loadUcxApi()),
@@ -69,7 +54,7 @@ UcxTransport::UcxTransport(const TransportContext& ctx)
   ucsCheck(api_.configRead(nullptr, nullptr, &cfg), "ucp_config_read");  // UCX_* variables apply
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES;
-  params.features = UCP_FEATURE_TAG;
+  params.features = UCP_FEATURE_TAG | UCP_FEATURE_RMA;
   ucs_status_t st = api_.initVersion(UCP_API_MAJOR, UCP_API_MINOR, &params, cfg, &context_);
   api_.configRelease(cfg);
   ucsCheck(st, "ucp_init");
@@ -162,6 +147,7 @@ void UcxTransport::drain(std::vector<void*>& reqs) {
 }
 
 void UcxTransport::discard(int peer, uint32_t msg, uint64_t bytes) {
+  if (bytes >= ucx::kRmaMin) return refuseOffer(peer, msg);  // the sender waits for an offer
   // The sender's synchronous sends complete only when matched: take its
   // payload (into staging, dropped) so that it is not left hanging on us.
   const size_t pb = partBytes(bytes);
@@ -213,7 +199,11 @@ void UcxTransport::post(Op& op) {
   ucp_request_param_t p{};
   ucs_status_ptr_t r;
   const int peer = op.x->peer;
-  if (op.kind == Op::kHeaderSend || op.kind == Op::kPartSend)
+  if (op.kind == Op::kPut)
+    r = api_.putNbx(eps_[peer], op.buf, op.len, op.rma->remoteAddr, op.rma->rkey, &p);
+  else if (op.kind == Op::kFlush)
+    r = api_.epFlushNbx(eps_[peer], &p);
+  else if (op.sends())
     r = api_.tagSendSyncNbx(eps_[peer], op.buf, op.len, op.tag, &p);
   else
     r = api_.tagRecvNbx(worker_, op.buf, op.len, op.tag, kFullMask, &p);
@@ -228,13 +218,13 @@ void UcxTransport::finish(Op& op, ucs_status_t st) {
   Xfer& x = *op.x;
   if (st != UCS_OK) {
     ucs_status_t peerSt = failed_[x.peer];
-    throwError(hetcclRemoteError, "ucx: " + std::string(op.kind == Op::kHeaderSend || op.kind == Op::kPartSend
-                                                            ? "sending to"
-                                                            : "receiving from") +
+    throwError(hetcclRemoteError, "ucx: " + std::string(op.sends() ? "sending to" : "receiving from") +
                                       " rank " + std::to_string(x.peer) + " in " + x.tag.describe() + " failed: " +
                                       api_.statusString(peerSt != UCS_OK ? peerSt : st) +
                                       (peerSt != UCS_OK ? " (the peer failed or exited)" : ""));
   }
+  if (op.kind == Op::kRtrRecv || op.kind == Op::kPut || op.kind == Op::kFlush) return acceptOffer(op);
+  if (op.kind == Op::kFinSend || op.kind == Op::kFinRecv) x.done = x.bytes;
   if (op.kind == Op::kPartSend) x.done += op.len;
   if (op.kind == Op::kPartRecv) {
     if (x.kind == Xfer::Kind::kRecvReduce) {
@@ -262,9 +252,12 @@ void UcxTransport::run(std::span<Xfer> xfers) {
   // Ops live in a vector sized up front: headers first, parts appended as
   // headers complete (reserve keeps their addresses stable).
   size_t maxOps = 0;
-  for (Xfer& x : xfers) maxOps += 1 + (x.bytes + partBytes(x.bytes) - 1) / partBytes(x.bytes);
+  for (Xfer& x : xfers) maxOps += 3 + (x.bytes + partBytes(x.bytes) - 1) / partBytes(x.bytes);
   std::vector<Op> ops;
   ops.reserve(maxOps);
+  std::vector<Rma> rma(xfers.size());  // registrations and rkeys of the RMA path, released on return
+  for (Rma& r : rma) r.api = &api_, r.context = context_;
+  auto offered = [](const Xfer& x) { return x.bytes >= ucx::kRmaMin; };  // sent after the receiver's offer
   std::vector<MsgTag> headers(xfers.size());
   std::deque<size_t> waitSlot;  // receive-reduce parts waiting for a staging slot
   std::vector<int> freeSlots;
@@ -310,7 +303,20 @@ void UcxTransport::run(std::span<Xfer> xfers) {
       op.msg = msg;
       ops.push_back(op);
       post(ops.back());
-      if (send) addParts(x, msg);
+      if (send && offered(x)) {  // wait for the receiver's offer
+        Op offer;
+        offer.kind = Op::kRtrRecv;
+        offer.x = &x;
+        offer.tag = makeTag(x.peer, msg, ucx::kRtrPart);
+        offer.rma = &rma[i];
+        offer.buf = rma[i].wire.data();
+        offer.len = rma[i].wire.size();
+        offer.msg = msg;
+        ops.push_back(offer);
+        post(ops.back());
+      } else if (send) {
+        addParts(x, msg);
+      }
     }
     ProgressWatch watch(ctx_.abort, ctx_.timeoutS, "ucx");
     auto lastAliveCheck = std::chrono::steady_clock::now();
@@ -342,6 +348,17 @@ void UcxTransport::run(std::span<Xfer> xfers) {
             discard(op.x->peer, op.msg, got.bytes);
             throwMismatch("ucx", ctx_.rank, *op.x, got);
           }
+          Rma& r = rma[static_cast<size_t>(op.x - xfers.data())];
+          if (offered(*op.x) && op.x->kind == Xfer::Kind::kRecv) {
+            offerBuffer(*op.x, op.msg, r, ops);
+          } else {
+            if (offered(*op.x)) offerParts(*op.x, op.msg, r, ops);
+            addParts(*op.x, op.msg);
+          }
+          progress = true;
+        }
+        if (op.kind == Op::kRtrRecv && op.done && op.rma->partsWanted && !op.rma->partsAdded) {
+          op.rma->partsAdded = true;
           addParts(*op.x, op.msg);
           progress = true;
         }
@@ -363,7 +380,8 @@ void UcxTransport::run(std::span<Xfer> xfers) {
       // Done when every op completed and was processed (headers checked,
       // parts added, staging slots returned).
       if (waitSlot.empty() && std::all_of(ops.begin(), ops.end(), [](const Op& o) {
-            return o.done && !(o.kind == Op::kHeaderRecv && o.header) && o.slot < 0;
+            return o.done && !(o.kind == Op::kHeaderRecv && o.header) && o.slot < 0 &&
+                   !(o.kind == Op::kRtrRecv && o.rma->partsWanted && !o.rma->partsAdded);
           }))
         return;
       if (progress) {

@@ -12,6 +12,14 @@
 // order. Receive-reduce parts land in a bounded staging ring and are folded
 // as they complete. Buffers are host memory (GPU ranks stage through pinned
 // memory, as with the other transports).
+//
+// Large messages (kRmaMin bytes and up) wait for the receiver's offer (part
+// kRtrPart), sent once it has checked the header. A plain receive registers
+// its buffer (ucp_mem_map) and offers its address and packed rkey: the
+// sender puts the payload there, flushes the endpoint and sends a finish
+// message (part kFinPart). A receive-reduce asks for parts instead. A
+// receiver that refuses the message (another call) says so, and the sender
+// fails at once rather than at its timeout.
 #pragma once
 
 #include <cstdint>
@@ -39,7 +47,14 @@ class UcxTransport : public Transport {
 
  private:
   struct Op;
+  struct Rma;
   void post(Op& op);
+  // RMA path (ucx_rma.cc): the receiver's offer after a good header, the
+  // sender's put once the offer arrives, the refusal of a mismatched one.
+  void offerBuffer(Xfer& x, uint32_t msg, Rma& rma, std::vector<Op>& ops);
+  void offerParts(Xfer& x, uint32_t msg, Rma& rma, std::vector<Op>& ops);
+  void acceptOffer(Op& op);
+  void refuseOffer(int peer, uint32_t msg);
   void finish(Op& op, ucs_status_t st);
   void cancelAll(std::vector<Op>& ops);
   void closeEndpoints();
