@@ -129,17 +129,8 @@ void UcxTransport::refuseOffer(int peer, uint32_t msg) {
   ucp_request_param_t p{};
   ucs_status_ptr_t r = api_.tagSendSyncNbx(eps_[peer], &h, sizeof(h), ucx::makeTag(ctx_.rank, msg, ucx::kRtrPart), &p);
   if (!r || UCS_PTR_IS_ERR(r)) return;
-  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (api_.requestCheckStatus(r) == UCS_INPROGRESS && std::chrono::steady_clock::now() < until)
-    api_.workerProgress(worker_);
-  if (api_.requestCheckStatus(r) == UCS_INPROGRESS) {
-    api_.requestCancel(worker_, r);
-    std::vector<void*> left{r};
-    drain(left);
-    if (!left.empty()) LOG_WARN(kTransport, "ucx: the refusal to rank %d did not complete", peer);
-    return;
-  }
-  api_.requestFree(r);
+  if (!waitOrCancel(r, std::chrono::steady_clock::now() + std::chrono::seconds(5)))
+    LOG_WARN(kTransport, "ucx: the refusal to rank %d did not reach it within 5 s", peer);
 }
 
 }  // namespace hetccl

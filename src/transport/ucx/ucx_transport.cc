@@ -160,17 +160,22 @@ void UcxTransport::discard(int peer, uint32_t msg, uint64_t bytes) {
     ucs_status_ptr_t r =
         api_.tagRecvNbx(worker_, staging_.data(), len, makeTag(peer, msg, part), kFullMask, &p);
     if (UCS_PTR_IS_ERR(r)) return;
-    if (!r) continue;
-    while (api_.requestCheckStatus(r) == UCS_INPROGRESS && std::chrono::steady_clock::now() < until)
-      api_.workerProgress(worker_);
-    if (api_.requestCheckStatus(r) == UCS_INPROGRESS) {
-      api_.requestCancel(worker_, r);
-      std::vector<void*> left{r};
-      drain(left);
-      return;
-    }
-    api_.requestFree(r);
+    if (r && !waitOrCancel(r, until)) return;
   }
+}
+
+bool UcxTransport::waitOrCancel(void* req, std::chrono::steady_clock::time_point until) {
+  while (api_.requestCheckStatus(req) == UCS_INPROGRESS && std::chrono::steady_clock::now() < until)
+    api_.workerProgress(worker_);
+  if (api_.requestCheckStatus(req) == UCS_INPROGRESS) {
+    api_.requestCancel(worker_, req);
+    std::vector<void*> left{req};
+    drain(left);
+    if (!left.empty()) LOG_WARN(kTransport, "ucx: a request did not complete or cancel");
+    return false;
+  }
+  api_.requestFree(req);
+  return true;
 }
 
 void UcxTransport::closeEndpoints() {

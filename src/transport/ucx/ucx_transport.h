@@ -22,6 +22,7 @@
 // fails at once rather than at its timeout.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <vector>
 
@@ -61,6 +62,9 @@ class UcxTransport : public Transport {
   // Progresses until every request completes (then frees it), at most 2 s;
   // what is left did not complete.
   void drain(std::vector<void*>& reqs);
+  // Progresses until the request completes (then frees it: true) or the
+  // deadline passes (then cancels and drains it: false).
+  bool waitOrCancel(void* req, std::chrono::steady_clock::time_point until);
   // Receives and drops a mismatched message's payload (bounded in time).
   void discard(int peer, uint32_t msg, uint64_t bytes);
 
