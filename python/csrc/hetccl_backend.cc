@@ -2,13 +2,13 @@
 // The collectives themselves are in hetccl_colls.cc.
 #include "hetccl_backend.h"
 
-#include <cstring>
-#include <cstdlib>
-
 #include <ATen/ATen.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/StreamGuard.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
+
+#include <cstdlib>
+#include <cstring>
 
 #include "hetccl_work.h"
 
@@ -30,14 +30,14 @@ hetcclUniqueId exchangeId(const c10::intrusive_ptr<c10d::Store>& store, int rank
   hetcclUniqueId id;
   if (rank == 0) {
     hetcclResult_t r = hetcclGetUniqueId(&id);
-    TORCH_CHECK(r == hetcclSuccess, "hetccl: hetcclGetUniqueId failed: ", hetcclGetErrorString(r), ": ",
-                hetcclGetLastError(nullptr));
+    TORCH_CHECK(r == hetcclSuccess,
+                msg("hetccl: hetcclGetUniqueId failed: ", hetcclGetErrorString(r), ": ", hetcclGetLastError(nullptr)));
     const auto* p = reinterpret_cast<const uint8_t*>(&id);
     store->set(key, std::vector<uint8_t>(p, p + sizeof(id)));
   } else {
     std::vector<uint8_t> v = store->get(key);
-    TORCH_CHECK(v.size() == sizeof(id), "hetccl: the unique id in the store has ", v.size(), " bytes, expected ",
-                sizeof(id), " (is every rank running the same hetccl?)");
+    TORCH_CHECK(v.size() == sizeof(id), msg("hetccl: the unique id in the store has ", v.size(), " bytes, expected ",
+                                            sizeof(id), " (is every rank running the same hetccl?)"));
     std::memcpy(&id, v.data(), sizeof(id));
   }
   return id;
@@ -50,10 +50,10 @@ std::atomic<uint64_t> gBackendCount{0};
 HetcclBackend::HetcclBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                              std::chrono::milliseconds timeout, const std::string& device, const std::string& group)
     : BackendBase(rank, size), timeout_(timeout) {
-  TORCH_CHECK(device == "cuda" || device == "host", "hetccl: device '", device, "' is not one of cuda, host");
+  TORCH_CHECK(device == "cuda" || device == "host", msg("hetccl: device '", device, "' is not one of cuda, host"));
   if (device == "cuda") {
-    TORCH_CHECK(HETCCL_TORCH2, "hetccl: GPU ranks need torch 2.x (this is ", TORCH_VERSION_MAJOR, ".",
-                TORCH_VERSION_MINOR, "); use device 'host'");
+    TORCH_CHECK(HETCCL_TORCH2, msg("hetccl: GPU ranks need torch 2.x (this is ", TORCH_VERSION_MAJOR, ".",
+                                   TORCH_VERSION_MINOR, "); use device 'host'"));
     c10::impl::VirtualGuardImpl impl(at::kCUDA);
     TORCH_CHECK(impl.deviceCount() > 0, "hetccl: device 'cuda' asked for, but torch sees no CUDA device");
     gpu_ = impl.getDevice();
@@ -70,8 +70,8 @@ HetcclBackend::HetcclBackend(const c10::intrusive_ptr<c10d::Store>& store, int r
   c10::OptionalDeviceGuard guard(gpu_);
   hetcclComm_t comm = nullptr;
   hetcclResult_t r = hetcclCommInitRankConfig(&comm, size, id, rank, &cfg);
-  TORCH_CHECK(r == hetcclSuccess, "hetccl: creating the communicator of rank ", rank, " of ", size,
-              " failed: ", hetcclGetErrorString(r), ": ", hetcclGetLastError(nullptr));
+  TORCH_CHECK(r == hetcclSuccess, msg("hetccl: creating the communicator of rank ", rank, " of ", size,
+                                      " failed: ", hetcclGetErrorString(r), ": ", hetcclGetLastError(nullptr)));
   comm_ = std::make_shared<CommHandle>(comm);
 }
 
@@ -79,11 +79,10 @@ HetcclBackend::~HetcclBackend() = default;
 
 void HetcclBackend::check(hetcclResult_t r, const char* what) const {
   if (r == hetcclSuccess || r == hetcclInProgress) return;
-  TORCH_CHECK(false, "hetccl ", what, ": ", hetcclGetErrorString(r), ": ", hetcclGetLastError(comm()));
+  TORCH_CHECK(false, msg("hetccl ", what, ": ", hetcclGetErrorString(r), ": ", hetcclGetLastError(comm())));
 }
 
-c10::intrusive_ptr<c10d::Work> HetcclBackend::launch(c10d::OpType op, const char* name,
-                                                     std::vector<at::Tensor*> inputs,
+c10::intrusive_ptr<c10d::Work> HetcclBackend::launch(c10d::OpType op, const char* name, std::vector<at::Tensor*> inputs,
                                                      std::vector<at::Tensor*> outputs, const Issue& issue,
                                                      bool hostWait) {
   ++seq_;
@@ -94,9 +93,10 @@ c10::intrusive_ptr<c10d::Work> HetcclBackend::launch(c10d::OpType op, const char
   auto stage = [&](at::Tensor* t, bool out) {
     if (!t->defined()) return;
     if (gpu_ ? (t->is_cuda() && t->device() == *gpu_) : t->is_cpu()) return;
-    TORCH_CHECK(!(gpu_ && t->is_cuda()), "hetccl ", name, ": a tensor on ", t->device(),
-                " but this rank's device is ", *gpu_, " (call torch.cuda.set_device before init_process_group)");
-    TORCH_CHECK(t->is_cpu() || t->is_cuda(), "hetccl ", name, ": tensors on ", t->device(), " are not supported");
+    TORCH_CHECK(!(gpu_ && t->is_cuda()),
+                msg("hetccl ", name, ": a tensor on ", t->device(), " but this rank's device is ", *gpu_,
+                    " (call torch.cuda.set_device before init_process_group)"));
+    TORCH_CHECK(t->is_cpu() || t->is_cuda(), msg("hetccl ", name, ": tensors on ", t->device(), " are not supported"));
     at::Tensor user = *t;
     *t = user.to(dev, /*non_blocking=*/false, /*copy=*/true);
     if (out) copyBack.emplace_back(user, t);
@@ -153,16 +153,24 @@ void HetcclBackend::reduceTyped(const at::Tensor& t, const c10d::ReduceOp& op,
   hetcclRedOp_t h = hetcclSum;
   bool temporary = false;
   switch (op.op_) {
-    case c10d::ReduceOp::SUM: h = isBool ? hetcclMax : hetcclSum; break;  // logical or
-    case c10d::ReduceOp::PRODUCT: h = isBool ? hetcclMin : hetcclProd; break;  // logical and
-    case c10d::ReduceOp::MIN: h = hetcclMin; break;
-    case c10d::ReduceOp::MAX: h = hetcclMax; break;
+    case c10d::ReduceOp::SUM:
+      h = isBool ? hetcclMax : hetcclSum;
+      break;  // logical or
+    case c10d::ReduceOp::PRODUCT:
+      h = isBool ? hetcclMin : hetcclProd;
+      break;  // logical and
+    case c10d::ReduceOp::MIN:
+      h = hetcclMin;
+      break;
+    case c10d::ReduceOp::MAX:
+      h = hetcclMax;
+      break;
     case c10d::ReduceOp::AVG:
       TORCH_CHECK(!isBool, "hetccl: ReduceOp.AVG of bool tensors is undefined");
       h = hetcclAvg;
       break;
     case c10d::ReduceOp::PREMUL_SUM: {
-      TORCH_CHECK(at::isFloatingType(st), "hetccl: PREMUL_SUM needs a floating-point tensor, got ", st);
+      TORCH_CHECK(at::isFloatingType(st), msg("hetccl: PREMUL_SUM needs a floating-point tensor, got ", st));
       auto* sup = dynamic_cast<c10d::NCCLPreMulSumSupplement*>(op.supplement_.get());
       TORCH_CHECK(sup, "hetccl: PREMUL_SUM without its factor");
       double f = sup->double_factor;
@@ -178,8 +186,8 @@ void HetcclBackend::reduceTyped(const at::Tensor& t, const c10d::ReduceOp& op,
       break;
     }
     default:
-      TORCH_CHECK(false, "hetccl: ReduceOp ", static_cast<int>(op.op_),
-                  " (BAND/BOR/BXOR) is not supported; SUM, PRODUCT, MIN, MAX, AVG and PREMUL_SUM are");
+      TORCH_CHECK(false, msg("hetccl: ReduceOp ", static_cast<int>(op.op_),
+                             " (BAND/BOR/BXOR) is not supported; SUM, PRODUCT, MIN, MAX, AVG and PREMUL_SUM are"));
   }
   try {
     call(dataType(st), h, static_cast<size_t>(t.numel()));
@@ -192,22 +200,32 @@ void HetcclBackend::reduceTyped(const at::Tensor& t, const c10d::ReduceOp& op,
 
 hetcclDataType_t dataType(at::ScalarType t) {
   switch (t) {
-    case at::kChar: return hetcclInt8;
+    case at::kChar:
+      return hetcclInt8;
     case at::kByte:
-    case at::kBool: return hetcclUint8;
-    case at::kInt: return hetcclInt32;
-    case at::kLong: return hetcclInt64;
-    case at::kHalf: return hetcclFloat16;
-    case at::kFloat: return hetcclFloat32;
-    case at::kDouble: return hetcclFloat64;
-    case at::kBFloat16: return hetcclBfloat16;
+    case at::kBool:
+      return hetcclUint8;
+    case at::kInt:
+      return hetcclInt32;
+    case at::kLong:
+      return hetcclInt64;
+    case at::kHalf:
+      return hetcclFloat16;
+    case at::kFloat:
+      return hetcclFloat32;
+    case at::kDouble:
+      return hetcclFloat64;
+    case at::kBFloat16:
+      return hetcclBfloat16;
 #if HETCCL_TORCH2
-    case at::kFloat8_e4m3fn: return hetcclFloat8e4m3;
-    case at::kFloat8_e5m2: return hetcclFloat8e5m2;
+    case at::kFloat8_e4m3fn:
+      return hetcclFloat8e4m3;
+    case at::kFloat8_e5m2:
+      return hetcclFloat8e5m2;
 #endif
     default:
-      TORCH_CHECK(false, "hetccl: tensors of type ", t, " cannot be reduced (int8, uint8, bool, int32, int64, ",
-                  "float16, bfloat16, float32, float64 and float8 can)");
+      TORCH_CHECK(false, msg("hetccl: tensors of type ", t, " cannot be reduced (int8, uint8, bool, int32, int64, ",
+                             "float16, bfloat16, float32, float64 and float8 can)"));
   }
 }
 

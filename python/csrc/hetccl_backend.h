@@ -14,6 +14,7 @@
 #include <vector>
 
 #include <torch/version.h>
+#include "hetccl_msg.h"
 #include <c10/core/Device.h>
 #include <c10/core/Event.h>
 #include <c10/core/Stream.h>

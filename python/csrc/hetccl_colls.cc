@@ -13,15 +13,15 @@ namespace {
 using c10d::OpType;
 
 void checkDense(const at::Tensor& t, const char* what) {
-  TORCH_CHECK(t.defined(), "hetccl ", what, ": undefined tensor");
-  TORCH_CHECK(t.layout() == at::kStrided, "hetccl ", what, ": only dense tensors are supported, got ", t.layout());
-  TORCH_CHECK(t.is_non_overlapping_and_dense(), "hetccl ", what,
-              ": the tensor must be dense (non-overlapping, no gaps); pass t.contiguous()");
+  TORCH_CHECK(t.defined(), msg("hetccl ", what, ": undefined tensor"));
+  TORCH_CHECK(t.layout() == at::kStrided, msg("hetccl ", what, ": only dense tensors are supported, got ", t.layout()));
+  TORCH_CHECK(t.is_non_overlapping_and_dense(),
+              msg("hetccl ", what, ": the tensor must be dense (non-overlapping, no gaps); pass t.contiguous()"));
 }
 
 at::Tensor& single(std::vector<at::Tensor>& ts, const char* what) {
-  TORCH_CHECK(ts.size() == 1, "hetccl ", what, ": one tensor per call, got ", ts.size(),
-              " (one process per device)");
+  TORCH_CHECK(ts.size() == 1,
+              msg("hetccl ", what, ": one tensor per call, got ", ts.size(), " (one process per device)"));
   checkDense(ts[0], what);
   return ts[0];
 }
@@ -38,31 +38,31 @@ at::Tensor reducible(const at::Tensor& t, const c10d::ReduceOp& op, const char* 
     case c10d::ReduceOp::MAX:
       break;
     case c10d::ReduceOp::AVG:
-      TORCH_CHECK(t.scalar_type() != at::kBool, "hetccl ", what, ": ReduceOp.AVG of bool tensors is undefined");
+      TORCH_CHECK(t.scalar_type() != at::kBool, msg("hetccl ", what, ": ReduceOp.AVG of bool tensors is undefined"));
       break;
     case c10d::ReduceOp::PREMUL_SUM:
-      TORCH_CHECK(at::isFloatingType(t.scalar_type()) || t.is_complex(), "hetccl ", what,
-                  ": PREMUL_SUM needs a floating-point tensor, got ", t.scalar_type());
+      TORCH_CHECK(at::isFloatingType(t.scalar_type()) || t.is_complex(),
+                  msg("hetccl ", what, ": PREMUL_SUM needs a floating-point tensor, got ", t.scalar_type()));
       break;
     default:
-      TORCH_CHECK(false, "hetccl ", what, ": ReduceOp ", static_cast<int>(op.op_),
-                  " (BAND/BOR/BXOR) is not supported; SUM, PRODUCT, MIN, MAX, AVG and PREMUL_SUM are");
+      TORCH_CHECK(false, msg("hetccl ", what, ": ReduceOp ", static_cast<int>(op.op_),
+                             " (BAND/BOR/BXOR) is not supported; SUM, PRODUCT, MIN, MAX, AVG and PREMUL_SUM are"));
   }
   if (!t.is_complex()) return t;
   TORCH_CHECK(op.op_ == c10d::ReduceOp::SUM || op.op_ == c10d::ReduceOp::AVG || op.op_ == c10d::ReduceOp::PREMUL_SUM,
-              "hetccl ", what, ": complex tensors reduce with SUM, AVG or PREMUL_SUM only");
+              msg("hetccl ", what, ": complex tensors reduce with SUM, AVG or PREMUL_SUM only"));
   return at::view_as_real(t);
 }
 
 void checkRank(int64_t r, int size, const char* what) {
-  TORCH_CHECK(r >= 0 && r < size, "hetccl ", what, ": rank ", r, " out of range [0, ", size, ")");
+  TORCH_CHECK(r >= 0 && r < size, msg("hetccl ", what, ": rank ", r, " out of range [0, ", size, ")"));
 }
 
 void checkSameShape(const at::Tensor& a, const at::Tensor& b, int64_t factor, const char* what) {
-  TORCH_CHECK(a.scalar_type() == b.scalar_type(), "hetccl ", what, ": tensors of types ", a.scalar_type(), " and ",
-              b.scalar_type());
-  TORCH_CHECK(a.numel() == b.numel() * factor, "hetccl ", what, ": ", a.numel(), " elements where ",
-              b.numel() * factor, " are needed");
+  TORCH_CHECK(a.scalar_type() == b.scalar_type(),
+              msg("hetccl ", what, ": tensors of types ", a.scalar_type(), " and ", b.scalar_type()));
+  TORCH_CHECK(a.numel() == b.numel() * factor,
+              msg("hetccl ", what, ": ", a.numel(), " elements where ", b.numel() * factor, " are needed"));
 }
 
 std::vector<at::Tensor*> pointers(std::vector<at::Tensor>& ts) {
@@ -124,8 +124,8 @@ c10::intrusive_ptr<c10d::Work> HetcclBackend::allgather(std::vector<std::vector<
                                                         std::vector<at::Tensor>& inputs,
                                                         const c10d::AllgatherOptions&) {
   at::Tensor in = single(inputs, "allgather");
-  TORCH_CHECK(outputs.size() == 1 && outputs[0].size() == static_cast<size_t>(size_), "hetccl allgather: ",
-              "one output list of ", size_, " tensors is needed");
+  TORCH_CHECK(outputs.size() == 1 && outputs[0].size() == static_cast<size_t>(size_),
+              msg("hetccl allgather: ", "one output list of ", size_, " tensors is needed"));
   std::vector<at::Tensor> outs = outputs[0];
   for (auto& o : outs) checkSameShape(o, in, 1, "allgather");
   return launch(OpType::ALLGATHER, "allgather", {&in}, pointers(outs), [&](hetcclStream_t s) {
@@ -143,21 +143,19 @@ c10::intrusive_ptr<c10d::Work> HetcclBackend::_allgather_base(at::Tensor& output
   checkSameShape(output, input, size_, "allgather_into_tensor");
   at::Tensor in = input, out = output;
   return launch(OpType::_ALLGATHER_BASE, "allgather_into_tensor", {&in}, {&out}, [&](hetcclStream_t s) {
-    check(hetcclAllGather(in.data_ptr(), out.data_ptr(), bytesOf(in), hetcclUint8, comm(), s),
-          "allgather_into_tensor");
+    check(hetcclAllGather(in.data_ptr(), out.data_ptr(), bytesOf(in), hetcclUint8, comm(), s), "allgather_into_tensor");
   });
 }
 
 c10::intrusive_ptr<c10d::Work> HetcclBackend::gather(std::vector<std::vector<at::Tensor>>& outputs,
-                                                     std::vector<at::Tensor>& inputs,
-                                                     const c10d::GatherOptions& opts) {
+                                                     std::vector<at::Tensor>& inputs, const c10d::GatherOptions& opts) {
   at::Tensor in = single(inputs, "gather");
   checkRank(opts.rootRank, size_, "gather");
   const int root = static_cast<int>(opts.rootRank);
   std::vector<at::Tensor> outs;
   if (rank_ == root) {
     TORCH_CHECK(outputs.size() == 1 && outputs[0].size() == static_cast<size_t>(size_),
-                "hetccl gather: the root needs one output list of ", size_, " tensors");
+                msg("hetccl gather: the root needs one output list of ", size_, " tensors"));
     outs = outputs[0];
     for (auto& o : outs) checkSameShape(o, in, 1, "gather");
   } else {
@@ -185,7 +183,7 @@ c10::intrusive_ptr<c10d::Work> HetcclBackend::scatter(std::vector<at::Tensor>& o
   std::vector<at::Tensor> ins;
   if (rank_ == root) {
     TORCH_CHECK(inputs.size() == 1 && inputs[0].size() == static_cast<size_t>(size_),
-                "hetccl scatter: the root needs one input list of ", size_, " tensors");
+                msg("hetccl scatter: the root needs one input list of ", size_, " tensors"));
     ins = inputs[0];
     for (auto& i : ins) checkSameShape(i, out, 1, "scatter");
   } else {
@@ -210,8 +208,8 @@ c10::intrusive_ptr<c10d::Work> HetcclBackend::reduce_scatter(std::vector<at::Ten
                                                              std::vector<std::vector<at::Tensor>>& inputs,
                                                              const c10d::ReduceScatterOptions& opts) {
   at::Tensor out = reducible(single(outputs, "reduce_scatter"), opts.reduceOp, "reduce_scatter");
-  TORCH_CHECK(inputs.size() == 1 && inputs[0].size() == static_cast<size_t>(size_), "hetccl reduce_scatter: ",
-              "one input list of ", size_, " tensors is needed");
+  TORCH_CHECK(inputs.size() == 1 && inputs[0].size() == static_cast<size_t>(size_),
+              msg("hetccl reduce_scatter: ", "one input list of ", size_, " tensors is needed"));
   std::vector<at::Tensor> ins;
   for (auto& i : inputs[0]) ins.push_back(reducible(i, opts.reduceOp, "reduce_scatter"));
   for (auto& i : ins) checkSameShape(i, out, 1, "reduce_scatter");
@@ -244,27 +242,27 @@ c10::intrusive_ptr<c10d::Work> HetcclBackend::_reduce_scatter_base(at::Tensor& o
 c10::intrusive_ptr<c10d::Work> HetcclBackend::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
                                                                               std::vector<at::Tensor>& inputs,
                                                                               const c10d::AllgatherOptions&) {
-  TORCH_CHECK(outputs.size() == inputs.size(), "hetccl allgather_into_tensor_coalesced: ", outputs.size(),
-              " outputs for ", inputs.size(), " inputs");
+  TORCH_CHECK(outputs.size() == inputs.size(), msg("hetccl allgather_into_tensor_coalesced: ", outputs.size(),
+                                                   " outputs for ", inputs.size(), " inputs"));
   std::vector<at::Tensor> ins = inputs, outs = outputs;
   for (size_t i = 0; i < ins.size(); ++i) {
     checkDense(ins[i], "allgather_into_tensor_coalesced");
     checkDense(outs[i], "allgather_into_tensor_coalesced");
     checkSameShape(outs[i], ins[i], size_, "allgather_into_tensor_coalesced");
   }
-  return launch(OpType::COALESCED, "allgather_into_tensor_coalesced", pointers(ins), pointers(outs),
-                [&](hetcclStream_t s) {
-                  for (size_t i = 0; i < ins.size(); ++i)
-                    check(hetcclAllGather(ins[i].data_ptr(), outs[i].data_ptr(), bytesOf(ins[i]), hetcclUint8,
-                                          comm(), s),
-                          "allgather_into_tensor_coalesced");
-                });
+  return launch(
+      OpType::COALESCED, "allgather_into_tensor_coalesced", pointers(ins), pointers(outs), [&](hetcclStream_t s) {
+        for (size_t i = 0; i < ins.size(); ++i)
+          check(hetcclAllGather(ins[i].data_ptr(), outs[i].data_ptr(), bytesOf(ins[i]), hetcclUint8, comm(), s),
+                "allgather_into_tensor_coalesced");
+      });
 }
 
-c10::intrusive_ptr<c10d::Work> HetcclBackend::reduce_scatter_tensor_coalesced(
-    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs, const c10d::ReduceScatterOptions& opts) {
-  TORCH_CHECK(outputs.size() == inputs.size(), "hetccl reduce_scatter_tensor_coalesced: ", outputs.size(),
-              " outputs for ", inputs.size(), " inputs");
+c10::intrusive_ptr<c10d::Work> HetcclBackend::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                              std::vector<at::Tensor>& inputs,
+                                                                              const c10d::ReduceScatterOptions& opts) {
+  TORCH_CHECK(outputs.size() == inputs.size(), msg("hetccl reduce_scatter_tensor_coalesced: ", outputs.size(),
+                                                   " outputs for ", inputs.size(), " inputs"));
   std::vector<at::Tensor> ins, outs;
   for (size_t i = 0; i < inputs.size(); ++i) {
     checkDense(inputs[i], "reduce_scatter_tensor_coalesced");
@@ -290,12 +288,13 @@ c10::intrusive_ptr<c10d::Work> HetcclBackend::alltoall_base(at::Tensor& output, 
                                                             const c10d::AllToAllOptions&) {
   checkDense(input, "all_to_all_single");
   checkDense(output, "all_to_all_single");
-  TORCH_CHECK(input.scalar_type() == output.scalar_type(), "hetccl all_to_all_single: tensors of types ",
-              input.scalar_type(), " and ", output.scalar_type());
+  TORCH_CHECK(input.scalar_type() == output.scalar_type(),
+              msg("hetccl all_to_all_single: tensors of types ", input.scalar_type(), " and ", output.scalar_type()));
   at::Tensor in = input, out = output;
   if (outputSplits.empty() && inputSplits.empty()) {
-    TORCH_CHECK(in.numel() == out.numel() && in.numel() % size_ == 0, "hetccl all_to_all_single: ", in.numel(),
-                " and ", out.numel(), " elements do not split evenly over ", size_, " ranks");
+    TORCH_CHECK(in.numel() == out.numel() && in.numel() % size_ == 0,
+                msg("hetccl all_to_all_single: ", in.numel(), " and ", out.numel(),
+                    " elements do not split evenly over ", size_, " ranks"));
     return launch(OpType::ALLTOALL_BASE, "all_to_all_single", {&in}, {&out}, [&](hetcclStream_t s) {
       check(hetcclAlltoAll(in.data_ptr(), out.data_ptr(), bytesOf(in) / size_, hetcclUint8, comm(), s),
             "all_to_all_single");
@@ -307,20 +306,20 @@ c10::intrusive_ptr<c10d::Work> HetcclBackend::alltoall_base(at::Tensor& output, 
     const size_t rowBytes = rows ? bytesOf(t) / rows : 0;
     std::vector<std::pair<size_t, size_t>> o;  // (offset, bytes) per rank
     if (splits.empty()) {
-      TORCH_CHECK(rows % size_ == 0, "hetccl all_to_all_single: ", rows, " rows of the ", which,
-                  " do not split evenly over ", size_, " ranks");
+      TORCH_CHECK(rows % size_ == 0, msg("hetccl all_to_all_single: ", rows, " rows of the ", which,
+                                         " do not split evenly over ", size_, " ranks"));
       for (int r = 0; r < size_; ++r) o.emplace_back(r * (rows / size_) * rowBytes, (rows / size_) * rowBytes);
       return o;
     }
-    TORCH_CHECK(splits.size() == static_cast<size_t>(size_), "hetccl all_to_all_single: ", splits.size(), " ",
-                which, " splits for ", size_, " ranks");
+    TORCH_CHECK(splits.size() == static_cast<size_t>(size_),
+                msg("hetccl all_to_all_single: ", splits.size(), " ", which, " splits for ", size_, " ranks"));
     int64_t at = 0;
     for (int64_t n : splits) {
-      TORCH_CHECK(n >= 0, "hetccl all_to_all_single: negative split ", n);
+      TORCH_CHECK(n >= 0, msg("hetccl all_to_all_single: negative split ", n));
       o.emplace_back(at * rowBytes, n * rowBytes);
       at += n;
     }
-    TORCH_CHECK(at <= rows, "hetccl all_to_all_single: the ", which, " splits add up to ", at, " rows of ", rows);
+    TORCH_CHECK(at <= rows, msg("hetccl all_to_all_single: the ", which, " splits add up to ", at, " rows of ", rows));
     return o;
   };
   auto send = offsets(in, inputSplits, "input");
@@ -338,11 +337,10 @@ c10::intrusive_ptr<c10d::Work> HetcclBackend::alltoall_base(at::Tensor& output, 
 }
 
 c10::intrusive_ptr<c10d::Work> HetcclBackend::alltoall(std::vector<at::Tensor>& outputs,
-                                                       std::vector<at::Tensor>& inputs,
-                                                       const c10d::AllToAllOptions&) {
+                                                       std::vector<at::Tensor>& inputs, const c10d::AllToAllOptions&) {
   TORCH_CHECK(outputs.size() == static_cast<size_t>(size_) && inputs.size() == static_cast<size_t>(size_),
-              "hetccl all_to_all: ", size_, " input and output tensors are needed, got ", inputs.size(), " and ",
-              outputs.size());
+              msg("hetccl all_to_all: ", size_, " input and output tensors are needed, got ", inputs.size(), " and ",
+                  outputs.size()));
   std::vector<at::Tensor> ins = inputs, outs = outputs;
   for (int r = 0; r < size_; ++r) {
     checkDense(ins[r], "all_to_all");

@@ -1,14 +1,14 @@
 #include "hetccl_work.h"
 
-#include "hetccl_backend.h"
-
-#include <algorithm>
-#include <thread>
-
 #include <ATen/core/jit_type.h>
 #include <c10/core/StreamGuard.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 #include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "hetccl_backend.h"
 
 namespace hetccl_torch {
 
@@ -21,8 +21,7 @@ CommHandle::~CommHandle() {
   // A failed communicator cannot finish its pending work: abort instead of
   // waiting on peers that may be gone.
   hetcclResult_t async = hetcclSuccess;
-  if (hetcclCommGetAsyncError(comm, &async) != hetcclSuccess ||
-      (async != hetcclSuccess && async != hetcclInProgress)) {
+  if (hetcclCommGetAsyncError(comm, &async) != hetcclSuccess || (async != hetcclSuccess && async != hetcclInProgress)) {
     hetcclCommAbort(comm);
     return;
   }
@@ -37,8 +36,9 @@ void checkAsyncError(hetcclComm_t comm, const std::string& what) {
   hetcclResult_t async = hetcclSuccess;
   hetcclResult_t r = hetcclCommGetAsyncError(comm, &async);
   if (r != hetcclSuccess) async = r;
-  TORCH_CHECK(async == hetcclSuccess || async == hetcclInProgress, "hetccl ", what,
-              ": the communicator failed: ", hetcclGetErrorString(async), ": ", hetcclGetLastError(comm));
+  TORCH_CHECK(
+      async == hetcclSuccess || async == hetcclInProgress,
+      msg("hetccl ", what, ": the communicator failed: ", hetcclGetErrorString(async), ": ", hetcclGetLastError(comm)));
 }
 
 void hostWaitEvent(const c10::Event& event, hetcclComm_t comm, std::chrono::milliseconds timeout,
@@ -47,8 +47,9 @@ void hostWaitEvent(const c10::Event& event, hetcclComm_t comm, std::chrono::mill
   auto nap = std::chrono::microseconds(2);
   while (!event.query()) {
     checkAsyncError(comm, what);
-    TORCH_CHECK(std::chrono::steady_clock::now() - start < timeout, "hetccl ", what, ": not complete after ",
-                timeout.count(), " ms (the process group's timeout); a peer may have stopped or hung");
+    TORCH_CHECK(std::chrono::steady_clock::now() - start < timeout,
+                msg("hetccl ", what, ": not complete after ", timeout.count(),
+                    " ms (the process group's timeout); a peer may have stopped or hung"));
     std::this_thread::sleep_for(nap);
     nap = std::min(nap * 2, std::chrono::microseconds(500));
   }
