@@ -55,6 +55,9 @@ const std::vector<VarSpec>& table() {
     {"HETCCL_RCCL_LIB", VarType::kString, "", nullptr, "path of the RCCL library the rccl backend loads"},
     {"HETCCL_UCX_LIB", VarType::kString, "", nullptr,
      "path of UCX's libucp the ucx transport loads (default: libucp.so.0); UCX_TLS, UCX_NET_DEVICES pass through"},
+    {"HETCCL_UCX_RMA_MIN", VarType::kBytes, "0", nullptr,
+     "ucx transport: plain receives of this size and up take the payload by RMA put into their registered buffer "
+     "(0: never, tagged parts only; every rank must set the same)"},
     {"HETCCL_KERNELS_LIB", VarType::kString, "", nullptr,
      "path of the device reduction kernels plugin (default: libhetccl-<kind>-kernels.so beside libhetccl)"},
     {"HETCCL_STAGING_MAX", VarType::kBytes, "2G", nullptr,

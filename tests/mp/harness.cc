@@ -85,7 +85,12 @@ struct Child {
   r.layout = layout;
   r.group = layout[rank];
   r.transport = opt.transport;
-  // "ucx_tcp", "ucx_sm": the ucx transport over those UCX transports only.
+  // "ucx_tcp", "ucx_sm": the ucx transport over those UCX transports only;
+  // "..._rma": with its RMA path from 1 MiB.
+  if (r.transport.size() > 4 && r.transport.compare(r.transport.size() - 4, 4, "_rma") == 0) {
+    setenv("HETCCL_UCX_RMA_MIN", "1M", 1);
+    r.transport.resize(r.transport.size() - 4);
+  }
   if (r.transport.rfind("ucx_", 0) == 0) {
     setenv("UCX_TLS", r.transport.substr(4).c_str(), 1);
     r.transport = "ucx";

@@ -21,10 +21,11 @@ inline const std::vector<std::string>& allTransports() {
 }
 
 // The ucx transport over UCX's shared-memory and tcp transports (UCX_TLS),
-// where this build has it; the layouts it runs on: unequal, interleaved, 3 groups.
+// and over shared memory with its RMA path (HETCCL_UCX_RMA_MIN=1M), where
+// this build has it; the layouts it runs on: unequal, interleaved, 3 groups.
 inline std::vector<std::string> ucxTransports() {
 #if HETCCL_HAVE_UCX
-  return {"ucx_sm", "ucx_tcp"};
+  return {"ucx_sm", "ucx_tcp", "ucx_sm_rma"};
 #else
   return {};
 #endif

@@ -183,7 +183,7 @@ def ddp_step(rank, world, dev):
     ddp(inp).sum().backward()
     g = model.weight.grad.detach().cpu()
     want = 8 * sum(r + 1 for r in range(world)) / world
-    check(torch.allclose(g, torch.full_like(g, want)), f"DDP gradient {g[0, 0].item()} != {want}")
+    check(torch.allclose(g, torch.full_like(g, want)), f"DDP gradient {g[0, 0].item()} (want {want})")
 
 
 DEADLINE_S = int(os.environ.get("C10D_TEST_DEADLINE_S", "280"))

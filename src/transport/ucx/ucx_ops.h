@@ -16,9 +16,6 @@ constexpr uint64_t kFullMask = ~uint64_t{0};
 constexpr uint32_t kMaxParts = 65533;
 constexpr uint32_t kRtrPart = 0xFFFE;
 constexpr uint32_t kFinPart = 0xFFFF;
-// Messages of this size and up wait for the receiver's offer (fixed: both
-// sides must agree without asking); plain receives take them by RMA put.
-constexpr size_t kRmaMin = size_t{1} << 20;
 
 inline uint64_t makeTag(int sender, uint32_t msg, uint32_t part) {
   return (static_cast<uint64_t>(sender) << 48) | (static_cast<uint64_t>(msg) << 16) | part;

@@ -11,6 +11,7 @@
 
 #include "algorithm/host_reduce.h"
 #include "bootstrap/bootstrap.h"
+#include "core/config.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "topology/peer.h"
@@ -104,21 +105,30 @@ UcxTransport::UcxTransport(const TransportContext& ctx)
   }
   // Peers on this host: their pids, so that a dead one is noticed even over
   // UCX transports without peer failure detection (shared memory).
+  // The RMA threshold too: both sides of a message must agree on its path.
   struct Who {
     uint64_t host;
     int64_t pid;
+    uint64_t rmaMin;
   };
   std::vector<Who> who(ctx.nranks);
-  who[ctx.rank] = {localHostHash(), static_cast<int64_t>(getpid())};
+  rmaMin_ = config().getBytes("HETCCL_UCX_RMA_MIN");
+  who[ctx.rank] = {localHostHash(), static_cast<int64_t>(getpid()), rmaMin_};
   ctx.bootstrap->allGather(who.data(), sizeof(Who));
+  for (int r = 0; r < ctx.nranks; ++r)
+    if (who[r].rmaMin != rmaMin_)
+      throwError(hetcclInvalidUsage, "ucx: HETCCL_UCX_RMA_MIN is " + std::to_string(who[r].rmaMin) + " on rank " +
+                                         std::to_string(r) + " but " + std::to_string(rmaMin_) + " on rank " +
+                                         std::to_string(ctx.rank) + "; every rank must set the same");
   localPid_.assign(ctx.nranks, 0);
   for (int r = 0; r < ctx.nranks; ++r)
     if (r != ctx.rank && who[r].host == who[ctx.rank].host) localPid_[r] = static_cast<int>(who[r].pid);
   staging_.resize(kStagingSlots * kPartBytes);
   ctx.bootstrap->barrier();
-  LOG_INFO(kTransport, "ucx transport: rank %d, %zu peers, UCX %u.%u, memory types: host%s%s", ctx.rank,
-           ctx.peers.size(), api_.major, api_.minor, movesDeviceMemory("cuda") ? ", cuda" : "",
-           movesDeviceMemory("hip") ? ", rocm" : "");
+  LOG_INFO(kTransport, "ucx transport: rank %d, %zu peers, UCX %u.%u, memory types: host%s%s, RMA put from %s",
+           ctx.rank, ctx.peers.size(), api_.major, api_.minor, movesDeviceMemory("cuda") ? ", cuda" : "",
+           movesDeviceMemory("hip") ? ", rocm" : "",
+           rmaMin_ ? (std::to_string(rmaMin_) + " bytes").c_str() : "never");
 }
 
 bool UcxTransport::movesDeviceMemory(const std::string& kind) const {
@@ -147,7 +157,7 @@ void UcxTransport::drain(std::vector<void*>& reqs) {
 }
 
 void UcxTransport::discard(int peer, uint32_t msg, uint64_t bytes) {
-  if (bytes >= ucx::kRmaMin) return refuseOffer(peer, msg);  // the sender waits for an offer
+  if (rmaMin_ && bytes >= rmaMin_) return refuseOffer(peer, msg);  // the sender waits for an offer
   // The sender's synchronous sends complete only when matched: take its
   // payload (into staging, dropped) so that it is not left hanging on us.
   const size_t pb = partBytes(bytes);
@@ -262,7 +272,7 @@ void UcxTransport::run(std::span<Xfer> xfers) {
   ops.reserve(maxOps);
   std::vector<Rma> rma(xfers.size());  // registrations and rkeys of the RMA path, released on return
   for (Rma& r : rma) r.api = &api_, r.context = context_;
-  auto offered = [](const Xfer& x) { return x.bytes >= ucx::kRmaMin; };  // sent after the receiver's offer
+  auto offered = [this](const Xfer& x) { return rmaMin_ && x.bytes >= rmaMin_; };  // sent after the receiver's offer
   std::vector<MsgTag> headers(xfers.size());
   std::deque<size_t> waitSlot;  // receive-reduce parts waiting for a staging slot
   std::vector<int> freeSlots;

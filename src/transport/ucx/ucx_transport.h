@@ -13,7 +13,8 @@
 // as they complete. Buffers are host memory (GPU ranks stage through pinned
 // memory, as with the other transports).
 //
-// Large messages (kRmaMin bytes and up) wait for the receiver's offer (part
+// With HETCCL_UCX_RMA_MIN set (the same on every rank, checked at init),
+// messages of that size and up wait for the receiver's offer (part
 // kRtrPart), sent once it has checked the header. A plain receive registers
 // its buffer (ucp_mem_map) and offers its address and packed rkey: the
 // sender puts the payload there, flushes the endpoint and sends a finish
@@ -79,6 +80,7 @@ class UcxTransport : public Transport {
   std::vector<EpArg> epArgs_;             // by rank
   std::vector<int> localPid_;             // by rank: pid of a peer on this host, else 0
   uint64_t memTypes_ = 0;                 // ucp_context_query: bits of ucs_memory_type_t
+  uint64_t rmaMin_ = 0;                   // HETCCL_UCX_RMA_MIN; 0: no RMA path
 };
 
 }  // namespace hetccl
