@@ -35,8 +35,7 @@ at::Tensor reducible(const at::Tensor& t, const c10d::ReduceOp& op, const char* 
     case c10d::ReduceOp::SUM:
     case c10d::ReduceOp::PRODUCT:
     case c10d::ReduceOp::MIN:
-    case c10d::ReduceOp::MAX:
-      break;
+    case c10d::ReduceOp::MAX: break;
     case c10d::ReduceOp::AVG:
       TORCH_CHECK(t.scalar_type() != at::kBool, msg("hetccl ", what, ": ReduceOp.AVG of bool tensors is undefined"));
       break;

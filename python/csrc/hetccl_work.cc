@@ -1,14 +1,14 @@
 #include "hetccl_work.h"
 
-#include <ATen/core/jit_type.h>
-#include <c10/core/StreamGuard.h>
-#include <c10/core/impl/VirtualGuardImpl.h>
-#include <c10/util/Exception.h>
+#include "hetccl_backend.h"
 
 #include <algorithm>
 #include <thread>
 
-#include "hetccl_backend.h"
+#include <ATen/core/jit_type.h>
+#include <c10/core/StreamGuard.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
+#include <c10/util/Exception.h>
 
 namespace hetccl_torch {
 
@@ -21,7 +21,8 @@ CommHandle::~CommHandle() {
   // A failed communicator cannot finish its pending work: abort instead of
   // waiting on peers that may be gone.
   hetcclResult_t async = hetcclSuccess;
-  if (hetcclCommGetAsyncError(comm, &async) != hetcclSuccess || (async != hetcclSuccess && async != hetcclInProgress)) {
+  if (hetcclCommGetAsyncError(comm, &async) != hetcclSuccess ||
+      (async != hetcclSuccess && async != hetcclInProgress)) {
     hetcclCommAbort(comm);
     return;
   }

@@ -55,7 +55,7 @@ struct UcxTransport::Op {
 struct UcxTransport::Rma {
   const ucx::UcxApi* api = nullptr;
   ucp_context_h context = nullptr;
-  std::vector<uint8_t> wire = std::vector<uint8_t>(ucx::kOfferBytes);  // the offer, sent or received
+  std::vector<uint8_t> wire;  // the offer, sent or received (kOfferBytes once used)
   ucp_mem_h memh = nullptr;   // receiver: its registered buffer
   void* packed = nullptr;     // receiver: packed rkey (in wire too)
   ucp_rkey_h rkey = nullptr;  // sender: the receiver's unpacked rkey

@@ -35,45 +35,39 @@ void UcxTransport::offerBuffer(Xfer& x, uint32_t msg, Rma& rma, std::vector<Op>&
   h.addr = reinterpret_cast<uint64_t>(x.dst);
   h.len = x.bytes;
   h.rkeyLen = static_cast<uint32_t>(packedLen);
+  rma.wire.resize(ucx::kOfferBytes);
   memcpy(rma.wire.data(), &h, sizeof(h));
   memcpy(rma.wire.data() + sizeof(h), rma.packed, packedLen);
-
-  Op fin;  // posted first: the finish may follow the put closely
-  fin.kind = Op::kFinRecv;
-  fin.x = &x;
-  fin.tag = ucx::makeTag(x.peer, msg, ucx::kFinPart);
-  fin.buf = &rma.fin;
-  fin.len = sizeof(rma.fin);
-  fin.msg = msg;
-  fin.rma = &rma;
-  ops.push_back(fin);
-  post(ops.back());
-  Op offer;
-  offer.kind = Op::kRtrSend;
-  offer.x = &x;
-  offer.tag = ucx::makeTag(ctx_.rank, msg, ucx::kRtrPart);
-  offer.buf = rma.wire.data();
-  offer.len = sizeof(h) + packedLen;
-  offer.msg = msg;
-  offer.rma = &rma;
-  ops.push_back(offer);
-  post(ops.back());
+  postOfferOp(ops, Op::kFinRecv, x, msg, rma, 0);  // first: the finish may follow the put closely
+  postOfferOp(ops, Op::kRtrSend, x, msg, rma, sizeof(h) + packedLen);
 }
 
 void UcxTransport::offerParts(Xfer& x, uint32_t msg, Rma& rma, std::vector<Op>& ops) {
   OfferHead h;
   h.len = x.bytes;
   h.mode = ucx::kOfferParts;
+  rma.wire.resize(ucx::kOfferBytes);
   memcpy(rma.wire.data(), &h, sizeof(h));
-  Op offer;
-  offer.kind = Op::kRtrSend;
-  offer.x = &x;
-  offer.tag = ucx::makeTag(ctx_.rank, msg, ucx::kRtrPart);
-  offer.buf = rma.wire.data();
-  offer.len = sizeof(h);
-  offer.msg = msg;
-  offer.rma = &rma;
-  ops.push_back(offer);
+  postOfferOp(ops, Op::kRtrSend, x, msg, rma, sizeof(h));
+}
+
+void UcxTransport::postOfferOp(std::vector<Op>& ops, int kind, Xfer& x, uint32_t msg, Rma& rma, size_t len) {
+  Op op;
+  op.kind = static_cast<Op::Kind>(kind);
+  op.x = &x;
+  op.msg = msg;
+  op.rma = &rma;
+  if (kind == Op::kFinRecv) {
+    op.tag = ucx::makeTag(x.peer, msg, ucx::kFinPart);
+    op.buf = &rma.fin;
+    op.len = sizeof(rma.fin);
+  } else {
+    rma.wire.resize(ucx::kOfferBytes);
+    op.tag = ucx::makeTag(kind == Op::kRtrSend ? ctx_.rank : x.peer, msg, ucx::kRtrPart);
+    op.buf = rma.wire.data();
+    op.len = kind == Op::kRtrSend ? len : rma.wire.size();
+  }
+  ops.push_back(op);
   post(ops.back());
 }
 

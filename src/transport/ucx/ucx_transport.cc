@@ -319,16 +319,7 @@ void UcxTransport::run(std::span<Xfer> xfers) {
       ops.push_back(op);
       post(ops.back());
       if (send && offered(x)) {  // wait for the receiver's offer
-        Op offer;
-        offer.kind = Op::kRtrRecv;
-        offer.x = &x;
-        offer.tag = makeTag(x.peer, msg, ucx::kRtrPart);
-        offer.rma = &rma[i];
-        offer.buf = rma[i].wire.data();
-        offer.len = rma[i].wire.size();
-        offer.msg = msg;
-        ops.push_back(offer);
-        post(ops.back());
+        postOfferOp(ops, Op::kRtrRecv, x, msg, rma[i], 0);
       } else if (send) {
         addParts(x, msg);
       }

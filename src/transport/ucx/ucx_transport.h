@@ -55,6 +55,9 @@ class UcxTransport : public Transport {
   // sender's put once the offer arrives, the refusal of a mismatched one.
   void offerBuffer(Xfer& x, uint32_t msg, Rma& rma, std::vector<Op>& ops);
   void offerParts(Xfer& x, uint32_t msg, Rma& rma, std::vector<Op>& ops);
+  // Appends and posts one message of the offer protocol: kind is Op::kRtrSend
+  // (len bytes of rma.wire), Op::kRtrRecv (into rma.wire) or Op::kFinRecv.
+  void postOfferOp(std::vector<Op>& ops, int kind, Xfer& x, uint32_t msg, Rma& rma, size_t len);
   void acceptOffer(Op& op);
   void refuseOffer(int peer, uint32_t msg);
   void finish(Op& op, ucs_status_t st);
