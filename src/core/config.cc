@@ -35,6 +35,9 @@ const std::vector<VarSpec>& table() {
     {"HETCCL_SHM_SLOT_BYTES", VarType::kBytes, "256K", nullptr, "shm ring slot size; HETCCL_BUFFSIZE/slot = slots"},
     {"HETCCL_SHM_CMA", VarType::kBool, "1", nullptr,
      "shm: read messages larger than a slot straight from the sender's memory (process_vm_readv) when permitted"},
+    {"HETCCL_HOST_THREADS", VarType::kInt, "0", nullptr,
+     "threads a rank uses to read and fold large messages of peers on its host (shm single-copy reads); "
+     "0: the usable cores divided by the ranks on this host, 1 to 8"},
     {"HETCCL_SPIN_US", VarType::kInt, "300", nullptr,
      "microseconds a waiting rank spins before it sleeps on a futex or poll"},
     {"HETCCL_SMALL_BYTES", VarType::kBytes, "64K", nullptr,

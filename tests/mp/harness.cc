@@ -91,6 +91,11 @@ struct Child {
     setenv("HETCCL_UCX_RMA_MIN", "1M", 1);
     r.transport.resize(r.transport.size() - 4);
   }
+  // "shm_threads": shm with 3 threads sharing each single-copy read.
+  if (r.transport == "shm_threads") {
+    setenv("HETCCL_HOST_THREADS", "3", 1);
+    r.transport = "shm";
+  }
   if (r.transport.rfind("ucx_", 0) == 0) {
     setenv("UCX_TLS", r.transport.substr(4).c_str(), 1);
     r.transport = "ucx";

@@ -1,8 +1,13 @@
 // core/: the HETCCL_* registry, data types and ops, the logger's switches.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cstring>
 #include <atomic>
+#include <thread>
+#include <vector>
 #include <mutex>
 #include <set>
 #include <string>
@@ -12,6 +17,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/proxy.h"
+#include "core/workers.h"
 #include "unit_util.h"
 
 namespace hetccl {
@@ -346,6 +352,86 @@ TEST(Proxy, StopRunsWhatIsQueued) {
     p.stop();  // twice is harmless
   }
   EXPECT_EQ(fins.load(), 50);
+}
+
+// ---- helper threads: every part once, errors rethrown, no deadlock ----
+
+TEST(Workers, EveryPartRunsExactlyOnceOnSeveralThreads) {
+  for (int n : {1, 2, 3, 7, 16, 40}) {
+    std::vector<std::atomic<int>> hits(n);
+    std::mutex mu;
+    std::set<std::thread::id> threads;
+    runParts(n, [&](int p) {
+      ++hits[p];
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));  // let helpers claim some
+      std::lock_guard<std::mutex> g(mu);
+      threads.insert(std::this_thread::get_id());
+    });
+    for (int p = 0; p < n; ++p) EXPECT_EQ(hits[p].load(), 1) << "part " << p << " of " << n;
+    if (n == 40) {  // 80 ms of parts: a helper has long woken up
+      EXPECT_GE(threads.size(), 2u) << n << " parts ran on one thread";
+    }
+  }
+  runParts(0, [](int) { FAIL() << "no part expected"; });
+}
+
+TEST(Workers, FirstErrorIsRethrownAfterAllPartsRan) {
+  std::atomic<int> ran{0};
+  try {
+    runParts(8, [&](int p) {
+      ++ran;
+      if (p == 3 || p == 5) throwError(hetcclRemoteError, "part " + std::to_string(p) + " failed");
+    });
+    FAIL() << "no exception";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), hetcclRemoteError);
+    EXPECT_TRUE(test::contains(e.what(), "failed")) << e.what();
+  }
+  EXPECT_EQ(ran.load(), 8);
+  // The pool still works after a failed job.
+  std::atomic<int> after{0};
+  runParts(5, [&](int) { ++after; });
+  EXPECT_EQ(after.load(), 5);
+}
+
+TEST(Workers, ConcurrentAndNestedJobsFinish) {
+  // Two threads submit at once (one runs inline while the other holds the
+  // pool), and parts that submit jobs themselves run them inline.
+  std::atomic<long> sum{0};
+  auto job = [&] {
+    for (int rep = 0; rep < 50; ++rep)
+      runParts(6, [&](int p) { runParts(3, [&](int q) { sum += p * 3 + q + 1; }); });
+  };
+  std::thread a(job), b(job);
+  a.join();
+  b.join();
+  EXPECT_EQ(sum.load(), 2L * 50 * (18 * 19 / 2));
+}
+
+TEST(Workers, ForkedChildGetsItsOwnPool) {
+  runParts(4, [](int) {});  // the parent's pool has started
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    std::atomic<int> n{0};
+    runParts(6, [&](int) { ++n; });
+    _exit(n.load() == 6 ? 0 : 1);
+  }
+  int st = 0;
+  ASSERT_EQ(waitpid(pid, &st, 0), pid);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "status " << st;
+}
+
+TEST(Workers, ThreadCountFromSettingOrCores) {
+  EnvGuard g("HETCCL_HOST_THREADS", "5");
+  EXPECT_EQ(hostThreadsFor(4), 5);
+  setenv("HETCCL_HOST_THREADS", "0", 1);
+  int one = hostThreadsFor(1), many = hostThreadsFor(1000);
+  EXPECT_GE(one, 1);
+  EXPECT_LE(one, 8);
+  EXPECT_EQ(many, 1);
+  setenv("HETCCL_HOST_THREADS", "lots", 1);
+  EXPECT_THROW(hostThreadsFor(1), Error);
 }
 
 }  // namespace

@@ -23,6 +23,7 @@
 #include "core/config.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/workers.h"
 #include "transport/progress.h"
 
 namespace hetccl {
@@ -57,6 +58,8 @@ namespace {
 constexpr uint64_t kMagic = 0x48544c4353484d31ull;  // "HTLCSHM1"
 constexpr size_t kInboxHeader = 256;
 constexpr size_t kRingHeader = 128;
+constexpr size_t kCmaStagingBytes = 256 * 1024;  // per part, receive-reduce: stays in cache
+constexpr size_t kCmaMinPart = 512 << 10;         // smallest share of a message a helper thread takes
 static_assert(sizeof(ShmInbox) <= kInboxHeader && sizeof(ShmRing) <= kRingHeader, "layout");
 
 std::string segName(uint64_t jobId, int rank) {
@@ -142,15 +145,15 @@ ShmTransport::ShmTransport(const TransportContext& ctx) : ctx_(ctx) {
   }
   shm_unlink(mine.c_str());
   probeCma();
-  LOG_INFO(kTransport, "shm: rank %d mapped %zu peers, %u slots of %zu bytes per ring, single-copy (CMA) %s",
-           ctx.rank, ctx.peers.size(), slots_, slotBytes_, cma_ ? "on" : "off");
+  threads_ = hostThreadsFor(static_cast<int>(ctx.peers.size()) + 1);
+  LOG_INFO(kTransport, "shm: rank %d mapped %zu peers, %u slots of %zu bytes per ring, single-copy (CMA) %s, %d threads",
+           ctx.rank, ctx.peers.size(), slots_, slotBytes_, cma_ ? "on" : "off", threads_);
 }
 
 void ShmTransport::probeCma() {
   // Large messages are read straight from the sender's memory with
   // process_vm_readv when every rank may read every peer (same user, no
   // ptrace restrictions); otherwise all go through the rings.
-  cmaStaging_.resize(std::min<size_t>(slotBytes_, 256 * 1024));
   uint64_t probe = 0x636d612d70726f62ull;
   std::vector<uint64_t> addr(ctx_.nranks, 0);
   addr[ctx_.rank] = reinterpret_cast<uint64_t>(&probe);
@@ -168,22 +171,39 @@ void ShmTransport::probeCma() {
   ctx_.bootstrap->barrier();  // peers are done reading `probe`
 }
 
-void ShmTransport::cmaRead(const Xfer& x, uint64_t addr) {
+void ShmTransport::cmaReadRange(const Xfer& x, uint64_t addr, size_t lo, size_t hi, uint8_t* staging) {
   auto* dst = static_cast<uint8_t*>(x.dst);
-  const size_t es = x.kind == Xfer::Kind::kRecvReduce ? dataTypeSize(x.dtype) : 1;
-  const size_t chunk = x.kind == Xfer::Kind::kRecv ? (size_t{8} << 20) : cmaStaging_.size() / es * es;
-  for (size_t off = 0; off < x.bytes;) {
-    size_t n = std::min(chunk, x.bytes - off);
-    uint8_t* into = x.kind == Xfer::Kind::kRecv ? dst + off : cmaStaging_.data();
+  const bool reduce = x.kind == Xfer::Kind::kRecvReduce;
+  const size_t es = reduce ? dataTypeSize(x.dtype) : 1;
+  const size_t chunk = reduce ? kCmaStagingBytes / es * es : (size_t{8} << 20);
+  for (size_t off = lo; off < hi;) {
+    size_t n = std::min(chunk, hi - off);
+    uint8_t* into = reduce ? staging : dst + off;
     iovec local{into, n}, remote{reinterpret_cast<void*>(addr + off), n};
     ssize_t r = process_vm_readv(pids_[x.peer], &local, 1, &remote, 1, 0);
     if (r <= 0)
       throwError(hetcclRemoteError, "shm: reading rank " + std::to_string(x.peer) + "'s memory in " + x.tag.describe() +
                                         " failed: " + strerror(errno) + " (did it exit?)");
     size_t got = static_cast<size_t>(r) / es * es;
-    if (x.kind == Xfer::Kind::kRecvReduce) reduceArrays(dst + off, x.operand(off), into, got / es, x.dtype, x.redKind);
+    if (reduce) reduceArrays(dst + off, x.operand(off), into, got / es, x.dtype, x.redKind);
     off += got;
   }
+}
+
+void ShmTransport::cmaRead(const Xfer& x, uint64_t addr) {
+  // Large messages are cut into element-aligned parts that helper threads
+  // read (and fold) at once: one thread does not saturate memory.
+  const size_t es = x.kind == Xfer::Kind::kRecvReduce ? dataTypeSize(x.dtype) : 1;
+  const size_t elems = x.bytes / es;
+  const int parts = static_cast<int>(std::clamp<size_t>(x.bytes / kCmaMinPart, 1, static_cast<size_t>(threads_)));
+  if (x.kind == Xfer::Kind::kRecvReduce && cmaStaging_.size() < static_cast<size_t>(parts) * kCmaStagingBytes)
+    cmaStaging_.resize(static_cast<size_t>(parts) * kCmaStagingBytes);
+  if (parts > 1) LOG_TRACE(kTransport, "shm: %zu bytes from rank %d read by %d threads", x.bytes, x.peer, parts);
+  runParts(parts, [&](int p) {
+    size_t lo = elems * static_cast<size_t>(p) / parts * es, hi = elems * static_cast<size_t>(p + 1) / parts * es;
+    if (p == parts - 1) hi = x.bytes;
+    cmaReadRange(x, addr, lo, hi, cmaStaging_.data() + static_cast<size_t>(p) * kCmaStagingBytes);
+  });
 }
 
 ShmTransport::~ShmTransport() {

@@ -5,7 +5,8 @@
 // receivers copy (or reduce) out of the slot and ring the sender's doorbell.
 // Messages larger than a slot are read by the receiver straight from the
 // sender's memory (process_vm_readv: one copy instead of two) when every
-// rank may do so; HETCCL_SHM_CMA=0 turns that off.
+// rank may do so; HETCCL_SHM_CMA=0 turns that off. Several threads share
+// such a read (HETCCL_HOST_THREADS).
 // A peer that dies is noticed through its pid within one wait slice.
 #pragma once
 
@@ -41,6 +42,7 @@ class ShmTransport : public Transport {
   void probeCma();
   // Receives (or receive-reduces) a whole message from the sender's memory.
   void cmaRead(const Xfer& x, uint64_t addr);
+  void cmaReadRange(const Xfer& x, uint64_t addr, size_t lo, size_t hi, uint8_t* staging);
 
   TransportContext ctx_;
   size_t slotBytes_ = 0;
@@ -52,7 +54,8 @@ class ShmTransport : public Transport {
   int spinUs_ = 0;
   bool oversubscribed_ = false;     // more ranks than cores: spin by yielding
   bool cma_ = false;                 // single-copy reads of large messages
-  std::vector<uint8_t> cmaStaging_;  // receive-reduce staging for them
+  int threads_ = 1;                  // that read them (HETCCL_HOST_THREADS)
+  std::vector<uint8_t> cmaStaging_;  // receive-reduce staging, one block per thread
 };
 
 }  // namespace hetccl
