@@ -61,7 +61,10 @@ HetcclBackend::HetcclBackend(const c10::intrusive_ptr<c10d::Store>& store, int r
   }
   // Each process group of a job needs its own id: the store handed to a group
   // is already prefixed by torch, the counter separates groups made on one store.
-  hetcclUniqueId id = exchangeId(store, rank, "hetccl_id_" + std::to_string(gBackendCount++));
+  const uint64_t n = gBackendCount++;
+  hetcclUniqueId id = exchangeId(store, rank, "hetccl_id_" + std::to_string(n));
+  store_ = store;
+  storePrefix_ = "hetccl_" + std::to_string(n) + "_";
   hetcclConfig_t cfg = HETCCL_CONFIG_INITIALIZER;
   long secs = static_cast<long>((timeout.count() + 999) / 1000);
   if (secs > 0) cfg.timeoutSeconds = static_cast<int>(std::min<long>(secs, 1 << 30));

@@ -99,6 +99,10 @@ class HetcclBackend final : public BackendBase {
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) override;
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+  // torch.distributed.monitored_barrier: every rank checks in with rank 0
+  // through the store; rank 0 names the ranks that did not within the
+  // timeout (all of them with waitAllRanks, else the first).
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) override;
 
   void setSequenceNumberForGroup() override {}
   uint64_t getSequenceNumberForGroup() override { return seq_; }
@@ -125,6 +129,9 @@ class HetcclBackend final : public BackendBase {
   c10::optional<c10::Stream> stream_;  // the side stream collectives run on (GPU rank)
   std::chrono::milliseconds timeout_;
   uint64_t seq_ = 0;
+  c10::intrusive_ptr<c10d::Store> store_;
+  std::string storePrefix_;        // this backend's keys in the store
+  uint64_t monitoredBarriers_ = 0;  // calls so far (the same on every rank)
 };
 
 // Creates the backend for torch.distributed (store, rank, size, timeout);

@@ -19,7 +19,7 @@ import torch.distributed as dist
 
 from . import _C
 
-__all__ = ["BACKEND", "rank_device", "hetccl_version"]
+__all__ = ["BACKEND", "rank_device", "hetccl_version", "monitored_barrier"]
 
 BACKEND = "hetccl"
 hetccl_version = _C.hetccl_version
@@ -33,6 +33,22 @@ def rank_device():
     if kind not in ("cuda", "host"):
         raise ValueError(f"HETCCL_DEVICE={kind!r}: hetccl_torch supports 'cuda' and 'host'")
     return kind
+
+
+def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
+    """torch.distributed.monitored_barrier for hetccl process groups.
+
+    torch's own function accepts only gloo groups; this one calls the
+    group's monitored barrier, which hetccl implements through the store:
+    rank 0 raises naming the first rank (every rank, with wait_all_ranks)
+    that did not arrive within `timeout` (default: the group's timeout), and
+    the other ranks raise when rank 0 does not release them in that time.
+    """
+    from datetime import timedelta
+    pg = group if group is not None else dist.distributed_c10d._get_default_group()
+    if timeout is None:
+        timeout = getattr(dist, "default_pg_timeout", timedelta(minutes=30))
+    return pg.monitored_barrier(timeout, wait_all_ranks=wait_all_ranks)
 
 
 def _create(store, rank, size, timeout):

@@ -52,7 +52,10 @@ BorderAssignment assignBorder(const Topology& topo, const std::vector<ShardLayou
         SplitPiece p;
         p.offset = lo;
         p.count = b - lo;
-        for (int h = 0; h < G; ++h) p.owners.push_back(own[h][0]);
+        for (int h = 0; h < G; ++h) {
+          p.owners.push_back(own[h][0]);
+          p.weight.push_back(topo.groups[h].ranks.size());
+        }
         out.split.push_back(std::move(p));
       } else {
         SharedPiece p;

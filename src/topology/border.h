@@ -7,8 +7,8 @@
 //
 // The border cuts [0, count) at the union of every group's boundaries.
 // A piece whose owner is a single rank in every group is a SplitPiece: its
-// G owners reduce-scatter it among themselves (part j is folded by group j's
-// owner) and then allgather the parts; every group's partial crosses each
+// G owners reduce-scatter it among themselves (part j, in proportion to
+// group j's size, is folded by group j's owner) and then allgather the parts; every group's partial crosses each
 // border once. Any other piece is a SharedPiece: each holder receives every
 // other group's partial from one holder of that group and folds all G
 // partials in group order itself.
@@ -36,9 +36,17 @@ ShardLayout shardLayout(size_t count, int k, bool latency);
 
 struct SplitPiece {
   size_t offset = 0, count = 0;
-  std::vector<int> owners;  // by group index: the global rank holding that group's partial
+  std::vector<int> owners;     // by group index: the global rank holding that group's partial
+  std::vector<size_t> weight;  // by group index: that group's size
   // Part j of the piece, [partLo(j), partLo(j+1)), is folded by owners[j].
-  size_t partLo(int j) const { return offset + count * static_cast<size_t>(j) / owners.size(); }
+  // Parts are in proportion to the groups' sizes: an owner in a group of k
+  // ranks holds 1/k of the vector, so every owner folds about count/n
+  // elements in all (n ranks), however unequal the groups are.
+  size_t partLo(int j) const {
+    size_t below = 0, all = 0;
+    for (size_t h = 0; h < weight.size(); ++h) (h < static_cast<size_t>(j) ? below : all) += weight[h];
+    return offset + count * below / (all + below);
+  }
 };
 
 struct SharedPiece {

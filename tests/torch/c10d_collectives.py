@@ -15,6 +15,7 @@ import faulthandler
 import os
 import socket
 import sys
+import time
 import traceback
 from datetime import timedelta
 
@@ -55,6 +56,7 @@ def expect_error(fn, words, what):
 
 
 def run_checks(rank, world, dev):
+    import hetccl_torch
     n = 1 << 16
     # allreduce: every op, several dtypes
     for dt in (torch.float32, torch.float64, torch.int32, torch.int64, torch.bfloat16, torch.float16):
@@ -164,6 +166,23 @@ def run_checks(rank, world, dev):
         d = torch.full((64,), 1.0, device="cuda")
         dist.all_reduce(d)
         check(bool((d == world).all()), "CUDA tensor on a host rank")
+    # monitored_barrier: passes when every rank arrives; when the last rank
+    # comes too late, rank 0 names it and the others are not released
+    hetccl_torch.monitored_barrier(timeout=timedelta(seconds=60))
+    hetccl_torch.monitored_barrier(timeout=timedelta(seconds=60), wait_all_ranks=True)
+    late = world - 1
+    if rank == late:
+        time.sleep(3)
+        expect_error(lambda: hetccl_torch.monitored_barrier(timeout=timedelta(seconds=2)), ["hetccl", "not released"],
+                     "monitored_barrier reached too late")
+    elif rank == 0:
+        expect_error(lambda: hetccl_torch.monitored_barrier(timeout=timedelta(seconds=2), wait_all_ranks=True),
+                     ["hetccl", f"{late} did not reach the barrier"], "monitored_barrier with a late rank")
+    else:
+        expect_error(lambda: hetccl_torch.monitored_barrier(timeout=timedelta(seconds=4)), ["hetccl", "not released"],
+                     "monitored_barrier without release")
+    dist.barrier()
+    hetccl_torch.monitored_barrier(timeout=timedelta(seconds=60))  # works again after a failed one
     # bad input: clear errors, and the communicator still works afterwards
     expect_error(lambda: dist.all_reduce(torch.ones(4, 4, device=dev).t()[0]), ["hetccl", "dense"], "strided input")
     expect_error(lambda: dist.all_reduce(torch.ones(4, device=dev, dtype=torch.int32), op=dist.ReduceOp.BAND),

@@ -364,5 +364,28 @@ TEST(Border, TwoEqualGroupsPairShardOwners) {
   EXPECT_EQ(borderPeerCount(a, 2), 1);
 }
 
+TEST(Border, PartsFollowGroupSizesSoEveryOwnerFoldsItsShare) {
+  // Three ranks in group 0, one in group 1: the lone rank owns all of the
+  // vector, so it folds a quarter of each piece and the others three quarters
+  // of theirs: 300 elements each of 1200.
+  Topology t = topoOf({0, 0, 0, 1});
+  std::vector<ShardLayout> l = {shardLayout(1200, 3, false), shardLayout(1200, 1, false)};
+  std::vector<size_t> folded(4, 0);
+  for (int r = 0; r < 4; ++r) {
+    BorderAssignment a = assignBorder(t, l, r);
+    for (const SplitPiece& p : a.split) {
+      const int g = t.groupOf[r];
+      EXPECT_EQ(p.weight, (std::vector<size_t>{3, 1}));
+      folded[r] += p.partLo(g + 1) - p.partLo(g);
+    }
+  }
+  EXPECT_EQ(folded, (std::vector<size_t>{300, 300, 300, 300}));
+  BorderAssignment a = assignBorder(t, l, 1);
+  ASSERT_EQ(a.split.size(), 1u);
+  EXPECT_EQ(a.split[0].partLo(0), 400u);
+  EXPECT_EQ(a.split[0].partLo(1), 700u);
+  EXPECT_EQ(a.split[0].partLo(2), 800u);
+}
+
 }  // namespace
 }  // namespace hetccl
