@@ -52,9 +52,21 @@ class Build(BuildExtension):
         shutil.copy2((LIB / "libhetccl.so").resolve(), dest / "libhetccl.so.0")
 
 
+def c10d_header_has(header, text):
+    """Whether torch's c10d header declares `text` (virtuals differ between torch releases)."""
+    from torch.utils.cpp_extension import include_paths
+    for inc in include_paths():
+        p = Path(inc) / "torch/csrc/distributed/c10d" / header
+        if p.exists():
+            return text in p.read_text()
+    return False
+
+
 compile_args = ["-O2", "-Wall", "-Wno-unused-parameter", "-Wno-deprecated-declarations"]
 if int(torch.__version__.split(".")[0]) < 2:
     compile_args.append("-std=c++17")
+if c10d_header_has("Backend.hpp", "supportsCoalescing"):
+    compile_args.append("-DHETCCL_TORCH_SUPPORTS_COALESCING=1")
 
 setup(
     name="hetccl-torch",

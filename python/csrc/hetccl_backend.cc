@@ -14,8 +14,6 @@
 
 namespace hetccl_torch {
 
-namespace {
-
 void* nativeStream(const c10::Stream& s) {
 #if HETCCL_TORCH2
   return s.native_handle();
@@ -24,6 +22,8 @@ void* nativeStream(const c10::Stream& s) {
   TORCH_CHECK(false, "hetccl: CUDA tensors need torch 2.x");
 #endif
 }
+
+namespace {
 
 // The unique id travels through the c10d store, as NCCL's does.
 hetcclUniqueId exchangeId(const c10::intrusive_ptr<c10d::Store>& store, int rank, const std::string& key) {
@@ -109,6 +109,11 @@ c10::intrusive_ptr<c10d::Work> HetcclBackend::launch(c10d::OpType op, const char
   std::vector<at::Tensor> results;
   for (at::Tensor* t : outputs)
     if (t->defined()) results.push_back(*t);
+  if (coalescing_) {
+    std::vector<at::Tensor*> touched = inputs;
+    touched.insert(touched.end(), outputs.begin(), outputs.end());
+    return launchCoalesced(op, name, touched, std::move(results), copyBack, issue);
+  }
 
   if (!gpu_) {  // host rank: complete on return
     issue(nullptr);
@@ -121,18 +126,9 @@ c10::intrusive_ptr<c10d::Work> HetcclBackend::launch(c10d::OpType op, const char
   }
 
   c10::DeviceGuard deviceGuard(dev);
-  c10::impl::VirtualGuardImpl impl(at::kCUDA);
-  c10::Stream current = impl.getStream(dev);
-  c10::Event ready(at::kCUDA);
-  ready.record(current);  // inputs are produced in the caller's stream order
-  ready.block(*stream_);
-  issue(nativeStream(*stream_));
-  // The caching allocator must not hand these blocks out again before the
-  // side stream is done with them.
-  for (auto* list : {&inputs, &outputs})
-    for (at::Tensor* t : *list)
-      if (t->defined() && t->is_cuda() && t->storage().data_ptr().get())
-        impl.recordDataPtrOnStream(t->storage().data_ptr(), *stream_);
+  std::vector<at::Tensor*> touched = inputs;
+  touched.insert(touched.end(), outputs.begin(), outputs.end());
+  issueOnSideStream(touched, issue);
   auto done = std::make_shared<c10::Event>(at::kCUDA);
   done->record(*stream_);
   if (!copyBack.empty()) {  // host tensors on a GPU rank: finish here, then copy back
@@ -145,6 +141,19 @@ c10::intrusive_ptr<c10d::Work> HetcclBackend::launch(c10d::OpType op, const char
     return c10::make_intrusive<HetcclWork>(rank_, op, name, results, comm_, nullptr, c10::nullopt, false, timeout_);
   }
   return c10::make_intrusive<HetcclWork>(rank_, op, name, results, comm_, done, stream_, hostWait, timeout_);
+}
+
+void HetcclBackend::issueOnSideStream(const std::vector<at::Tensor*>& touched, const Issue& issue) {
+  c10::impl::VirtualGuardImpl impl(at::kCUDA);
+  c10::Event ready(at::kCUDA);
+  ready.record(impl.getStream(*gpu_));  // inputs are produced in the caller's stream order
+  ready.block(*stream_);
+  issue(nativeStream(*stream_));
+  // The caching allocator must not hand these blocks out again before the
+  // side stream is done with them.
+  for (at::Tensor* t : touched)
+    if (t->defined() && t->is_cuda() && t->storage().data_ptr().get())
+      impl.recordDataPtrOnStream(t->storage().data_ptr(), *stream_);
 }
 
 // Runs fn(datatype, op, count) for a reduction over t, with torch's ReduceOp

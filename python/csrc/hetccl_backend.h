@@ -31,6 +31,8 @@
 
 #include <hetccl/hetccl.h>
 
+#include "hetccl_work.h"
+
 namespace hetccl_torch {
 
 #if HETCCL_TORCH2
@@ -104,6 +106,17 @@ class HetcclBackend final : public BackendBase {
   // timeout (all of them with waitAllRanks, else the first).
   void monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) override;
 
+#if HETCCL_TORCH2
+  // A coalescing block (torch's _coalescing_manager, batch_isend_irecv): the
+  // operations between the two calls are issued together as one hetccl
+  // group when it ends (sends and receives of a ring cannot deadlock).
+  void startCoalescing() override;
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override;
+#if HETCCL_TORCH_SUPPORTS_COALESCING
+  bool supportsCoalescing() const override { return true; }
+#endif
+#endif
+
   void setSequenceNumberForGroup() override {}
   uint64_t getSequenceNumberForGroup() override { return seq_; }
 
@@ -119,11 +132,28 @@ class HetcclBackend final : public BackendBase {
   c10::intrusive_ptr<c10d::Work> launch(c10d::OpType op, const char* name, std::vector<at::Tensor*> inputs,
                                         std::vector<at::Tensor*> outputs, const Issue& issue,
                                         bool hostWait = false);
+  // GPU rank: issues on the side stream once the caller's current stream has
+  // produced the inputs; `touched` tensors stay allocated until it is done.
+  void issueOnSideStream(const std::vector<at::Tensor*>& touched, const Issue& issue);
   at::Device rankDevice() const { return gpu_ ? *gpu_ : at::Device(at::kCPU); }
   void check(hetcclResult_t r, const char* what) const;
   void reduceTyped(const at::Tensor& t, const c10d::ReduceOp& op,
                    const std::function<void(hetcclDataType_t, hetcclRedOp_t, size_t)>& call);
 
+  // Issues an operation inside the open coalescing block (hetccl_coalesce.cc).
+  c10::intrusive_ptr<c10d::Work> launchCoalesced(c10d::OpType op, const char* name,
+                                                 const std::vector<at::Tensor*>& touched,
+                                                 std::vector<at::Tensor> results,
+                                                 std::vector<std::pair<at::Tensor, at::Tensor*>>& copyBack,
+                                                 const Issue& issue);
+
+  struct Coalescing {  // the open block
+    std::vector<std::pair<at::Tensor, at::Tensor>> copyBack;  // (user's tensor, staged copy)
+    std::vector<at::Tensor> outputs;
+    std::vector<c10::intrusive_ptr<HetcclWork>> works;
+    std::shared_ptr<c10::Event> done;  // GPU rank: recorded when the block is issued
+  };
+  std::unique_ptr<Coalescing> coalescing_;
   std::shared_ptr<CommHandle> comm_;
   c10::optional<at::Device> gpu_;      // set on a GPU rank
   c10::optional<c10::Stream> stream_;  // the side stream collectives run on (GPU rank)
@@ -140,6 +170,9 @@ class HetcclBackend final : public BackendBase {
 c10::intrusive_ptr<BackendBase> createBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                               std::chrono::milliseconds timeout, const std::string& device,
                                               const std::string& group);
+
+// The CUDA stream handle behind a torch stream (torch 2.x).
+void* nativeStream(const c10::Stream& s);
 
 // Maps a tensor dtype to hetccl's; raises for types hetccl cannot reduce.
 hetcclDataType_t dataType(at::ScalarType t);

@@ -71,7 +71,8 @@ std::vector<c10::Device> devicesOf(const c10::optional<c10::Stream>& s, const st
 
 HetcclWork::HetcclWork(int rank, c10d::OpType op, std::string name, std::vector<at::Tensor> outputs,
                        std::shared_ptr<CommHandle> comm, std::shared_ptr<c10::Event> done,
-                       c10::optional<c10::Stream> stream, bool hostWait, std::chrono::milliseconds timeout)
+                       c10::optional<c10::Stream> stream, bool hostWait, std::chrono::milliseconds timeout,
+                       bool deferred)
     : c10d::Work(rank, op),
       name_(std::move(name)),
       outputs_(std::move(outputs)),
@@ -81,7 +82,12 @@ HetcclWork::HetcclWork(int rank, c10d::OpType op, std::string name, std::vector<
       hostWait_(hostWait),
       timeout_(timeout),
       future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
-                                                       devicesOf(stream_, outputs_))) {
+                                                       devicesOf(stream_, outputs_))),
+      pending_(deferred) {
+  if (!pending_) markFuture();
+}
+
+void HetcclWork::markFuture() {
   if (stream_) {
     // The future records its own events on the side stream: whoever uses the
     // value later waits for the operation in stream order (DDP's comm hooks).
@@ -96,7 +102,30 @@ HetcclWork::HetcclWork(int rank, c10d::OpType op, std::string name, std::vector<
   }
 }
 
+void HetcclWork::release() {
+  if (!pending_) return;
+  pending_ = false;
+  markFuture();
+}
+
+void HetcclWork::fail(std::exception_ptr why) {
+  if (!pending_) return;
+  pending_ = false;
+  failed_ = why;
+  future_->setError(why);
+  std::lock_guard<std::mutex> lock(mutex_);
+  completed_ = true;
+}
+
+void HetcclWork::checkIssued() {
+  TORCH_CHECK(!pending_, msg("hetccl ", name_, ": waited on inside its coalescing block; wait on the Work the block's "
+                             "end returns (or after the block)"));
+  if (failed_) std::rethrow_exception(failed_);
+}
+
 bool HetcclWork::isCompleted() {
+  if (pending_) return false;
+  if (failed_) return true;
   if (!done_) return true;
   if (!done_->query()) return false;
   checkAsyncError(comm_->comm, name_);
@@ -109,6 +138,7 @@ void HetcclWork::blockCurrentStream() {
 }
 
 bool HetcclWork::wait(std::chrono::milliseconds timeout) {
+  checkIssued();
   if (!done_) return true;
   if (hostWait_ || timeout != kNoTimeout)
     hostWaitEvent(*done_, comm_->comm, timeout == kNoTimeout ? timeout_ : timeout, name_);
@@ -119,6 +149,7 @@ bool HetcclWork::wait(std::chrono::milliseconds timeout) {
 }
 
 void HetcclWork::synchronize() {
+  checkIssued();
   if (done_) blockCurrentStream();
 }
 

@@ -29,9 +29,15 @@ class HetcclWork : public c10d::Work {
   // done == nullptr: the operation has completed. Otherwise it completes when
   // `done` (recorded on `stream`) fires; hostWait makes wait() block the
   // calling thread too (barrier), not only the current stream.
+  // deferred: an operation of an open coalescing block, issued when the
+  // block ends; until release() (or fail()) it is not complete and wait()
+  // raises.
   HetcclWork(int rank, c10d::OpType op, std::string name, std::vector<at::Tensor> outputs,
              std::shared_ptr<CommHandle> comm, std::shared_ptr<c10::Event> done,
-             c10::optional<c10::Stream> stream, bool hostWait, std::chrono::milliseconds timeout);
+             c10::optional<c10::Stream> stream, bool hostWait, std::chrono::milliseconds timeout,
+             bool deferred = false);
+  void release();                     // the block was issued: complete as a normal Work
+  void fail(std::exception_ptr why);  // the block failed to issue
 
   bool isCompleted() override;
   bool wait(std::chrono::milliseconds timeout) override;
@@ -41,6 +47,10 @@ class HetcclWork : public c10d::Work {
 
  private:
   void blockCurrentStream();
+  void markFuture();
+  void checkIssued();
+  bool pending_ = false;  // deferred and not yet released
+  std::exception_ptr failed_;
   std::string name_;
   std::vector<at::Tensor> outputs_;
   std::shared_ptr<CommHandle> comm_;

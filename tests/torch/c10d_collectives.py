@@ -156,6 +156,19 @@ def run_checks(rank, world, dev):
         dist.recv(inbox, left)
         dist.send(msg, right)
     check(bool((inbox == left).all()), "send/recv ring")
+    # batch_isend_irecv around a ring, 4 MiB each way, every rank sending
+    # first: one coalescing block (one hetccl group), so no rank waits for a
+    # receive that is posted after its send. torch 1.x and releases without
+    # Backend.supports_coalescing issue the ops one by one (not checked).
+    backend = dist.distributed_c10d._get_default_group()._get_backend(dev) if hasattr(
+        dist.distributed_c10d._get_default_group(), "_get_backend") else None
+    if getattr(backend, "supports_coalescing", False):
+        big = torch.full((1 << 20,), float(rank), device=dev)
+        got = torch.empty(1 << 20, device=dev)
+        works = dist.batch_isend_irecv([dist.P2POp(dist.isend, big, right), dist.P2POp(dist.irecv, got, left)])
+        for w in works:
+            w.wait()
+        check(bool((got == left).all()), "batch_isend_irecv ring (coalesced)")
     dist.barrier()
     # the other kind of memory is staged
     if dev.type == "cuda":
