@@ -59,14 +59,20 @@ void borderReduce(Comm& c, const BorderAssignment& ba, uint8_t* buf, DataType dt
     if (op.postDiv) divideArray(buf + p.offset * es, p.count, dt, op.divisor);
     at += p.count;
   }
-  // Split pieces: finish my parts, then hand them to the other owners.
+  // Split pieces: finish my parts, then hand them to the other owners. The
+  // sends are lazy: my parts are in my own shard, which the group AllGather
+  // after this only reads, so the peers may read them while it runs (the
+  // plan drains before it returns).
   std::vector<Xfer> x;
   for (const auto& p : ba.split) {
     size_t lo = p.partLo(g), hi = p.partLo(g + 1);
     if (op.postDiv) divideArray(buf + lo * es, hi - lo, dt, op.divisor);
     for (int h = 0; h < G; ++h) {
       if (h == g) continue;
-      if (hi > lo) x.push_back(Xfer::send(p.owners[h], buf + lo * es, (hi - lo) * es, tag));
+      if (hi > lo) {
+        x.push_back(Xfer::send(p.owners[h], buf + lo * es, (hi - lo) * es, tag));
+        x.back().lazy = true;
+      }
       size_t rLo = p.partLo(h), rHi = p.partLo(h + 1);
       if (rHi > rLo) x.push_back(Xfer::recv(p.owners[h], buf + rLo * es, (rHi - rLo) * es, tag));
     }
@@ -107,10 +113,21 @@ void runAllReduce(Comm& c, const CollArgs& a) {
   if (mine.mainEnd() < n)
     be.allReduce(src + mine.mainEnd() * es, buf + mine.mainEnd() * es, n - mine.mainEnd(), a.dt, a.op.kind, a.stream);
 
+  // Lazy border sends (see borderReduce) are waited for before returning,
+  // or forgotten when the call fails.
+  struct Drain {
+    Transport& t;
+    bool done = false;
+    ~Drain() {
+      if (!done) t.forgetLazy();
+    }
+  } drain{c.transport()};
   borderReduce(c, assignBorder(t, layouts, c.rank()), buf, a.dt, a.op);
 
   // Group step: everyone's final shards.
   if (mine.shard > 0) be.allGather(buf + i * mine.shard * es, buf, mine.shard, a.dt, a.stream);
+  c.transport().drain();
+  drain.done = true;
 }
 
 }  // namespace hetccl

@@ -61,6 +61,10 @@ struct Xfer {
   RedKind redKind = RedKind::kSum;
   MsgTag tag;                 // expected (recv) or carried (send); bytes is filled from `bytes`
   size_t done = 0;            // transport-owned progress
+  // kSend: the caller leaves `src` untouched until Transport::drain(), so
+  // run() may return before the peer has taken the data (shm single-copy
+  // sends: the receiver reads the sender's memory). Others ignore it.
+  bool lazy = false;
 
   static Xfer send(int peer, const void* src, size_t bytes, const MsgTag& t);
   static Xfer recv(int peer, void* dst, size_t bytes, const MsgTag& t);
@@ -92,6 +96,11 @@ class Transport {
   // message names the operation, the peer and what it waited for), or abort.
   // After a throw the transport's connections are in an unknown state.
   virtual void run(std::span<Xfer> xfers) = 0;
+  // Waits until the peers have taken the data of every lazy send that run()
+  // returned before (same errors as run()). forgetLazy() drops that wait,
+  // after a failed collective.
+  virtual void drain() {}
+  virtual void forgetLazy() {}
   // Whether the transport can move memory of this device kind ("cuda",
   // "hip") itself, as UCX built with CUDA or ROCm support reports. hetccl's
   // border plans do not hand device pointers to transports yet: GPU ranks

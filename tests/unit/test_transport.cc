@@ -324,6 +324,36 @@ INSTANTIATE_TEST_SUITE_P(Kinds, Transports,
                                            ),
                          [](const auto& i) { return i.param; });
 
+// A lazy single-copy send returns before the receiver has even posted its
+// receive; drain() returns only once the receiver has read it (the sender
+// then overwrites its buffer: the receiver must still get the original).
+TEST(Transport, LazyShmSendReturnsAtOnceAndDrainWaitsForTheRead) {
+  constexpr size_t kBytes = 4 << 20;  // above a slot: read from the sender's memory
+  std::atomic<bool> sent{false};
+  withTransports("shm", 2, [&](Rank& me) {
+    std::vector<uint8_t> buf(kBytes);
+    if (me.rank == 0) {
+      for (size_t i = 0; i < kBytes; ++i) buf[i] = pattern(0, 1, kBytes, i);
+      std::vector<Xfer> x{Xfer::send(1, buf.data(), kBytes, tagOf(9))};
+      x[0].lazy = true;
+      me.t->run(x);
+      sent = true;
+      me.t->drain();
+      std::memset(buf.data(), 0xEE, kBytes);
+      return;
+    }
+    auto t0 = Clock::now();
+    while (!sent && since(t0) < 10) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    ASSERT_TRUE(sent.load()) << "run() of a lazy send waited for the receiver";
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // rank 0 is inside drain() now
+    std::vector<Xfer> x{Xfer::recv(0, buf.data(), kBytes, tagOf(9))};
+    me.t->run(x);
+    size_t bad = 0;
+    for (size_t i = 0; i < kBytes; ++i) bad += buf[i] != pattern(0, 1, kBytes, i);
+    EXPECT_EQ(bad, 0u) << "drain() returned before the receiver had read the data";
+  });
+}
+
 TEST(Transport, ClosedTcpPeerFailsAtOnce) {
   withTransports("tcp", 2, [&](Rank& me) {
     if (me.rank == 0) {

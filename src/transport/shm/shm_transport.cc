@@ -247,12 +247,28 @@ void ShmTransport::checkPeersAlive(const Xfer& waitingFor) const {
                                       waitingFor.tag.describe());
 }
 
-void ShmTransport::run(std::span<Xfer> xfers) {
+void ShmTransport::drain() {
+  if (lazyAcks_.empty()) return;
+  std::vector<std::pair<Xfer, uint64_t>> pending;
+  pending.swap(lazyAcks_);
+  try {
+    progress({}, &pending);
+  } catch (...) {
+    lazyAcks_.clear();
+    throw;
+  }
+}
+
+void ShmTransport::run(std::span<Xfer> xfers) { progress(xfers, nullptr); }
+
+void ShmTransport::progress(std::span<Xfer> xfers, std::vector<std::pair<Xfer, uint64_t>>* lazy) {
   struct Lanes {
     std::deque<Xfer*> send, recv;
     std::deque<std::pair<Xfer*, uint64_t>> acks;  // single-copy sends: done when tail passes the slot
   };
   std::map<int, Lanes> work;
+  if (lazy)
+    for (auto& [x, slot] : *lazy) work[x.peer].acks.emplace_back(&x, slot);
   for (Xfer& x : xfers) {
     if (x.peer < 0 || x.peer >= ctx_.nranks || !inbox_[x.peer] || x.peer == ctx_.rank)
       throwError(hetcclInternalError, "shm: no ring to rank " + std::to_string(x.peer));
@@ -286,7 +302,8 @@ void ShmTransport::run(std::span<Xfer> xfers) {
             sh->flags = kCma;
             sh->cmaAddr = reinterpret_cast<uint64_t>(x->src);
             x->done = x->bytes;
-            lanes.acks.emplace_back(x, head);
+            if (x->lazy) lazyAcks_.emplace_back(*x, head);  // drain() waits for it
+            else lanes.acks.emplace_back(x, head);
           } else {
             size_t len = std::min(slotBytes_, x->bytes - x->done);
             sh->len = len;

@@ -27,6 +27,8 @@ class ShmTransport : public Transport {
   ~ShmTransport() override;
   const char* name() const override { return "shm"; }
   void run(std::span<Xfer> xfers) override;
+  void drain() override;
+  void forgetLazy() override { lazyAcks_.clear(); }
   // Test hook (fuzzing the receive side's slot checks): drops what is unread
   // in this rank's ring from `peer`, then writes raw slots into it as that
   // peer would (each: a 64-byte slot header, then the slot's data; cut to
@@ -39,6 +41,8 @@ class ShmTransport : public Transport {
   ShmRing* ringFrom(int peer);  // in my inbox, written by peer
   void ring(int rank);          // wake `rank` if it sleeps
   void checkPeersAlive(const Xfer& waitingFor) const;
+  // run() and drain(): moves `xfers` and waits for the acks in `lazy`.
+  void progress(std::span<Xfer> xfers, std::vector<std::pair<Xfer, uint64_t>>* lazy);
   void probeCma();
   // Receives (or receive-reduces) a whole message from the sender's memory.
   void cmaRead(const Xfer& x, uint64_t addr);
@@ -54,6 +58,9 @@ class ShmTransport : public Transport {
   int spinUs_ = 0;
   bool oversubscribed_ = false;     // more ranks than cores: spin by yielding
   bool cma_ = false;                 // single-copy reads of large messages
+  // Lazy single-copy sends run() returned before the receiver read them:
+  // each is done once the receiver consumed its slot (ring index).
+  std::vector<std::pair<Xfer, uint64_t>> lazyAcks_;
   int threads_ = 1;                  // that read them (HETCCL_HOST_THREADS)
   std::vector<uint8_t> cmaStaging_;  // receive-reduce staging, one block per thread
 };
