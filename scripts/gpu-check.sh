@@ -36,7 +36,7 @@ for s in $steps; do
       [ -n "${UCX_PREFIX:-}" ] && gtest+=(-DUCX_INCLUDE_DIR="$UCX_PREFIX/include")
       step configure 120 cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo "${gtest[@]}"
       step build 400 cmake --build "$build" -j "$(nproc)" --target hetccl hetccl-perf gpu_matrix test_kernels \
-        hetccl-gpu-passthrough unit_device unit_backend hetccl-info nccl_dropin test_dropin
+        hetccl-gpu-passthrough unit_device unit_backend hetccl-info nccl_dropin test_dropin hetccl-membw
       ;;
     unit)
       step unit_device 60 "$build/tests/unit/unit_device"
