@@ -1,5 +1,6 @@
 // AllReduce: group ReduceScatter, border reduce-scatter/allgather between the
 // groups' shard owners, group AllGather (the DESIGN.md central path).
+#include <algorithm>
 #include <cstring>
 
 #include "algorithm/coll.h"
@@ -81,23 +82,14 @@ void borderReduce(Comm& c, const BorderAssignment& ba, uint8_t* buf, DataType dt
   (void)me;
 }
 
-}  // namespace
-
-void runAllReduce(Comm& c, const CollArgs& a) {
-  const size_t es = dataTypeSize(a.dt), n = a.count;
-  auto* buf = static_cast<uint8_t*>(a.recv);
-  const void* in = a.send;
+// One AllReduce across groups of `n` elements of `in` into `buf`.
+void allReduceAcrossGroups(Comm& c, const CollArgs& a, const uint8_t* in, uint8_t* buf, size_t n) {
+  const size_t es = dataTypeSize(a.dt);
   if (a.op.preMul) {
     scaleArray(buf, in, n, a.dt, a.op.scalar);
     in = buf;
   }
   Backend& be = c.backend();
-  if (c.topo().ngroups() == 1) {
-    be.allReduce(in, buf, n, a.dt, a.op.kind, a.stream);
-    if (a.op.postDiv) divideArray(buf, n, a.dt, a.op.divisor);
-    return;
-  }
-  if (n == 0) return;
   // Out of place, the group steps read the input where it is: no copy of it
   // into buf first (the final AllGather fills what this rank does not own).
   const Topology& t = c.topo();
@@ -108,10 +100,9 @@ void runAllReduce(Comm& c, const CollArgs& a) {
   const size_t i = static_cast<size_t>(c.myLocal());
 
   // Group step: my group's partial of my shard, and of the tail everywhere.
-  const auto* src = static_cast<const uint8_t*>(in);
-  if (mine.shard > 0) be.reduceScatter(src, buf + i * mine.shard * es, mine.shard, a.dt, a.op.kind, a.stream);
+  if (mine.shard > 0) be.reduceScatter(in, buf + i * mine.shard * es, mine.shard, a.dt, a.op.kind, a.stream);
   if (mine.mainEnd() < n)
-    be.allReduce(src + mine.mainEnd() * es, buf + mine.mainEnd() * es, n - mine.mainEnd(), a.dt, a.op.kind, a.stream);
+    be.allReduce(in + mine.mainEnd() * es, buf + mine.mainEnd() * es, n - mine.mainEnd(), a.dt, a.op.kind, a.stream);
 
   // Lazy border sends (see borderReduce) are waited for before returning,
   // or forgotten when the call fails.
@@ -128,6 +119,40 @@ void runAllReduce(Comm& c, const CollArgs& a) {
   if (mine.shard > 0) be.allGather(buf + i * mine.shard * es, buf, mine.shard, a.dt, a.stream);
   c.transport().drain();
   drain.done = true;
+}
+
+}  // namespace
+
+size_t allReduceChunk(const Comm& c, size_t count, DataType dt) {
+  const size_t es = dataTypeSize(dt);
+  if (c.topo().ngroups() == 1 || c.chunkBytes() == 0 || count * es <= c.chunkBytes()) return std::max<size_t>(count, 1);
+  return std::max<size_t>(c.chunkBytes() / es, 1);
+}
+
+void runAllReduce(Comm& c, const CollArgs& a) {
+  const size_t es = dataTypeSize(a.dt), n = a.count;
+  auto* buf = static_cast<uint8_t*>(a.recv);
+  const auto* in = static_cast<const uint8_t*>(a.send);
+  if (c.topo().ngroups() == 1) {
+    if (a.op.preMul) {
+      scaleArray(buf, in, n, a.dt, a.op.scalar);
+      in = buf;
+    }
+    c.backend().allReduce(in, buf, n, a.dt, a.op.kind, a.stream);
+    if (a.op.postDiv) divideArray(buf, n, a.dt, a.op.divisor);
+    return;
+  }
+  if (n == 0) return;
+  // Large calls run chunk after chunk, each a whole AllReduce of its range
+  // (every rank cuts alike: HETCCL_CHUNK_BYTES is equal everywhere).
+  const size_t step = allReduceChunk(c, n, a.dt);
+  ChunkHooks* hooks = c.chunkHooks();
+  if (step < n) LOG_TRACE(kColl, "AllReduce of %zu elements in chunks of %zu", n, step);
+  for (size_t off = 0, k = 0; off < n; off += step, ++k) {
+    if (hooks && hooks->before) hooks->before(k);
+    allReduceAcrossGroups(c, a, in + off * es, buf + off * es, std::min(step, n - off));
+    if (hooks && hooks->after) hooks->after(k);
+  }
 }
 
 }  // namespace hetccl

@@ -30,6 +30,9 @@ struct CollArgs {
 MsgTag makeTag(uint64_t seq, const CollArgs& a);
 
 void runAllReduce(Comm& c, const CollArgs& a);
+// Elements per chunk of an AllReduce of `count` (count itself when it runs
+// in one piece): the same on every rank of the communicator.
+size_t allReduceChunk(const Comm& c, size_t count, DataType dt);
 void runBroadcast(Comm& c, const CollArgs& a);
 void runReduce(Comm& c, const CollArgs& a);
 void runAllGather(Comm& c, const CollArgs& a);

@@ -129,7 +129,8 @@ void stageOut(Comm& c, const std::vector<Mirror>& ms) {
 // The proxy's part of a multi-group call: once the caller's streams have
 // copied the buffers into pinned memory, run the plans there. Group steps of
 // a group of several GPU ranks go through the vendor library (StagedBackend).
-void runStaged(Comm& c, const std::vector<CollArgs>& host, const std::vector<Event>& ready) {
+void runStaged(Comm& c, const std::vector<CollArgs>& host, const std::vector<Event>& ready,
+               ChunkHooks* hooks = nullptr) {
   DeviceState& ds = *c.deviceState();
   DeviceRuntime& d = c.device();
   const double to = c.options().timeoutS;
@@ -144,13 +145,83 @@ void runStaged(Comm& c, const std::vector<CollArgs>& host, const std::vector<Eve
   bc.timeoutS = to;
   StagedBackend staged(c.groupBackend(), bc, ds);
   c.setActiveBackend(&staged);
+  c.setChunkHooks(hooks);
   try {
     runOnHost(c, host);
   } catch (...) {
     c.setActiveBackend(nullptr);
+    c.setChunkHooks(nullptr);
     throw;
   }
   c.setActiveBackend(nullptr);
+  c.setChunkHooks(nullptr);
+}
+
+// One AllReduce across groups that runs in chunks (allReduceChunk), in place
+// or with disjoint buffers, on the caller's stream: [wait until the previous
+// call's copies out are done] [copy chunk 0 in] [event 0] ... [copy chunk
+// C-1 in] [event C-1] [wait for ticket 0] [copy chunk 0 out] ... [wait for
+// ticket C-1] [copy chunk C-1 out]. The proxy runs chunk k once event k has
+// fired and stores ticket k when it is done, so chunk k crosses the border
+// while chunk k+1 is copied in and chunk k-1 copied out.
+void enqueueChunkedAllReduce(Comm& c, const CollArgs& a, size_t step) {
+  DeviceState& ds = *c.deviceState();
+  DeviceRuntime& d = c.device();
+  const size_t es = dataTypeSize(a.dt), n = a.count, bytes = n * es;
+  const bool inPlace = a.send == a.recv;
+  const size_t recvSlot = (bytes + 255) & ~size_t{255};
+  uint8_t* pinned = ds.pinned().get(0, inPlace ? recvSlot : 2 * recvSlot);
+  uint8_t* hostRecv = pinned;
+  uint8_t* hostSend = inPlace ? pinned : pinned + recvSlot;
+  const Stream s = a.stream;
+  for (Event e : ds.released()) d.streamWaitEvent(s, e);  // the block may be the previous call's
+  std::vector<Event> ready;
+  std::vector<uint64_t> tickets;
+  for (size_t off = 0; off < n; off += step) {
+    const size_t len = std::min(step, n - off) * es;
+    d.copy(hostSend + off * es, static_cast<const uint8_t*>(a.send) + off * es, len, s);
+    ready.push_back(ds.takeEvent());
+    d.recordEvent(ready.back(), s);
+    tickets.push_back(ds.nextTicket());
+  }
+  auto release = [&ds, last = tickets.back(), ready] {
+    ds.complete(last);  // releases every wait of this call (they wait for >= their ticket)
+    for (Event e : ready) ds.giveEvent(e);
+  };
+  try {
+    for (size_t k = 0, off = 0; off < n; ++k, off += step) {
+      d.streamWaitValue(s, ds.flag(), tickets[k]);
+      d.copy(static_cast<uint8_t*>(a.recv) + off * es, hostRecv + off * es, std::min(step, n - off) * es, s);
+    }
+    std::vector<Event>& released = ds.released();
+    while (released.size() > 1) {
+      ds.giveEvent(released.back());
+      released.pop_back();
+    }
+    if (released.empty()) released.push_back(ds.takeEvent());
+    d.recordEvent(released[0], s);
+  } catch (...) {
+    c.proxy().submit([] {}, release);
+    throw;
+  }
+  CollArgs host = a;
+  host.send = hostSend;
+  host.recv = hostRecv;
+  host.stream = nullptr;
+  LOG_TRACE(kColl, "GPU AllReduce of %zu bytes in %zu chunks, tickets %llu..%llu", bytes, tickets.size(),
+            static_cast<unsigned long long>(tickets.front()), static_cast<unsigned long long>(tickets.back()));
+  c.proxy().submit(
+      [&c, host, ready, tickets] {
+        DeviceRuntime& dev = c.device();
+        const double to = c.options().timeoutS;
+        ChunkHooks hooks;
+        hooks.before = [&](size_t k) {
+          waitEvent(dev, ready.at(k), to, &c.abortFlag(), "waiting for the caller's stream to copy a chunk in");
+        };
+        hooks.after = [&](size_t k) { c.deviceState()->complete(tickets.at(k)); };
+        runStaged(c, {host}, {}, &hooks);
+      },
+      release);
 }
 
 // One group: the vendor library does it all, on the caller's stream.
@@ -206,6 +277,14 @@ void passThrough(Comm& c, const std::vector<CollArgs>& calls) {
 void enqueueDeviceCalls(Comm& c, std::vector<CollArgs> calls) {
   if (calls.empty()) return;
   if (c.topo().ngroups() == 1) return passThrough(c, calls);
+  if (calls.size() == 1 && calls[0].kind == CollKind::kAllReduce) {
+    const CollArgs& a = calls[0];
+    const size_t step = allReduceChunk(c, a.count, a.dt), bytes = a.count * dataTypeSize(a.dt);
+    auto* s = static_cast<const uint8_t*>(a.send);
+    auto* r = static_cast<const uint8_t*>(a.recv);
+    const bool disjoint = s + bytes <= r || r + bytes <= s;
+    if (step < a.count && (s == r || disjoint)) return enqueueChunkedAllReduce(c, a, step);
+  }
   DeviceState& ds = *c.deviceState();
   DeviceRuntime& d = c.device();
   std::vector<Stream> streams;

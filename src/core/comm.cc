@@ -48,6 +48,7 @@ Comm::Comm(int nranks, int rank, const CommOptions& opts) : opts_(opts), rank_(r
   buffBytes_ = config().getBytes("HETCCL_BUFFSIZE");
   if (buffBytes_ < 4096) throwError(hetcclInvalidArgument, "HETCCL_BUFFSIZE must be at least 4096");
   smallBytes_ = config().getBytes("HETCCL_SMALL_BYTES");
+  chunkBytes_ = config().getBytes("HETCCL_CHUNK_BYTES");
   checkMismatch_ = config().getBool("HETCCL_CHECK_MISMATCH");
   device_ = createDeviceRuntime(opts_.deviceKind);
 }
@@ -97,6 +98,16 @@ void Comm::init(const IdContents& id) {
                                          std::string(names.data() + r * 16, strnlen(names.data() + r * 16, 16)) +
                                          "' but rank " + std::to_string(rank) + " chose '" + transportName_ +
                                          "' (HETCCL_TRANSPORT must agree)");
+  // Ranks that cut AllReduce into different chunks would exchange messages
+  // of different sizes: refuse that here, naming the setting.
+  std::vector<uint64_t> chunks(nranks, 0);
+  chunks[rank] = chunkBytes_;
+  bootstrap_->allGather(chunks.data(), sizeof(uint64_t));
+  for (int r = 0; r < nranks; ++r)
+    if (chunks[r] != chunkBytes_)
+      throwError(hetcclInvalidUsage, "HETCCL_CHUNK_BYTES is " + std::to_string(chunks[r]) + " on rank " +
+                                         std::to_string(r) + " but " + std::to_string(chunkBytes_) + " on rank " +
+                                         std::to_string(rank) + " (every rank must set the same)");
   TransportContext tc;
   tc.rank = rank;
   tc.nranks = nranks;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -34,6 +35,13 @@ struct CommOptions {
 // Reads hetcclConfig_t by its size and version; null is all defaults.
 // Throws InvalidArgument on a bad magic or an unsupported size.
 CommOptions readOptions(const hetcclConfig_t* config);
+
+// Set by a GPU rank's staged path around an AllReduce that runs in chunks:
+// before(k) waits until chunk k is in pinned memory, after(k) lets the
+// caller's stream copy it out.
+struct ChunkHooks {
+  std::function<void(size_t chunk)> before, after;
+};
 
 class Comm {
  public:
@@ -69,6 +77,9 @@ class Comm {
   const char* borderPath() const { return topo_.ngroups() == 1 ? "none" : deviceOrdered() ? "staged" : "host"; }
   size_t buffBytes() const { return buffBytes_; }
   size_t smallBytes() const { return smallBytes_; }
+  size_t chunkBytes() const { return chunkBytes_; }  // HETCCL_CHUNK_BYTES, equal on every rank
+  ChunkHooks* chunkHooks() const { return chunkHooks_; }
+  void setChunkHooks(ChunkHooks* h) { chunkHooks_ = h; }
   bool checkMismatch() const { return checkMismatch_; }
   std::atomic<bool>& abortFlag() { return abort_; }
 
@@ -113,7 +124,8 @@ class Comm {
   Backend* active_ = nullptr;
   std::unique_ptr<DeviceState> deviceState_;
   std::string transportName_;
-  size_t buffBytes_ = 0, smallBytes_ = 0;
+  size_t buffBytes_ = 0, smallBytes_ = 0, chunkBytes_ = 0;
+  ChunkHooks* chunkHooks_ = nullptr;
   bool checkMismatch_ = false;
   MsgTag callTag_;
   uint64_t seq_ = 0;

@@ -91,9 +91,11 @@ struct Child {
     setenv("HETCCL_UCX_RMA_MIN", "1M", 1);
     r.transport.resize(r.transport.size() - 4);
   }
-  // "shm_threads": shm with 3 threads sharing each single-copy read.
-  if (r.transport == "shm_threads") {
+  // "shm_chunked": shm with 3 threads sharing each single-copy read, and
+  // AllReduce across groups in chunks of 1 MiB.
+  if (r.transport == "shm_chunked") {
     setenv("HETCCL_HOST_THREADS", "3", 1);
+    setenv("HETCCL_CHUNK_BYTES", "1M", 1);
     r.transport = "shm";
   }
   if (r.transport.rfind("ucx_", 0) == 0) {
@@ -105,8 +107,16 @@ struct Child {
       hetcclConfig_t cfg = HETCCL_CONFIG_INITIALIZER;
       cfg.groupName = r.group.c_str();
       cfg.transport = r.transport.c_str();
+      if (opt.beforeInit) opt.beforeInit(rank);
       r.progress("hetcclCommInitRankConfig");
-      HC_ASSERT_OK(hetcclCommInitRankConfig(&r.comm, nranks, id, rank, &cfg), nullptr);
+      hetcclResult_t res = hetcclCommInitRankConfig(&r.comm, nranks, id, rank, &cfg);
+      if (opt.initMayFail && res != hetcclSuccess) {
+        r.initResult = res;
+        r.initError = hetcclGetLastError(nullptr);
+        r.comm = nullptr;
+      } else {
+        HC_ASSERT_OK(res, nullptr);
+      }
     }
     r.progress("test body");
     body(r);

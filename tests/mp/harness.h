@@ -36,6 +36,8 @@ struct JobOptions {
   int deadlineS = 120;            // the parent kills the ranks after this many seconds
   bool initComm = true;           // false: no unique id, no communicator; the body makes its own
   std::vector<std::pair<std::string, std::string>> env;  // set in every rank before init (after the defaults)
+  std::function<void(int rank)> beforeInit;  // runs in each rank just before init (e.g. one rank's own setting)
+  bool initMayFail = false;  // a failed init is recorded in Rank::initResult/initError, and the body runs
 };
 
 // What a rank's body gets.
@@ -45,6 +47,8 @@ struct Rank {
   // Destroyed by the harness after the body unless null: null when
   // JobOptions::initComm is false; a body that aborts it sets it to null.
   hetcclComm_t comm = nullptr;
+  hetcclResult_t initResult = hetcclSuccess;  // with JobOptions::initMayFail
+  std::string initError;
   std::string group;                // this rank's group name
   std::vector<std::string> layout;  // group name of every rank
   std::string transport;

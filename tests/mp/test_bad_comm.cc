@@ -87,6 +87,21 @@ TEST(BadComm, InitArguments) {
   });
 }
 
+// Ranks that would cut a large AllReduce into different chunks would send
+// messages of different sizes: every rank refuses at init, naming the setting.
+TEST(BadComm, ChunkBytesMustAgreeOnEveryRank) {
+  JobOptions opt;
+  opt.initMayFail = true;
+  opt.beforeInit = [](int rank) {
+    if (rank == 1) setenv("HETCCL_CHUNK_BYTES", "1M", 1);
+  };
+  runJob("a,a,b", opt, [](Rank& r) {
+    EXPECT_EQ(r.initResult, hetcclInvalidUsage) << r.initError;
+    EXPECT_NE(r.initError.find("HETCCL_CHUNK_BYTES"), std::string::npos) << r.initError;
+    EXPECT_EQ(r.comm, nullptr);
+  });
+}
+
 TEST(BadComm, UniqueIdGarbage) {
   runJob("a", oneProcess(), [](Rank&) {
     hetcclComm_t c = nullptr;

@@ -69,11 +69,12 @@ std::vector<LargeParam> largeParams() {
         if (sharded || layout == "a,a,a,b" || layout == "a,a,a,b,b,c,c,c") v.push_back({layout, transport, coll});
       }
   // shm with single-copy reads shared by helper threads (their parts split
-  // the 4 MiB messages unevenly): the sharded plans on an unequal and an
-  // interleaved layout.
+  // the 4 MiB messages unevenly) and AllReduce in chunks of 1 MiB (the last
+  // one of 3 elements, which takes the latency plan): the sharded plans on
+  // an unequal and an interleaved layout.
   for (const std::string layout : {"a,a,a,b", "a,b,a,b"})
     for (Coll coll : {Coll::kAllReduce, Coll::kReduceScatter, Coll::kAllGather})
-      v.push_back({layout, "shm_threads", coll});
+      v.push_back({layout, "shm_chunked", coll});
   return v;
 }
 
