@@ -40,9 +40,10 @@ const std::vector<VarSpec>& table() {
      "0: the usable cores divided by the ranks on this host, 1 to 8"},
     {"HETCCL_SPIN_US", VarType::kInt, "300", nullptr,
      "microseconds a waiting rank spins before it sleeps on a futex or poll"},
-    {"HETCCL_CHUNK_BYTES", VarType::kBytes, "32M", nullptr,
+    {"HETCCL_CHUNK_BYTES", VarType::kBytes, "0", nullptr,
      "AllReduce across groups larger than this runs as chunks of this size, one after another (GPU ranks copy "
-     "chunk k+1 in and chunk k-1 out while chunk k crosses the border); 0: one piece; every rank must set the same"},
+     "chunk k+1 in and chunk k-1 out while chunk k crosses the border); 0: one piece (measured faster on one host); "
+     "every rank must set the same"},
     {"HETCCL_SMALL_BYTES", VarType::kBytes, "64K", nullptr,
      "AllReduce below this size: group AllReduce plus one direct border exchange (latency plan)"},
     {"HETCCL_CHECK_MISMATCH", VarType::kBool, "0", nullptr,
