@@ -109,11 +109,9 @@ c10::intrusive_ptr<c10d::Work> HetcclBackend::launch(c10d::OpType op, const char
   std::vector<at::Tensor> results;
   for (at::Tensor* t : outputs)
     if (t->defined()) results.push_back(*t);
-  if (coalescing_) {
-    std::vector<at::Tensor*> touched = inputs;
-    touched.insert(touched.end(), outputs.begin(), outputs.end());
-    return launchCoalesced(op, name, touched, std::move(results), copyBack, issue);
-  }
+  std::vector<at::Tensor*> touched = inputs;  // what the side stream uses (GPU rank)
+  touched.insert(touched.end(), outputs.begin(), outputs.end());
+  if (coalescing_) return launchCoalesced(op, name, touched, std::move(results), copyBack, issue);
 
   if (!gpu_) {  // host rank: complete on return
     issue(nullptr);
@@ -126,8 +124,6 @@ c10::intrusive_ptr<c10d::Work> HetcclBackend::launch(c10d::OpType op, const char
   }
 
   c10::DeviceGuard deviceGuard(dev);
-  std::vector<at::Tensor*> touched = inputs;
-  touched.insert(touched.end(), outputs.begin(), outputs.end());
   issueOnSideStream(touched, issue);
   auto done = std::make_shared<c10::Event>(at::kCUDA);
   done->record(*stream_);

@@ -82,13 +82,17 @@ void borderReduce(Comm& c, const BorderAssignment& ba, uint8_t* buf, DataType dt
   (void)me;
 }
 
+// PreMulSum: the scaled input, written to buf; otherwise `in` itself.
+const uint8_t* preScaled(const CollArgs& a, const uint8_t* in, uint8_t* buf, size_t n) {
+  if (!a.op.preMul) return in;
+  scaleArray(buf, in, n, a.dt, a.op.scalar);
+  return buf;
+}
+
 // One AllReduce across groups of `n` elements of `in` into `buf`.
 void allReduceAcrossGroups(Comm& c, const CollArgs& a, const uint8_t* in, uint8_t* buf, size_t n) {
   const size_t es = dataTypeSize(a.dt);
-  if (a.op.preMul) {
-    scaleArray(buf, in, n, a.dt, a.op.scalar);
-    in = buf;
-  }
+  in = preScaled(a, in, buf, n);
   Backend& be = c.backend();
   // Out of place, the group steps read the input where it is: no copy of it
   // into buf first (the final AllGather fills what this rank does not own).
@@ -134,11 +138,7 @@ void runAllReduce(Comm& c, const CollArgs& a) {
   auto* buf = static_cast<uint8_t*>(a.recv);
   const auto* in = static_cast<const uint8_t*>(a.send);
   if (c.topo().ngroups() == 1) {
-    if (a.op.preMul) {
-      scaleArray(buf, in, n, a.dt, a.op.scalar);
-      in = buf;
-    }
-    c.backend().allReduce(in, buf, n, a.dt, a.op.kind, a.stream);
+    c.backend().allReduce(preScaled(a, in, buf, n), buf, n, a.dt, a.op.kind, a.stream);
     if (a.op.postDiv) divideArray(buf, n, a.dt, a.op.divisor);
     return;
   }

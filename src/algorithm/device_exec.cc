@@ -126,6 +126,19 @@ void stageOut(Comm& c, const std::vector<Mirror>& ms) {
       c.device().copy(m.user->recv, m.host.recv, m.ext.recvBytes, m.user->stream);
 }
 
+// Records, on each stream, the event the next call's copies in wait for
+// (its pinned block may be this call's, still being copied out).
+void markReleased(Comm& c, const std::vector<Stream>& streams) {
+  DeviceState& ds = *c.deviceState();
+  std::vector<Event>& released = ds.released();
+  while (released.size() < streams.size()) released.push_back(ds.takeEvent());
+  while (released.size() > streams.size()) {
+    ds.giveEvent(released.back());
+    released.pop_back();
+  }
+  for (size_t i = 0; i < streams.size(); ++i) c.device().recordEvent(released[i], streams[i]);
+}
+
 // The proxy's part of a multi-group call: once the caller's streams have
 // copied the buffers into pinned memory, run the plans there. Group steps of
 // a group of several GPU ranks go through the vendor library (StagedBackend).
@@ -144,17 +157,16 @@ void runStaged(Comm& c, const std::vector<CollArgs>& host, const std::vector<Eve
   bc.abort = &c.abortFlag();
   bc.timeoutS = to;
   StagedBackend staged(c.groupBackend(), bc, ds);
+  struct Active {  // the staged backend and chunk hooks hold for this job only
+    Comm& c;
+    ~Active() {
+      c.setActiveBackend(nullptr);
+      c.setChunkHooks(nullptr);
+    }
+  } active{c};
   c.setActiveBackend(&staged);
   c.setChunkHooks(hooks);
-  try {
-    runOnHost(c, host);
-  } catch (...) {
-    c.setActiveBackend(nullptr);
-    c.setChunkHooks(nullptr);
-    throw;
-  }
-  c.setActiveBackend(nullptr);
-  c.setChunkHooks(nullptr);
+  runOnHost(c, host);
 }
 
 // One AllReduce across groups that runs in chunks (allReduceChunk), in place
@@ -193,13 +205,7 @@ void enqueueChunkedAllReduce(Comm& c, const CollArgs& a, size_t step) {
       d.streamWaitValue(s, ds.flag(), tickets[k]);
       d.copy(static_cast<uint8_t*>(a.recv) + off * es, hostRecv + off * es, std::min(step, n - off) * es, s);
     }
-    std::vector<Event>& released = ds.released();
-    while (released.size() > 1) {
-      ds.giveEvent(released.back());
-      released.pop_back();
-    }
-    if (released.empty()) released.push_back(ds.takeEvent());
-    d.recordEvent(released[0], s);
+    markReleased(c, {s});
   } catch (...) {
     c.proxy().submit([] {}, release);
     throw;
@@ -313,13 +319,7 @@ void enqueueDeviceCalls(Comm& c, std::vector<CollArgs> calls) {
   try {
     for (Stream s : streams) d.streamWaitValue(s, ds.flag(), ticket);
     stageOut(c, ms);
-    std::vector<Event>& released = ds.released();
-    while (released.size() < streams.size()) released.push_back(ds.takeEvent());
-    while (released.size() > streams.size()) {
-      ds.giveEvent(released.back());
-      released.pop_back();
-    }
-    for (size_t i = 0; i < streams.size(); ++i) d.recordEvent(released[i], streams[i]);
+    markReleased(c, streams);
     for (const Mirror& m : ms) host.push_back(m.host);
   } catch (...) {
     // Streams may already wait for this ticket: release them, in order.

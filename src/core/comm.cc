@@ -88,26 +88,28 @@ void Comm::init(const IdContents& id) {
   }
   if (transportName_ == "shm" && !topo_.singleHost)
     throwError(hetcclInvalidUsage, "transport shm needs every rank on one host; these ranks span several");
-  // Every rank must pick the same transport.
-  std::vector<char> names(static_cast<size_t>(nranks) * 16, 0);
-  snprintf(names.data() + rank * 16, 16, "%s", transportName_.c_str());
-  bootstrap_->allGather(names.data(), 16);
-  for (int r = 0; r < nranks; ++r)
-    if (strncmp(names.data() + r * 16, transportName_.c_str(), 16) != 0)
+  // Every rank must pick the same transport, and cut AllReduce into the
+  // same chunks (else their messages differ in size): one allgather for both.
+  struct Agree {
+    char transport[16];
+    uint64_t chunkBytes;
+  };
+  std::vector<Agree> all(nranks, Agree{});
+  snprintf(all[rank].transport, sizeof(all[rank].transport), "%s", transportName_.c_str());
+  all[rank].chunkBytes = chunkBytes_;
+  bootstrap_->allGather(all.data(), sizeof(Agree));
+  for (int r = 0; r < nranks; ++r) {
+    const Agree& a = all[r];
+    if (strncmp(a.transport, transportName_.c_str(), sizeof(a.transport)) != 0)
       throwError(hetcclInvalidUsage, "rank " + std::to_string(r) + " chose transport '" +
-                                         std::string(names.data() + r * 16, strnlen(names.data() + r * 16, 16)) +
+                                         std::string(a.transport, strnlen(a.transport, sizeof(a.transport))) +
                                          "' but rank " + std::to_string(rank) + " chose '" + transportName_ +
                                          "' (HETCCL_TRANSPORT must agree)");
-  // Ranks that cut AllReduce into different chunks would exchange messages
-  // of different sizes: refuse that here, naming the setting.
-  std::vector<uint64_t> chunks(nranks, 0);
-  chunks[rank] = chunkBytes_;
-  bootstrap_->allGather(chunks.data(), sizeof(uint64_t));
-  for (int r = 0; r < nranks; ++r)
-    if (chunks[r] != chunkBytes_)
-      throwError(hetcclInvalidUsage, "HETCCL_CHUNK_BYTES is " + std::to_string(chunks[r]) + " on rank " +
+    if (a.chunkBytes != chunkBytes_)
+      throwError(hetcclInvalidUsage, "HETCCL_CHUNK_BYTES is " + std::to_string(a.chunkBytes) + " on rank " +
                                          std::to_string(r) + " but " + std::to_string(chunkBytes_) + " on rank " +
                                          std::to_string(rank) + " (every rank must set the same)");
+  }
   TransportContext tc;
   tc.rank = rank;
   tc.nranks = nranks;

@@ -8,8 +8,8 @@
 // The border cuts [0, count) at the union of every group's boundaries.
 // A piece whose owner is a single rank in every group is a SplitPiece: its
 // G owners reduce-scatter it among themselves (part j, in proportion to
-// group j's size, is folded by group j's owner) and then allgather the parts; every group's partial crosses each
-// border once. Any other piece is a SharedPiece: each holder receives every
+// group j's size, is folded by group j's owner) and then allgather the
+// parts; every group's partial crosses each border once. Any other piece is a SharedPiece: each holder receives every
 // other group's partial from one holder of that group and folds all G
 // partials in group order itself.
 //
