@@ -5,7 +5,7 @@
 
 #include "algorithm/coll.h"
 #include "core/bytes.h"
-#include "algorithm/host_reduce.h"
+#include "algorithm/local_ops.h"
 #include "core/comm.h"
 #include "core/log.h"
 #include "topology/border.h"
@@ -13,16 +13,29 @@
 namespace hetccl {
 namespace {
 
-// The border step: after it, every owner holds the final value of what it owns.
-void borderReduce(Comm& c, const BorderAssignment& ba, uint8_t* buf, DataType dt, const ReduceOp& op) {
-  const int G = c.topo().ngroups(), g = c.myGroup(), me = c.rank();
+// The border step: after it, every owner holds the final value of what it
+// owns. Where the transport folds (host memory), my parts are received with
+// receive-reduce; otherwise (device memory, HETCCL_PLAN_FOLDS) each round's
+// parts arrive whole in scratch and are folded there, in the same order.
+void borderReduce(Comm& c, LocalOps& lo, const BorderAssignment& ba, uint8_t* buf, DataType dt,
+                  const ReduceOp& op) {
+  const int G = c.topo().ngroups(), g = c.myGroup();
   const size_t es = dataTypeSize(dt);
   const MsgTag& tag = c.callTag();
+  const bool folds = lo.transportFolds();
 
-  size_t sharedElems = 0;
+  size_t sharedElems = 0, mineElems = 0;
   for (const auto& p : ba.shared) sharedElems += p.count;
-  // Shared pieces: G-1 receive slots plus one fold scratch per element.
-  uint8_t* staging = sharedElems ? c.scratch(sharedElems * es * G) : nullptr;
+  for (const auto& p : ba.split) mineElems += p.partLo(g + 1) - p.partLo(g);
+  // Shared pieces: G-1 receive slots plus one fold scratch per element; then,
+  // where the plan folds, one receive slot for my split parts.
+  const size_t foldElems = folds ? 0 : mineElems;
+  uint8_t* staging = sharedElems + foldElems ? lo.scratch((sharedElems * G + foldElems) * es) : nullptr;
+  uint8_t* incoming = staging ? staging + sharedElems * G * es : nullptr;
+  auto runAll = [&](std::vector<Xfer>& x) {
+    for (Xfer& e : x) e.device = lo.deviceMemory();
+    if (!x.empty()) c.transport().run(x);
+  };
 
   // Split pieces: round t gives part g+t to its owner and folds part g from
   // group g-t. One owner folds each part, in a fixed order: every rank ends
@@ -30,24 +43,36 @@ void borderReduce(Comm& c, const BorderAssignment& ba, uint8_t* buf, DataType dt
   for (int t = 1; t < G; ++t) {
     std::vector<Xfer> x;
     int to = (g + t) % G, from = (g - t + G) % G;
+    size_t at = 0;
     for (const auto& p : ba.split) {
       size_t sLo = p.partLo(to), sHi = p.partLo(to + 1);
       size_t rLo = p.partLo(g), rHi = p.partLo(g + 1);
       if (sHi > sLo) x.push_back(Xfer::send(p.owners[to], buf + sLo * es, (sHi - sLo) * es, tag));
-      if (rHi > rLo) x.push_back(Xfer::recvReduce(p.owners[from], buf + rLo * es, (rHi - rLo) * es, dt, op.kind, tag));
+      if (rHi == rLo) continue;
+      if (folds) x.push_back(Xfer::recvReduce(p.owners[from], buf + rLo * es, (rHi - rLo) * es, dt, op.kind, tag));
+      else x.push_back(Xfer::recv(p.owners[from], incoming + at * es, (rHi - rLo) * es, tag));
+      at += rHi - rLo;
     }
     if (t == 1) {
-      size_t at = 0;
+      size_t sat = 0;
       for (const auto& p : ba.shared) {
         for (int dst : p.sendTo) x.push_back(Xfer::send(dst, buf + p.offset * es, p.count * es, tag));
         for (int h = 0; h < G; ++h) {
           if (h == g) continue;
-          x.push_back(Xfer::recv(p.recvFrom[h], staging + (at + h * sharedElems) * es, p.count * es, tag));
+          x.push_back(Xfer::recv(p.recvFrom[h], staging + (sat + h * sharedElems) * es, p.count * es, tag));
         }
-        at += p.count;
+        sat += p.count;
       }
     }
-    if (!x.empty()) c.transport().run(x);
+    runAll(x);
+    if (folds) continue;
+    at = 0;  // mine = mine op incoming, as the transport's receive-reduce would
+    for (const auto& p : ba.split) {
+      size_t rLo = p.partLo(g), rHi = p.partLo(g + 1);
+      if (rHi > rLo) lo.reduce(buf + rLo * es, buf + rLo * es, incoming + at * es, rHi - rLo, dt, op.kind);
+      at += rHi - rLo;
+    }
+    lo.fence("folding border data");  // the next round receives into the same slot
   }
   // Shared pieces: fold all G partials in group order.
   size_t at = 0;
@@ -56,43 +81,46 @@ void borderReduce(Comm& c, const BorderAssignment& ba, uint8_t* buf, DataType dt
     for (int h = 0; h < G; ++h)
       parts[h] = h == g ? buf + p.offset * es : staging + (at + h * sharedElems) * es;
     // The fold scratch is the slot of this rank's own group (unused).
-    foldOrdered(buf + p.offset * es, parts.data(), G, p.count, dt, op.kind, staging + (at + g * sharedElems) * es);
-    if (op.postDiv) divideArray(buf + p.offset * es, p.count, dt, op.divisor);
+    lo.fold(buf + p.offset * es, parts.data(), G, p.count, dt, op.kind, staging + (at + g * sharedElems) * es);
+    if (op.postDiv) lo.divide(buf + p.offset * es, p.count, dt, op.divisor);
     at += p.count;
   }
-  // Split pieces: finish my parts, then hand them to the other owners. The
-  // sends are lazy: my parts are in my own shard, which the group AllGather
-  // after this only reads, so the peers may read them while it runs (the
-  // plan drains before it returns).
+  for (const auto& p : ba.split) {
+    size_t lo0 = p.partLo(g), hi = p.partLo(g + 1);
+    if (op.postDiv && hi > lo0) lo.divide(buf + lo0 * es, hi - lo0, dt, op.divisor);
+  }
+  lo.fence("finishing border data");
+  // Split pieces: hand my finished parts to the other owners. The sends are
+  // lazy: my parts are in my own shard, which the group AllGather after this
+  // only reads, so the peers may read them while it runs (the plan drains
+  // before it returns).
   std::vector<Xfer> x;
   for (const auto& p : ba.split) {
-    size_t lo = p.partLo(g), hi = p.partLo(g + 1);
-    if (op.postDiv) divideArray(buf + lo * es, hi - lo, dt, op.divisor);
+    size_t lo0 = p.partLo(g), hi = p.partLo(g + 1);
     for (int h = 0; h < G; ++h) {
       if (h == g) continue;
-      if (hi > lo) {
-        x.push_back(Xfer::send(p.owners[h], buf + lo * es, (hi - lo) * es, tag));
+      if (hi > lo0) {
+        x.push_back(Xfer::send(p.owners[h], buf + lo0 * es, (hi - lo0) * es, tag));
         x.back().lazy = true;
       }
       size_t rLo = p.partLo(h), rHi = p.partLo(h + 1);
       if (rHi > rLo) x.push_back(Xfer::recv(p.owners[h], buf + rLo * es, (rHi - rLo) * es, tag));
     }
   }
-  if (!x.empty()) c.transport().run(x);
-  (void)me;
+  runAll(x);
 }
 
 // PreMulSum: the scaled input, written to buf; otherwise `in` itself.
-const uint8_t* preScaled(const CollArgs& a, const uint8_t* in, uint8_t* buf, size_t n) {
+const uint8_t* preScaled(LocalOps& lo, const CollArgs& a, const uint8_t* in, uint8_t* buf, size_t n) {
   if (!a.op.preMul) return in;
-  scaleArray(buf, in, n, a.dt, a.op.scalar);
+  lo.scale(buf, in, n, a.dt, a.op.scalar);
   return buf;
 }
 
 // One AllReduce across groups of `n` elements of `in` into `buf`.
-void allReduceAcrossGroups(Comm& c, const CollArgs& a, const uint8_t* in, uint8_t* buf, size_t n) {
+void allReduceAcrossGroups(Comm& c, LocalOps& lo, const CollArgs& a, const uint8_t* in, uint8_t* buf, size_t n) {
   const size_t es = dataTypeSize(a.dt);
-  in = preScaled(a, in, buf, n);
+  in = preScaled(lo, a, in, buf, n);
   Backend& be = c.backend();
   // Out of place, the group steps read the input where it is: no copy of it
   // into buf first (the final AllGather fills what this rank does not own).
@@ -117,7 +145,7 @@ void allReduceAcrossGroups(Comm& c, const CollArgs& a, const uint8_t* in, uint8_
       if (!done) t.forgetLazy();
     }
   } drain{c.transport()};
-  borderReduce(c, assignBorder(t, layouts, c.rank()), buf, a.dt, a.op);
+  borderReduce(c, lo, assignBorder(t, layouts, c.rank()), buf, a.dt, a.op);
 
   // Group step: everyone's final shards.
   if (mine.shard > 0) be.allGather(buf + i * mine.shard * es, buf, mine.shard, a.dt, a.stream);
@@ -137,9 +165,11 @@ void runAllReduce(Comm& c, const CollArgs& a) {
   const size_t es = dataTypeSize(a.dt), n = a.count;
   auto* buf = static_cast<uint8_t*>(a.recv);
   const auto* in = static_cast<const uint8_t*>(a.send);
+  HostLocalOps host(c);
+  LocalOps& lo = c.localOps() ? *c.localOps() : host;
   if (c.topo().ngroups() == 1) {
-    c.backend().allReduce(preScaled(a, in, buf, n), buf, n, a.dt, a.op.kind, a.stream);
-    if (a.op.postDiv) divideArray(buf, n, a.dt, a.op.divisor);
+    c.backend().allReduce(preScaled(lo, a, in, buf, n), buf, n, a.dt, a.op.kind, a.stream);
+    if (a.op.postDiv) lo.divide(buf, n, a.dt, a.op.divisor);
     return;
   }
   if (n == 0) return;
@@ -150,7 +180,7 @@ void runAllReduce(Comm& c, const CollArgs& a) {
   if (step < n) LOG_TRACE(kColl, "AllReduce of %zu elements in chunks of %zu", n, step);
   for (size_t off = 0, k = 0; off < n; off += step, ++k) {
     if (hooks && hooks->before) hooks->before(k);
-    allReduceAcrossGroups(c, a, in + off * es, buf + off * es, std::min(step, n - off));
+    allReduceAcrossGroups(c, lo, a, in + off * es, buf + off * es, std::min(step, n - off));
     if (hooks && hooks->after) hooks->after(k);
   }
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "algorithm/device_direct.h"
 #include "algorithm/staged_backend.h"
 #include "core/comm.h"
 #include "core/error.h"
@@ -150,13 +151,7 @@ void runStaged(Comm& c, const std::vector<CollArgs>& host, const std::vector<Eve
   d.makeCurrent();
   for (Event e : ready)
     waitEvent(d, e, to, &c.abortFlag(), "waiting for the caller's stream to copy the buffers to pinned staging");
-  BackendContext bc;
-  bc.ranks = c.topo().groupOfRank(c.rank()).ranks;
-  bc.groupRank = c.myLocal();
-  bc.device = &d;
-  bc.abort = &c.abortFlag();
-  bc.timeoutS = to;
-  StagedBackend staged(c.groupBackend(), bc, ds);
+  StagedBackend staged(c.groupBackend(), proxyBackendContext(c), ds);
   struct Active {  // the staged backend and chunk hooks hold for this job only
     Comm& c;
     ~Active() {
@@ -283,6 +278,7 @@ void passThrough(Comm& c, const std::vector<CollArgs>& calls) {
 void enqueueDeviceCalls(Comm& c, std::vector<CollArgs> calls) {
   if (calls.empty()) return;
   if (c.topo().ngroups() == 1) return passThrough(c, calls);
+  if (calls.size() == 1 && takesDirectPath(c, calls[0])) return enqueueDirectAllReduce(c, calls[0]);
   if (calls.size() == 1 && calls[0].kind == CollKind::kAllReduce) {
     const CollArgs& a = calls[0];
     const size_t step = allReduceChunk(c, a.count, a.dt), bytes = a.count * dataTypeSize(a.dt);
@@ -329,6 +325,16 @@ void enqueueDeviceCalls(Comm& c, std::vector<CollArgs> calls) {
   LOG_TRACE(kColl, "GPU call ticket %llu: %zu call(s) on %zu stream(s)", static_cast<unsigned long long>(ticket),
             calls.size(), streams.size());
   c.proxy().submit([&c, host = std::move(host), ready] { runStaged(c, host, ready); }, release);
+}
+
+BackendContext proxyBackendContext(Comm& c) {
+  BackendContext bc;
+  bc.ranks = c.topo().groupOfRank(c.rank()).ranks;
+  bc.groupRank = c.myLocal();
+  bc.device = &c.device();
+  bc.abort = &c.abortFlag();
+  bc.timeoutS = c.options().timeoutS;
+  return bc;
 }
 
 void checkBufferKinds(Comm& c, const CollArgs& a) {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "algorithm/coll.h"
+#include "backend/backend.h"
 
 namespace hetccl {
 
@@ -23,6 +24,9 @@ class Comm;
 // The calls of one hetccl call or one group (collectives in order, then all
 // point-to-point operations together), on a GPU rank's communicator.
 void enqueueDeviceCalls(Comm& c, std::vector<CollArgs> calls);
+
+// The group backend's context for work the proxy runs on this rank's behalf.
+BackendContext proxyBackendContext(Comm& c);
 
 // Checks that every buffer the call touches is memory this rank may use:
 // its own device's on GPU ranks, host memory on host ranks.

@@ -9,6 +9,7 @@
 #include "core/config.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "device/kernels.h"
 #include "topology/peer.h"
 
 namespace hetccl {
@@ -50,6 +51,7 @@ Comm::Comm(int nranks, int rank, const CommOptions& opts) : opts_(opts), rank_(r
   smallBytes_ = config().getBytes("HETCCL_SMALL_BYTES");
   chunkBytes_ = config().getBytes("HETCCL_CHUNK_BYTES");
   checkMismatch_ = config().getBool("HETCCL_CHECK_MISMATCH");
+  planFolds_ = config().getBool("HETCCL_PLAN_FOLDS");
   device_ = createDeviceRuntime(opts_.deviceKind);
 }
 
@@ -119,6 +121,7 @@ void Comm::init(const IdContents& id) {
   tc.abort = &abort_;
   tc.timeoutS = opts_.timeoutS;
   tc.buffBytes = buffBytes_;
+  tc.deviceKind = device_->kind();
   transport_ = createTransport(transportName_, tc);
 
   BackendContext bc;
@@ -140,11 +143,7 @@ void Comm::init(const IdContents& id) {
 
   if (deviceOrdered() && topo_.ngroups() > 1) {
     deviceState_ = std::make_unique<DeviceState>(*device_, config().getBytes("HETCCL_STAGING_MAX"));
-    LOG_INFO(kInit, "rank %d: border data path staged: %s memory through pinned staging (transport %s %s)", rank,
-             device_->kind(), transportName_.c_str(),
-             transport_->movesDeviceMemory(device_->kind()) ? "reports it could move this memory itself; "
-                                                              "hetccl does not hand it device pointers yet"
-                                                            : "moves host memory only");
+    chooseGpuPath();
   }
 
   LOG_INFO(kInit, "rank %d of %d: group %s (%d of %zu), %d groups, transport %s, backend %s", rank, nranks,
@@ -155,6 +154,37 @@ void Comm::init(const IdContents& id) {
   // so a peer that failed or stalled in its setup fails everyone's init.
   bootstrap_->barrier();
   ready_.store(true);
+}
+
+void Comm::chooseGpuPath() {
+  const std::string want = config().getString("HETCCL_GPU_DIRECT");
+  if (want != "auto" && want != "0" && want != "1")
+    throwError(hetcclInvalidArgument, "HETCCL_GPU_DIRECT is '" + want + "'; expected auto, 0 or 1");
+  const std::string kind = device_->kind();
+  std::string whyNot;
+  if (want == "0") {
+    whyNot = "HETCCL_GPU_DIRECT=0";
+  } else if (!transport_->movesDeviceMemory(kind)) {
+    whyNot = "transport " + transportName_ + " moves host memory only";
+  } else {
+    try {
+      kernels_ = loadKernels(kind);
+      if (!kernels_) whyNot = "no device kernels plugin (" + kernelsLibName(kind) + ") was found";
+    } catch (const Error& e) {
+      whyNot = std::string("the device kernels plugin did not load: ") + e.what();
+    }
+  }
+  gpuDirect_ = whyNot.empty();
+  if (!gpuDirect_) kernels_ = nullptr;
+  if (!gpuDirect_ && want == "1")
+    throwError(hetcclInvalidUsage, "HETCCL_GPU_DIRECT=1, but rank " + std::to_string(rank_) +
+                                       " cannot hand its " + kind + " memory to the transport: " + whyNot);
+  if (gpuDirect_)
+    LOG_INFO(kInit, "rank %d: border data path direct: AllReduce hands %s memory to transport %s (zero-copy); "
+             "other collectives stage through pinned memory", rank_, kind.c_str(), transportName_.c_str());
+  else
+    LOG_INFO(kInit, "rank %d: border data path staged: %s memory through pinned staging (%s)", rank_, kind.c_str(),
+             whyNot.c_str());
 }
 
 Comm::~Comm() {

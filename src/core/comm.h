@@ -18,10 +18,13 @@
 #include "core/proxy.h"
 #include "device/device.h"
 #include "device/staging.h"
+#include "kernels/kernels_api.h"
 #include "topology/groups.h"
 #include "transport/transport.h"
 
 namespace hetccl {
+
+class LocalOps;
 
 struct CommOptions {
   bool blocking = true;
@@ -74,7 +77,20 @@ class Comm {
   // How this rank's border data moves: "none" (one group), "host" (host
   // memory, handed to the transport as it is) or "staged" (device memory,
   // copied through pinned staging on the caller's stream).
-  const char* borderPath() const { return topo_.ngroups() == 1 ? "none" : deviceOrdered() ? "staged" : "host"; }
+  // "direct" (a GPU rank whose AllReduce hands device memory to the
+  // transport; its other collectives stage).
+  const char* borderPath() const {
+    return topo_.ngroups() == 1 ? "none" : gpuDirect_ ? "direct" : deviceOrdered() ? "staged" : "host";
+  }
+  bool gpuDirect() const { return gpuDirect_; }
+  // The device reduction kernels (GPU ranks on the direct path), else null.
+  const hetcclKernelsApi_t* kernels() const { return kernels_; }
+  // HETCCL_PLAN_FOLDS: border folds after whole receives, as on the direct path.
+  bool planFolds() const { return planFolds_; }
+  // The local ops plans use: the host form unless a GPU rank's proxy job set
+  // its device form (for the duration of the job).
+  LocalOps* localOps() const { return localOps_; }
+  void setLocalOps(LocalOps* o) { localOps_ = o; }
   size_t buffBytes() const { return buffBytes_; }
   size_t smallBytes() const { return smallBytes_; }
   size_t chunkBytes() const { return chunkBytes_; }  // HETCCL_CHUNK_BYTES, equal on every rank
@@ -127,6 +143,9 @@ class Comm {
   size_t buffBytes_ = 0, smallBytes_ = 0, chunkBytes_ = 0;
   ChunkHooks* chunkHooks_ = nullptr;
   bool checkMismatch_ = false;
+  bool gpuDirect_ = false, planFolds_ = false;
+  const hetcclKernelsApi_t* kernels_ = nullptr;
+  LocalOps* localOps_ = nullptr;
   MsgTag callTag_;
   uint64_t seq_ = 0;
   std::map<int, uint64_t> sendSeq_, recvSeq_;
@@ -137,6 +156,8 @@ class Comm {
   };
   std::vector<PreMul> premul_;
   std::vector<uint8_t> scratch_;
+  // Direct or staged border data on a GPU rank (HETCCL_GPU_DIRECT); logs it.
+  void chooseGpuPath();
   Proxy proxy_;  // last member: its thread stops before the rest is destroyed
 };
 

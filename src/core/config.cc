@@ -67,6 +67,13 @@ const std::vector<VarSpec>& table() {
      "(0: never, tagged parts only; every rank must set the same)"},
     {"HETCCL_KERNELS_LIB", VarType::kString, "", nullptr,
      "path of the device reduction kernels plugin (default: libhetccl-<kind>-kernels.so beside libhetccl)"},
+    {"HETCCL_GPU_DIRECT", VarType::kString, "auto", nullptr,
+     "GPU ranks' AllReduce across groups: hand device memory straight to the transport where it reports that "
+     "memory type (ucx built with CUDA/ROCm) and the kernels plugin loads (auto), always stage through pinned "
+     "memory (0), or require the direct path (1: init fails naming why it cannot)"},
+    {"HETCCL_PLAN_FOLDS", VarType::kBool, "0", nullptr,
+     "host ranks fold border data after receiving it whole, as GPU ranks on the direct path do, instead of in "
+     "the transport as it arrives (a test setting: it runs the direct path's plan on CPUs)"},
     {"HETCCL_STAGING_MAX", VarType::kBytes, "2G", nullptr,
      "GPU ranks: most pinned host memory one communicator keeps for staging border data"},
     {"HETCCL_SOCKET_BUFFER", VarType::kBytes, "4M", nullptr, "SO_SNDBUF/SO_RCVBUF of TCP transport sockets"},

@@ -65,6 +65,11 @@ struct Xfer {
   // run() may return before the peer has taken the data (shm single-copy
   // sends: the receiver reads the sender's memory). Others ignore it.
   bool lazy = false;
+  // src/dst are memory of this rank's GPU (TransportContext::deviceKind),
+  // handed over as they are. Only for transports whose
+  // movesDeviceMemory(kind) is true, and never with kRecvReduce (a device
+  // fold is the plan's, after the receive).
+  bool device = false;
 
   static Xfer send(int peer, const void* src, size_t bytes, const MsgTag& t);
   static Xfer recv(int peer, void* dst, size_t bytes, const MsgTag& t);
@@ -85,6 +90,7 @@ struct TransportContext {
   const std::atomic<bool>* abort = nullptr;
   double timeoutS = 300;
   size_t buffBytes = 4 << 20;  // staging per peer connection
+  std::string deviceKind = "host";  // this rank's: the memory type of Xfer::device buffers
 };
 
 class Transport {
@@ -102,9 +108,10 @@ class Transport {
   virtual void drain() {}
   virtual void forgetLazy() {}
   // Whether the transport can move memory of this device kind ("cuda",
-  // "hip") itself, as UCX built with CUDA or ROCm support reports. hetccl's
-  // border plans do not hand device pointers to transports yet: GPU ranks
-  // stage through pinned memory either way, and say so at init.
+  // "hip") itself, as UCX built with CUDA or ROCm support reports. Then a
+  // GPU rank's AllReduce across groups hands it device pointers
+  // (Xfer::device; HETCCL_GPU_DIRECT); otherwise GPU ranks stage through
+  // pinned memory.
   virtual bool movesDeviceMemory(const std::string& kind) const {
     (void)kind;
     return false;

@@ -91,6 +91,14 @@ struct Child {
     setenv("HETCCL_UCX_RMA_MIN", "1M", 1);
     r.transport.resize(r.transport.size() - 4);
   }
+  // "..._planfold": border data folded by the plan after whole receives
+  // (HETCCL_PLAN_FOLDS), the border plan of GPU ranks on the direct path.
+  const std::string planFold = "_planfold";
+  if (r.transport.size() > planFold.size() &&
+      r.transport.compare(r.transport.size() - planFold.size(), planFold.size(), planFold) == 0) {
+    setenv("HETCCL_PLAN_FOLDS", "1", 1);
+    r.transport.resize(r.transport.size() - planFold.size());
+  }
   // "shm_chunked": shm with 3 threads sharing each single-copy read, and
   // AllReduce across groups in chunks of 1 MiB.
   if (r.transport == "shm_chunked") {

@@ -75,6 +75,8 @@ std::vector<LargeParam> largeParams() {
   for (const std::string layout : {"a,a,a,b", "a,b,a,b"})
     for (Coll coll : {Coll::kAllReduce, Coll::kReduceScatter, Coll::kAllGather})
       v.push_back({layout, "shm_chunked", coll});
+  // AllReduce with the border folded by the plan (the GPU direct path's).
+  for (const std::string layout : {"a,a,a,b", "a,a,a,b,b,c,c,c"}) v.push_back({layout, "shm_planfold", Coll::kAllReduce});
   return v;
 }
 

@@ -29,6 +29,10 @@ size_t partBytes(size_t bytes) {
   return (p + 7) & ~size_t{7};
 }
 
+int memTypeOf(const std::string& kind) {
+  return kind == "cuda" ? UCS_MEMORY_TYPE_CUDA : kind == "hip" ? UCS_MEMORY_TYPE_ROCM : -1;
+}
+
 void epError(void* arg, ucp_ep_h, ucs_status_t status) {
   auto* a = static_cast<UcxTransport::EpArg*>(arg);
   a->t->peerFailed(a->peer, status);
@@ -124,6 +128,7 @@ UcxTransport::UcxTransport(const TransportContext& ctx)
   for (int r = 0; r < ctx.nranks; ++r)
     if (r != ctx.rank && who[r].host == who[ctx.rank].host) localPid_[r] = static_cast<int>(who[r].pid);
   staging_.resize(kStagingSlots * kPartBytes);
+  if (movesDeviceMemory(ctx.deviceKind)) devMemType_ = memTypeOf(ctx.deviceKind);
   ctx.bootstrap->barrier();
   LOG_INFO(kTransport, "ucx transport: rank %d, %zu peers, UCX %u.%u, memory types: host%s%s, RMA put from %s",
            ctx.rank, ctx.peers.size(), api_.major, api_.minor, movesDeviceMemory("cuda") ? ", cuda" : "",
@@ -132,7 +137,7 @@ UcxTransport::UcxTransport(const TransportContext& ctx)
 }
 
 bool UcxTransport::movesDeviceMemory(const std::string& kind) const {
-  const int t = kind == "cuda" ? UCS_MEMORY_TYPE_CUDA : kind == "hip" ? UCS_MEMORY_TYPE_ROCM : -1;
+  const int t = memTypeOf(kind);
   return t >= 0 && (memTypes_ & (uint64_t{1} << t)) != 0;
 }
 
@@ -214,6 +219,10 @@ void UcxTransport::post(Op& op) {
   ucp_request_param_t p{};
   ucs_status_ptr_t r;
   const int peer = op.x->peer;
+  if (op.x->device && (op.kind == Op::kPartSend || op.kind == Op::kPartRecv || op.kind == Op::kPut)) {
+    p.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMORY_TYPE;  // no detection per call
+    p.memory_type = static_cast<ucs_memory_type_t>(devMemType_);
+  }
   if (op.kind == Op::kPut)
     r = api_.putNbx(eps_[peer], op.buf, op.len, op.rma->remoteAddr, op.rma->rkey, &p);
   else if (op.kind == Op::kFlush)
@@ -303,6 +312,9 @@ void UcxTransport::run(std::span<Xfer> xfers) {
       Xfer& x = xfers[i];
       if (x.peer < 0 || x.peer >= ctx_.nranks || !eps_[x.peer])
         throwError(hetcclInternalError, "ucx: no endpoint to rank " + std::to_string(x.peer));
+      if (x.device && (devMemType_ < 0 || x.kind == Xfer::Kind::kRecvReduce))
+        throwError(hetcclInternalError, "ucx: a " + ctx_.deviceKind + " memory transfer to/from rank " +
+                                            std::to_string(x.peer) + " this transport cannot take as it is");
       x.done = 0;
       headers[i] = x.tag;
       headers[i].bytes = x.bytes;

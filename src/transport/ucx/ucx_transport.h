@@ -10,8 +10,9 @@
 // 64-bit UCP tag is [sender rank:16][message number:32][part:16], message
 // numbers counting per (sender, receiver) pair, so matching is exact and in
 // order. Receive-reduce parts land in a bounded staging ring and are folded
-// as they complete. Buffers are host memory (GPU ranks stage through pinned
-// memory, as with the other transports).
+// as they complete. Buffers are host memory, or with Xfer::device this
+// rank's GPU memory where UCX reports that memory type (the payload parts,
+// puts and registrations then name it; receive-reduces stay host memory).
 //
 // With HETCCL_UCX_RMA_MIN set (the same on every rank, checked at init),
 // messages of that size and up wait for the receiver's offer (part
@@ -84,6 +85,7 @@ class UcxTransport : public Transport {
   std::vector<int> localPid_;             // by rank: pid of a peer on this host, else 0
   uint64_t memTypes_ = 0;                 // ucp_context_query: bits of ucs_memory_type_t
   uint64_t rmaMin_ = 0;                   // HETCCL_UCX_RMA_MIN; 0: no RMA path
+  int devMemType_ = -1;                   // ucs_memory_type_t of Xfer::device buffers, -1: none taken
 };
 
 }  // namespace hetccl

@@ -1,0 +1,178 @@
+#include "algorithm/device_direct.h"
+
+#include "algorithm/device_exec.h"
+#include "algorithm/local_ops.h"
+#include "backend/backend.h"
+#include "core/comm.h"
+#include "core/error.h"
+#include "core/log.h"
+
+namespace hetccl {
+namespace {
+
+constexpr int kScratchSlot = 3;  // of DeviceState::scratch (StagedBackend uses 0-2)
+
+// Local ops on the rank's device memory: the kernels plugin on the proxy's
+// stream; fence() waits for the stream (bounded by the timeout and abort).
+class DeviceLocalOps final : public LocalOps {
+ public:
+  DeviceLocalOps(Comm& c, const hetcclKernelsApi_t& k)
+      : k_(k), dev_(c.device()), ds_(*c.deviceState()), timeoutS_(c.options().timeoutS), abort_(&c.abortFlag()) {}
+  bool deviceMemory() const override { return true; }
+  bool transportFolds() const override { return false; }
+  uint8_t* scratch(size_t bytes) override { return ds_.scratch().get(kScratchSlot, bytes); }
+  void copy(void* dst, const void* src, size_t bytes) override { dev_.copy(dst, src, bytes, ds_.stream()); }
+  void reduce(void* out, const void* a, const void* b, size_t n, DataType dt, RedKind k) override {
+    check(k_.reduce(out, a, b, n, static_cast<int>(dt), static_cast<int>(k), ds_.stream()), "reduce");
+  }
+  void scale(void* out, const void* in, size_t n, DataType dt, double scalar) override {
+    check(k_.scale(out, in, n, static_cast<int>(dt), scalar, ds_.stream()), "scale");
+  }
+  void divide(void* buf, size_t n, DataType dt, int divisor) override {
+    check(k_.divide(buf, n, static_cast<int>(dt), divisor, ds_.stream()), "divide");
+  }
+  void fence(const char* what) override { ds_.sync(timeoutS_, abort_, what); }
+
+ private:
+  void check(int rc, const char* what) {
+    if (rc != HETCCL_KERNELS_SUCCESS)
+      throwError(static_cast<hetcclResult_t>(rc),
+                 std::string("device kernel '") + what + "' (" + k_.kind + "): " + k_.lastError());
+  }
+  const hetcclKernelsApi_t& k_;
+  DeviceRuntime& dev_;
+  DeviceState& ds_;
+  double timeoutS_;
+  const std::atomic<bool>* abort_;
+};
+
+// The group's library on device buffers, on the proxy's stream. Each call
+// (or group of point-to-point calls) waits until done, bounded: the border
+// transfers that follow read its output from the host thread.
+class DirectBackend final : public Backend {
+ public:
+  DirectBackend(Backend& inner, const BackendContext& ctx, DeviceState& ds)
+      : Backend(ctx), inner_(inner), ds_(ds) {}
+  const char* name() const override { return inner_.name(); }
+  void allReduce(const void* send, void* recv, size_t count, DataType dt, const ReduceOp& op, Stream) override {
+    inner_.allReduce(send, recv, count, dt, op, ds_.stream());
+    done("waiting for a group AllReduce of the vendor library");
+  }
+  void reduceScatter(const void* send, void* recv, size_t recvcount, DataType dt, const ReduceOp& op,
+                     Stream) override {
+    inner_.reduceScatter(send, recv, recvcount, dt, op, ds_.stream());
+    done("waiting for a group ReduceScatter of the vendor library");
+  }
+  void allGather(const void* send, void* recv, size_t sendcount, DataType dt, Stream) override {
+    inner_.allGather(send, recv, sendcount, dt, ds_.stream());
+    done("waiting for a group AllGather of the vendor library");
+  }
+  void broadcast(const void* send, void* recv, size_t count, DataType dt, int root, Stream) override {
+    inner_.broadcast(send, recv, count, dt, root, ds_.stream());
+    done("waiting for a group Broadcast of the vendor library");
+  }
+  void reduce(const void* send, void* recv, size_t count, DataType dt, const ReduceOp& op, int root,
+              Stream) override {
+    inner_.reduce(send, recv, count, dt, op, root, ds_.stream());
+    done("waiting for a group Reduce of the vendor library");
+  }
+  void send(const void* buf, size_t count, DataType dt, int peer, Stream) override {
+    inner_.send(buf, count, dt, peer, ds_.stream());
+    if (depth_ == 0) done("waiting for a group send of the vendor library");
+  }
+  void recv(void* buf, size_t count, DataType dt, int peer, Stream) override {
+    inner_.recv(buf, count, dt, peer, ds_.stream());
+    if (depth_ == 0) done("waiting for a group receive of the vendor library");
+  }
+  void groupStart() override {
+    ++depth_;
+    inner_.groupStart();
+  }
+  void groupEnd() override {
+    if (depth_ == 0) throwError(hetcclInternalError, "direct backend: groupEnd without groupStart");
+    inner_.groupEnd();
+    if (--depth_ == 0) done("waiting for group send/recv of the vendor library");
+  }
+
+ private:
+  void done(const char* what) { ds_.sync(ctx_.timeoutS, ctx_.abort, what); }
+  Backend& inner_;
+  DeviceState& ds_;
+  int depth_ = 0;
+};
+
+// The proxy's part: once the caller's stream reached the call, run the plan
+// on the user's buffers with the device forms of the backend and local ops.
+void runDirect(Comm& c, CollArgs a, Event ready) {
+  DeviceRuntime& d = c.device();
+  DeviceState& ds = *c.deviceState();
+  const double to = c.options().timeoutS;
+  d.makeCurrent();
+  waitEvent(d, ready, to, &c.abortFlag(), "waiting for the caller's stream to reach the AllReduce");
+  DirectBackend be(c.groupBackend(), proxyBackendContext(c), ds);
+  DeviceLocalOps lo(c, *c.kernels());
+  struct Active {  // for this job only
+    Comm& c;
+    ~Active() {
+      c.setActiveBackend(nullptr);
+      c.setLocalOps(nullptr);
+    }
+  } active{c};
+  c.setActiveBackend(&be);
+  c.setLocalOps(&lo);
+  a.stream = nullptr;
+  try {
+    runCollective(c, a);
+    lo.fence("finishing the AllReduce");
+  } catch (...) {
+    // Best effort: let enqueued kernels finish before the caller's stream
+    // is released onto the same buffers (bounded; the abort flag ends it).
+    try {
+      ds.sync(to, &c.abortFlag(), "cleaning up a failed AllReduce");
+    } catch (...) {
+    }
+    throw;
+  }
+}
+
+}  // namespace
+
+bool takesDirectPath(const Comm& c, const CollArgs& a) {
+  if (!c.gpuDirect() || a.kind != CollKind::kAllReduce || a.count == 0) return false;
+  if (a.op.preMul && !dataTypeIsFloat(a.dt)) return false;
+  const size_t bytes = a.count * dataTypeSize(a.dt);
+  auto* s = static_cast<const uint8_t*>(a.send);
+  auto* r = static_cast<const uint8_t*>(a.recv);
+  return s == r || s + bytes <= r || r + bytes <= s;
+}
+
+// [ready event] [wait until the proxy stores this call's ticket]: the
+// caller's stream holds still while the proxy works on its buffers.
+void enqueueDirectAllReduce(Comm& c, const CollArgs& a) {
+  DeviceState& ds = *c.deviceState();
+  DeviceRuntime& d = c.device();
+  Event ready = ds.takeEvent();
+  uint64_t ticket = 0;
+  try {
+    d.recordEvent(ready, a.stream);
+    ticket = ds.nextTicket();
+  } catch (...) {
+    ds.giveEvent(ready);
+    throw;
+  }
+  auto release = [&ds, ticket, ready] {
+    ds.complete(ticket);
+    ds.giveEvent(ready);
+  };
+  try {
+    d.streamWaitValue(a.stream, ds.flag(), ticket);
+  } catch (...) {
+    c.proxy().submit([] {}, release);
+    throw;
+  }
+  LOG_TRACE(kColl, "GPU AllReduce of %zu elements direct, ticket %llu", a.count,
+            static_cast<unsigned long long>(ticket));
+  c.proxy().submit([&c, a, ready] { runDirect(c, a, ready); }, release);
+}
+
+}  // namespace hetccl

@@ -1,0 +1,35 @@
+#include "algorithm/local_ops.h"
+
+#include "algorithm/host_reduce.h"
+#include "core/bytes.h"
+#include "core/comm.h"
+
+namespace hetccl {
+
+void LocalOps::fold(void* dst, const void* const* parts, int nparts, size_t n, DataType dt, RedKind k, void* tmp) {
+  if (nparts == 1) return copy(dst, parts[0], n * dataTypeSize(dt));
+  const void* acc = parts[0];
+  for (int j = 1; j < nparts; ++j) {
+    void* out = j == nparts - 1 ? dst : tmp;
+    reduce(out, acc, parts[j], n, dt, k);
+    acc = out;
+  }
+}
+
+bool HostLocalOps::transportFolds() const { return !c_.planFolds(); }
+
+uint8_t* HostLocalOps::scratch(size_t bytes) { return c_.scratch(bytes); }
+
+void HostLocalOps::reduce(void* out, const void* a, const void* b, size_t n, DataType dt, RedKind k) {
+  reduceArrays(out, a, b, n, dt, k);
+}
+
+void HostLocalOps::copy(void* dst, const void* src, size_t bytes) { copyBytes(dst, src, bytes); }
+
+void HostLocalOps::scale(void* out, const void* in, size_t n, DataType dt, double scalar) {
+  scaleArray(out, in, n, dt, scalar);
+}
+
+void HostLocalOps::divide(void* buf, size_t n, DataType dt, int divisor) { divideArray(buf, n, dt, divisor); }
+
+}  // namespace hetccl

@@ -1,0 +1,57 @@
+// Where a plan's buffers live and how it combines data there. The host form
+// works on host memory with the host reductions and lets the transport fold
+// incoming data as it arrives (Xfer::recvReduce). The device form
+// (device_direct.cc) works on a GPU rank's own memory: device kernels on the
+// proxy's stream, and border data received whole into device scratch, then
+// folded by the plan.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/datatype.h"
+
+namespace hetccl {
+
+class Comm;
+
+class LocalOps {
+ public:
+  virtual ~LocalOps() = default;
+  // Whether buffers are device memory (border transfers carry Xfer::device).
+  virtual bool deviceMemory() const = 0;
+  // Whether the transport folds receive-reduces itself; when false the plan
+  // receives into scratch and folds with reduce().
+  virtual bool transportFolds() const = 0;
+  // `bytes` of scratch where the buffers live, kept from call to call.
+  virtual uint8_t* scratch(size_t bytes) = 0;
+  // out[i] = a[i] op b[i]; out may be a or b.
+  virtual void reduce(void* out, const void* a, const void* b, size_t n, DataType dt, RedKind k) = 0;
+  virtual void copy(void* dst, const void* src, size_t bytes) = 0;
+  // dst = parts[0] op ... op parts[nparts-1], folded left to right (the
+  // order of foldOrdered, so both forms give the same bits); tmp holds n
+  // elements when nparts > 2.
+  void fold(void* dst, const void* const* parts, int nparts, size_t n, DataType dt, RedKind k, void* tmp);
+  virtual void scale(void* out, const void* in, size_t n, DataType dt, double scalar) = 0;
+  virtual void divide(void* buf, size_t n, DataType dt, int divisor) = 0;
+  // Waits until everything enqueued so far has run (the host form runs at once).
+  virtual void fence(const char* what) { (void)what; }
+};
+
+// The host form, over the communicator's scratch.
+class HostLocalOps final : public LocalOps {
+ public:
+  explicit HostLocalOps(Comm& c) : c_(c) {}
+  bool deviceMemory() const override { return false; }
+  bool transportFolds() const override;
+  uint8_t* scratch(size_t bytes) override;
+  void reduce(void* out, const void* a, const void* b, size_t n, DataType dt, RedKind k) override;
+  void copy(void* dst, const void* src, size_t bytes) override;
+  void scale(void* out, const void* in, size_t n, DataType dt, double scalar) override;
+  void divide(void* buf, size_t n, DataType dt, int divisor) override;
+
+ private:
+  Comm& c_;
+};
+
+}  // namespace hetccl
