@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
 # GPU checks, for a machine with an NVIDIA GPU, CUDA, NCCL and (for the
 # benchmark) PyTorch. Builds what the GPU tests need and runs them:
-#   bash scripts/gpu-check.sh [STEP...]     steps: build unit matrix torch c10d train bench matrix2 ucx
-#                                           (default: all but ucx)
+#   bash scripts/gpu-check.sh [STEP...]     steps: build unit matrix torch c10d train bench matrix2 ucx ucxbench
+#                                           (default: all but ucx, ucxbench)
 # UCX_PREFIX: a UCX install (include/, lib/) to build the ucx transport
 # against where the machine has none, e.g. Debian's libucx0 and libucx-dev
-# unpacked with dpkg -x; the ucx step runs the GPU matrix over it.
+# unpacked with dpkg -x, or one built with CUDA (--with-cuda) for the direct
+# path; the ucx step runs the GPU matrix over it, ucxbench the direct/staged
+# benchmark.
 # Logs go to $LOGDIR (default build-gpu/logs). GoogleTest comes from
 # HETCCL_GTEST_SOURCE (a googletest source tree) when no package is installed.
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD:-$here/build-gpu}
 logs=${LOGDIR:-$build/logs}
-steps=${*:-build unit matrix torch c10d train bench matrix2}  # ucx: on request
+steps=${*:-build unit matrix torch c10d train bench matrix2}  # ucx, ucxbench: on request
 export NCCL_NVLS_ENABLE=0  # never NVLink multicast
 mkdir -p "$logs"
 status=0
@@ -73,15 +75,27 @@ for s in $steps; do
       step passthrough 120 "$build/tools/hetccl-gpu-passthrough"
       step border_vs_gloo 300 bash "$here/bench/gpu_border_vs_gloo.sh" "$build"
       ;;
-    ucx)  # the GPU matrix with the border over UCX (staging path), UCX_TLS=sm and tcp
+    ucx)  # the GPU matrix with the border over UCX: 1 CUDA + 3 host ranks (UCX_TLS=sm and tcp, plus
+          # cuda_copy/cuda_ipc where UCX has them), then two processes on the one GPU in two groups. Where
+          # UCX reports CUDA memory (UCX_PREFIX built with CUDA) AllReduce takes the direct path; the logs'
+          # "border data path" lines say which path ran.
       lib=$(ls -d "${UCX_PREFIX:-/usr}"/lib/x86_64-linux-gnu 2>/dev/null || echo "${UCX_PREFIX:-/usr}/lib")
+      ucxenv=(env HETCCL_UCX_LIB="$lib/libucp.so.0" LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+        UCX_MODULE_DIR="$lib/ucx" HETCCL_DEBUG=INFO HETCCL_DEBUG_SUBSYS=INIT,TRANSPORT)
+      gpu=""
+      [ -e "$lib/ucx/libuct_cuda.so.0" ] && gpu=",cuda_copy,cuda_ipc"
       for tls in sm tcp; do
-        step "matrix_1cuda_3host_ucx_$tls" 240 env HETCCL_UCX_LIB="$lib/libucp.so.0" \
-          LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" UCX_MODULE_DIR="$lib/ucx" UCX_TLS="$tls" \
-          HETCCL_DEBUG=INFO HETCCL_DEBUG_SUBSYS=INIT,TRANSPORT \
+        step "matrix_1cuda_3host_ucx_$tls" 240 "${ucxenv[@]}" UCX_TLS="$tls$gpu" \
           "$build/tests/gpu/gpu_matrix" --np 4 --devices cuda,host,host,host --transport ucx --mid "${MID:-266240}" \
-          --max 64
+          --max "${MAX:-64}"
       done
+      step matrix_2cuda_groups_ucx 240 "${ucxenv[@]}" "$build/tests/gpu/gpu_matrix" --np 2 --devices cuda,cuda \
+        --groups g0,g1 --transport ucx --mid "${MID:-266240}" --max "${MAX:-64}"
+      grep -h "border data path" "$logs"/matrix_*ucx*.log | sed 's/^.*\(rank [0-9]*: border.*\)$/\1/' | sort | uniq -c
+      ;;
+    ucxbench)  # direct against staged AllReduce over UCX (needs UCX_PREFIX built with CUDA)
+      step ucx_direct_2gpu 300 bash "$here/bench/gpu_ucx_direct.sh" "$build" 2gpu
+      step ucx_direct_1gpu3host 300 bash "$here/bench/gpu_ucx_direct.sh" "$build" 1gpu3host
       ;;
     *) echo "unknown step $s"; exit 2 ;;
   esac
