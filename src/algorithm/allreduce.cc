@@ -13,25 +13,6 @@
 namespace hetccl {
 namespace {
 
-// Scratch elements of one border step: for shared pieces, G-1 receive slots
-// plus one fold scratch per element; then, where the plan folds, one
-// receive slot for my split parts.
-size_t borderScratchElems(const BorderAssignment& ba, int G, int g, bool folds) {
-  size_t shared = 0, mine = 0;
-  for (const auto& p : ba.shared) shared += p.count;
-  if (!folds)
-    for (const auto& p : ba.split) mine += p.partLo(g + 1) - p.partLo(g);
-  return shared * G + mine;
-}
-
-// Each group's shard layout for an AllReduce of n elements of es bytes.
-std::vector<ShardLayout> groupLayouts(const Comm& c, size_t n, size_t es) {
-  const bool latency = n * es < c.smallBytes();
-  std::vector<ShardLayout> layouts;
-  for (const Group& grp : c.topo().groups) layouts.push_back(shardLayout(n, static_cast<int>(grp.ranks.size()), latency));
-  return layouts;
-}
-
 // The border step: after it, every owner holds the final value of what it
 // owns. Where the transport folds (host memory), my parts are received with
 // receive-reduce; otherwise (device memory, HETCCL_PLAN_FOLDS) each round's
@@ -43,10 +24,13 @@ void borderReduce(Comm& c, LocalOps& lo, const BorderAssignment& ba, uint8_t* bu
   const MsgTag& tag = c.callTag();
   const bool folds = lo.transportFolds();
 
-  size_t sharedElems = 0;
+  size_t sharedElems = 0, mineElems = 0;
   for (const auto& p : ba.shared) sharedElems += p.count;
-  const size_t scratchElems = borderScratchElems(ba, G, g, folds);
-  uint8_t* staging = scratchElems ? lo.scratch(scratchElems * es) : nullptr;
+  for (const auto& p : ba.split) mineElems += p.partLo(g + 1) - p.partLo(g);
+  // Shared pieces: G-1 receive slots plus one fold scratch per element; then,
+  // where the plan folds, one receive slot for my split parts.
+  const size_t foldElems = folds ? 0 : mineElems;
+  uint8_t* staging = sharedElems + foldElems ? lo.scratch((sharedElems * G + foldElems) * es) : nullptr;
   uint8_t* incoming = staging ? staging + sharedElems * G * es : nullptr;
   auto runAll = [&](std::vector<Xfer>& x) {
     for (Xfer& e : x) e.device = lo.deviceMemory();
@@ -141,7 +125,9 @@ void allReduceAcrossGroups(Comm& c, LocalOps& lo, const CollArgs& a, const uint8
   // Out of place, the group steps read the input where it is: no copy of it
   // into buf first (the final AllGather fills what this rank does not own).
   const Topology& t = c.topo();
-  const std::vector<ShardLayout> layouts = groupLayouts(c, n, es);
+  bool latency = n * es < c.smallBytes();
+  std::vector<ShardLayout> layouts;
+  for (const Group& grp : t.groups) layouts.push_back(shardLayout(n, static_cast<int>(grp.ranks.size()), latency));
   const ShardLayout& mine = layouts[c.myGroup()];
   const size_t i = static_cast<size_t>(c.myLocal());
 
@@ -173,19 +159,6 @@ size_t allReduceChunk(const Comm& c, size_t count, DataType dt) {
   const size_t es = dataTypeSize(dt);
   if (c.topo().ngroups() == 1 || c.chunkBytes() == 0 || count * es <= c.chunkBytes()) return std::max<size_t>(count, 1);
   return std::max<size_t>(c.chunkBytes() / es, 1);
-}
-
-size_t allReduceScratchBytes(const Comm& c, size_t count, DataType dt, bool planFolds) {
-  const size_t es = dataTypeSize(dt), step = allReduceChunk(c, count, dt);
-  const int G = c.topo().ngroups(), g = c.myGroup();
-  if (G == 1 || count == 0) return 0;
-  size_t most = 0;
-  for (size_t n : {step, count % step}) {  // the chunks' two sizes
-    if (n == 0) continue;
-    BorderAssignment ba = assignBorder(c.topo(), groupLayouts(c, n, es), c.rank());
-    most = std::max(most, borderScratchElems(ba, G, g, !planFolds));
-  }
-  return most * es;
 }
 
 void runAllReduce(Comm& c, const CollArgs& a) {

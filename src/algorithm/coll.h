@@ -33,9 +33,6 @@ void runAllReduce(Comm& c, const CollArgs& a);
 // Elements per chunk of an AllReduce of `count` (count itself when it runs
 // in one piece): the same on every rank of the communicator.
 size_t allReduceChunk(const Comm& c, size_t count, DataType dt);
-// Scratch bytes an AllReduce of `count` needs on this rank for its border
-// folds (LocalOps::scratch), whole receives when planFolds.
-size_t allReduceScratchBytes(const Comm& c, size_t count, DataType dt, bool planFolds);
 void runBroadcast(Comm& c, const CollArgs& a);
 void runReduce(Comm& c, const CollArgs& a);
 void runAllGather(Comm& c, const CollArgs& a);

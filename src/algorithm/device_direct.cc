@@ -10,27 +10,17 @@
 namespace hetccl {
 namespace {
 
+constexpr int kScratchSlot = 3;  // of DeviceState::scratch (StagedBackend uses 0-2)
+
 // Local ops on the rank's device memory: the kernels plugin on the proxy's
 // stream; fence() waits for the stream (bounded by the timeout and abort).
 class DeviceLocalOps final : public LocalOps {
  public:
-  // scratch: `scratchBytes` of device memory the enqueueing thread allocated.
-  DeviceLocalOps(Comm& c, const hetcclKernelsApi_t& k, uint8_t* scratch, size_t scratchBytes)
-      : k_(k),
-        dev_(c.device()),
-        ds_(*c.deviceState()),
-        timeoutS_(c.options().timeoutS),
-        abort_(&c.abortFlag()),
-        scratch_(scratch),
-        scratchBytes_(scratchBytes) {}
+  DeviceLocalOps(Comm& c, const hetcclKernelsApi_t& k)
+      : k_(k), dev_(c.device()), ds_(*c.deviceState()), timeoutS_(c.options().timeoutS), abort_(&c.abortFlag()) {}
   bool deviceMemory() const override { return true; }
   bool transportFolds() const override { return false; }
-  uint8_t* scratch(size_t bytes) override {
-    if (bytes > scratchBytes_)
-      throwError(hetcclInternalError, "direct AllReduce: " + std::to_string(bytes) + " bytes of scratch wanted, " +
-                                          std::to_string(scratchBytes_) + " allocated");
-    return scratch_;
-  }
+  uint8_t* scratch(size_t bytes) override { return ds_.scratch().get(kScratchSlot, bytes); }
   void copy(void* dst, const void* src, size_t bytes) override { dev_.copy(dst, src, bytes, ds_.stream()); }
   void reduce(void* out, const void* a, const void* b, size_t n, DataType dt, RedKind k) override {
     check(k_.reduce(out, a, b, n, static_cast<int>(dt), static_cast<int>(k), ds_.stream()), "reduce");
@@ -54,8 +44,6 @@ class DeviceLocalOps final : public LocalOps {
   DeviceState& ds_;
   double timeoutS_;
   const std::atomic<bool>* abort_;
-  uint8_t* scratch_;
-  size_t scratchBytes_;
 };
 
 // The group's library on device buffers, on the proxy's stream. Each call
@@ -115,14 +103,14 @@ class DirectBackend final : public Backend {
 
 // The proxy's part: once the caller's stream reached the call, run the plan
 // on the user's buffers with the device forms of the backend and local ops.
-void runDirect(Comm& c, CollArgs a, Event ready, uint8_t* scratch, size_t scratchBytes) {
+void runDirect(Comm& c, CollArgs a, Event ready) {
   DeviceRuntime& d = c.device();
   DeviceState& ds = *c.deviceState();
   const double to = c.options().timeoutS;
   d.makeCurrent();
   waitEvent(d, ready, to, &c.abortFlag(), "waiting for the caller's stream to reach the AllReduce");
   DirectBackend be(c.groupBackend(), proxyBackendContext(c), ds);
-  DeviceLocalOps lo(c, *c.kernels(), scratch, scratchBytes);
+  DeviceLocalOps lo(c, *c.kernels());
   struct Active {  // for this job only
     Comm& c;
     ~Active() {
@@ -163,10 +151,6 @@ bool takesDirectPath(const Comm& c, const CollArgs& a) {
 void enqueueDirectAllReduce(Comm& c, const CollArgs& a) {
   DeviceState& ds = *c.deviceState();
   DeviceRuntime& d = c.device();
-  // Device scratch now, from this thread: allocating it on the proxy while
-  // the stream waits would wait for the stream (implicit synchronisation).
-  const size_t scratchBytes = allReduceScratchBytes(c, a.count, a.dt, true);
-  uint8_t* scratch = scratchBytes ? ds.direct().get(0, scratchBytes) : nullptr;
   Event ready = ds.takeEvent();
   uint64_t ticket = 0;
   try {
@@ -195,8 +179,7 @@ void enqueueDirectAllReduce(Comm& c, const CollArgs& a) {
   }
   LOG_TRACE(kColl, "GPU AllReduce of %zu elements direct, ticket %llu", a.count,
             static_cast<unsigned long long>(ticket));
-  c.proxy().submit([&c, a, ready, scratch, scratchBytes] { runDirect(c, a, ready, scratch, scratchBytes); },
-                   release);
+  c.proxy().submit([&c, a, ready] { runDirect(c, a, ready); }, release);
 }
 
 }  // namespace hetccl

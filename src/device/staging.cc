@@ -42,7 +42,7 @@ uint8_t* StagingPool::get(int slot, size_t bytes) {
 }
 
 DeviceState::DeviceState(DeviceRuntime& d, size_t stagingLimit)
-    : dev_(d), pinned_(d, stagingLimit, true), scratch_(d, stagingLimit, false), direct_(d, stagingLimit, false) {
+    : dev_(d), pinned_(d, stagingLimit, true), scratch_(d, stagingLimit, false) {
   stream_ = d.createStream();
   flag_ = static_cast<uint64_t*>(d.allocPinned(sizeof(uint64_t)));
   *flag_ = 0;

@@ -65,10 +65,6 @@ class DeviceState {
   // copies out of pinned staging (the calling thread's alone).
   std::vector<Event>& released() { return released_; }
   StagingPool& scratch() { return scratch_; }
-  // Device scratch of the direct path, allocated by the calling thread
-  // before its stream waits (an allocation is an implicit device
-  // synchronisation, which would wait for that stream); the proxy only uses it.
-  StagingPool& direct() { return direct_; }
 
   // Waits (polling, bounded) until the internal stream has run all its work.
   void sync(double timeoutS, const std::atomic<bool>* abort, const char* what);
@@ -82,7 +78,7 @@ class DeviceState {
   std::vector<Event> events_;
   std::vector<Event> released_;
   Event syncEvent_ = nullptr;
-  StagingPool pinned_, scratch_, direct_;
+  StagingPool pinned_, scratch_;
 };
 
 }  // namespace hetccl
