@@ -165,14 +165,7 @@ void enqueueDirectAllReduce(Comm& c, const CollArgs& a) {
     ds.giveEvent(ready);
   };
   try {
-    // A polling kernel, not a stream wait-value: the proxy's own device work
-    // (NCCL, the kernels, UCX's copies) runs on other streams while this one
-    // waits, and a wait-value would block every stream that shares its
-    // hardware queue. Bounded past the proxy's own timeout.
-    const hetcclKernelsApi_t& k = *c.kernels();
-    const auto* flag = reinterpret_cast<const volatile unsigned long long*>(ds.flag());
-    if (k.waitFlag(flag, ticket, 2 * c.options().timeoutS + 10, a.stream) != HETCCL_KERNELS_SUCCESS)
-      throwError(hetcclUnhandledDeviceError, std::string("device kernel 'waitFlag': ") + k.lastError());
+    d.streamWaitValue(a.stream, ds.flag(), ticket);
   } catch (...) {
     c.proxy().submit([] {}, release);
     throw;

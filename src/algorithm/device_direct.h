@@ -1,9 +1,7 @@
 // The direct path of a GPU rank's AllReduce across groups
 // (HETCCL_GPU_DIRECT): where the transport moves this rank's device memory
 // itself (UCX built with CUDA or ROCm), nothing is copied to pinned memory.
-// The caller's stream records an event and waits for the call's ticket (a
-// polling kernel of the kernels plugin, so that the proxy's device work on
-// other streams is never stuck behind it in a hardware queue); the
+// The caller's stream records an event and waits for the call's ticket; the
 // proxy runs the AllReduce plan on the user's device buffers: group steps in
 // the vendor library on the proxy's stream, border transfers with device
 // pointers (Xfer::device), folds by the device kernels plugin into device

@@ -57,8 +57,7 @@ const hetcclKernelsApi_t* open(const std::string& path, const std::string& kind,
                                        std::to_string(HETCCL_KERNELS_API_VERSION) + " (it returned " + has +
                                        "); rebuild it with this hetccl");
   }
-  if (!api->kind || kind != api->kind || !api->reduce || !api->scale || !api->divide || !api->lastError ||
-      !api->waitFlag) {
+  if (!api->kind || kind != api->kind || !api->reduce || !api->scale || !api->divide || !api->lastError) {
     std::string has = api->kind ? api->kind : "(null)";
     dlclose(lib);
     throwError(hetcclInvalidUsage, "the kernels plugin " + path + " (" + how + ") is for device kind '" + has +

@@ -13,7 +13,6 @@ typedef hipError_t gpuError_t;
 #define gpuSuccess hipSuccess
 #define gpuGetLastError hipGetLastError
 #define gpuGetErrorString hipGetErrorString
-#define gpuHostGetDevicePointer hipHostGetDevicePointer
 #define gpuGetDevice hipGetDevice
 #define gpuDeviceGetAttribute hipDeviceGetAttribute
 #define gpuDevAttrMultiProcessorCount hipDeviceAttributeMultiprocessorCount
@@ -25,7 +24,6 @@ typedef cudaError_t gpuError_t;
 #define gpuSuccess cudaSuccess
 #define gpuGetLastError cudaGetLastError
 #define gpuGetErrorString cudaGetErrorString
-#define gpuHostGetDevicePointer cudaHostGetDevicePointer
 #define gpuGetDevice cudaGetDevice
 #define gpuDeviceGetAttribute cudaDeviceGetAttribute
 #define gpuDevAttrMultiProcessorCount cudaDevAttrMultiProcessorCount

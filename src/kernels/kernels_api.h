@@ -6,7 +6,6 @@
  *
  * History
  *   version 1: reduce, scale, divide, lastError.
- *   version 2: waitFlag (appended; a version 2 plugin serves version 1 too).
  */
 #ifndef HETCCL_KERNELS_API_H_
 #define HETCCL_KERNELS_API_H_
@@ -17,7 +16,7 @@
 extern "C" {
 #endif
 
-#define HETCCL_KERNELS_API_VERSION 2
+#define HETCCL_KERNELS_API_VERSION 1
 #define HETCCL_KERNELS_GET_API_SYMBOL "hetcclKernelsGetApi"
 
 /* Return codes of the entries; the values are hetcclResult_t's. */
@@ -46,13 +45,6 @@ typedef struct {
   /* buf[i] /= divisor, integer types only, truncating as C's / on the type. */
   int (*divide)(void* buf, size_t count, int dtype, int divisor, void* stream);
   const char* (*lastError)(void);
-  /* Work enqueued on `stream` after this waits until *flag >= value, by a
-   * one-thread kernel that polls the flag (flag: page-locked host memory
-   * mapped for the device, stored by a host thread). It never blocks the
-   * stream's hardware queue as a stream wait-value does, so other streams
-   * sharing that queue keep running. After timeoutS seconds (0: never) the
-   * kernel ends anyway (the host side reports its own timeout). */
-  int (*waitFlag)(const volatile unsigned long long* flag, unsigned long long value, double timeoutS, void* stream);
 } hetcclKernelsApi_t;
 
 /* The one exported symbol: the table for `version`, or NULL when the plugin

@@ -422,43 +422,8 @@ int divideImpl(void* buf, size_t count, int dtype, int divisor, void* stream) {
 
 const char* lastErrorImpl() { return tErr; }
 
-// Polls a host flag with one thread, sleeping between reads. CUDA bounds it
-// by the global nanosecond timer; HIP by a count of s_sleep rounds (each at
-// least 64 x 127 cycles, so the bound is approximate and errs long).
-__global__ void waitFlagKernel(const volatile unsigned long long* flag, unsigned long long value,
-                               unsigned long long limit) {
-#if defined(__HIP__) || defined(__HIPCC__)
-  for (unsigned long long i = 0; *flag < value && (limit == 0 || i < limit); ++i) __builtin_amdgcn_s_sleep(127);
-#else
-  unsigned long long t0, t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-  while (*flag < value) {
-    __nanosleep(1000);
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    if (limit && t - t0 > limit) break;
-  }
-#endif
-}
-
-int waitFlagImpl(const volatile unsigned long long* flag, unsigned long long value, double timeoutS, void* stream) {
-  if (!flag || timeoutS < 0) return fail(HETCCL_KERNELS_INVALID_ARGUMENT, "waitFlag: null flag or negative timeout", nullptr);
-  void* dptr = nullptr;
-  gpuError_t e = gpuHostGetDevicePointer(&dptr, const_cast<unsigned long long*>(flag), 0);
-  if (e != gpuSuccess) return fail(HETCCL_KERNELS_INVALID_ARGUMENT, "waitFlag: the flag is not mapped host memory", nullptr);
-#if defined(__HIP__) || defined(__HIPCC__)
-  const unsigned long long limit = static_cast<unsigned long long>(timeoutS * 250000.0);  // ~4 us per round
-#else
-  const unsigned long long limit = static_cast<unsigned long long>(timeoutS * 1e9);
-#endif
-  waitFlagKernel<<<1, 1, 0, static_cast<gpuStream_t>(stream)>>>(static_cast<const volatile unsigned long long*>(dptr),
-                                                                 value, limit);
-  e = gpuGetLastError();
-  if (e != gpuSuccess) return fail(HETCCL_KERNELS_DEVICE_ERROR, "waitFlag: launch failed", gpuGetErrorString(e));
-  return HETCCL_KERNELS_SUCCESS;
-}
-
 const hetcclKernelsApi_t kApi = {HETCCL_KERNELS_API_VERSION, HETCCL_GPU_KIND, reduceImpl, scaleImpl, divideImpl,
-                                 lastErrorImpl, waitFlagImpl};
+                                 lastErrorImpl};
 
 #endif  // HETCCL_GPU_BUILD
 
@@ -466,6 +431,6 @@ const hetcclKernelsApi_t kApi = {HETCCL_KERNELS_API_VERSION, HETCCL_GPU_KIND, re
 
 #if defined(HETCCL_GPU_BUILD)
 extern "C" __attribute__((visibility("default"))) const hetcclKernelsApi_t* hetcclKernelsGetApi(int version) {
-  return version >= 1 && version <= HETCCL_KERNELS_API_VERSION ? &hetccl_gpu::kApi : nullptr;
+  return version == HETCCL_KERNELS_API_VERSION ? &hetccl_gpu::kApi : nullptr;
 }
 #endif

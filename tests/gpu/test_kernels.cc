@@ -8,7 +8,6 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <thread>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -37,11 +36,6 @@ struct Cudart {
   int (*deviceSynchronize)() = nullptr;
   int (*streamSynchronize)(void*) = nullptr;
   const char* (*getErrorString)(int) = nullptr;
-  int (*hostAlloc)(void**, size_t, unsigned) = nullptr;
-  int (*freeHost)(void*) = nullptr;
-  int (*streamCreate)(void**) = nullptr;
-  int (*streamQuery)(void*) = nullptr;
-  int (*streamDestroy)(void*) = nullptr;
 };
 
 struct Gpu {
@@ -71,9 +65,7 @@ const Gpu& gpu() {
         !sym(lib, "cudaMemcpy", &r.rt.memcpy) || !sym(lib, "cudaFree", &r.rt.free) ||
         !sym(lib, "cudaDeviceSynchronize", &r.rt.deviceSynchronize) ||
         !sym(lib, "cudaStreamSynchronize", &r.rt.streamSynchronize) ||
-        !sym(lib, "cudaGetErrorString", &r.rt.getErrorString) || !sym(lib, "cudaHostAlloc", &r.rt.hostAlloc) ||
-        !sym(lib, "cudaFreeHost", &r.rt.freeHost) || !sym(lib, "cudaStreamCreate", &r.rt.streamCreate) ||
-        !sym(lib, "cudaStreamQuery", &r.rt.streamQuery) || !sym(lib, "cudaStreamDestroy", &r.rt.streamDestroy)) {
+        !sym(lib, "cudaGetErrorString", &r.rt.getErrorString)) {
       r.why = "the CUDA runtime lacks a function";
       return r;
     }
@@ -311,41 +303,6 @@ TEST(Kernels, ReduceThroughput) {
     printf("reduce sum %-9s %zu MiB x3: %.1f us, %.0f GB/s\n", dataTypeName(dt), bytes >> 20, s * 1e6,
            3.0 * bytes / s / 1e9);
   }
-}
-
-// waitFlag holds its stream until the host stores the flag, and lets it go
-// at its timeout when nobody does.
-TEST(Kernels, WaitFlagHoldsTheStreamUntilTheHostStores) {
-  NEED_GPU();
-  const Gpu& g = gpu();
-  constexpr unsigned kHostAllocMapped = 2, kHostAllocPortable = 1;
-  void* mem = nullptr;
-  CUDA_OK(g.rt.hostAlloc(&mem, sizeof(unsigned long long), kHostAllocMapped | kHostAllocPortable));
-  auto* flag = static_cast<volatile unsigned long long*>(mem);
-  *flag = 0;
-  void* s = nullptr;
-  CUDA_OK(g.rt.streamCreate(&s));
-  DevBuf d(4 * sizeof(float));
-  ASSERT_TRUE(d.p);
-  ASSERT_EQ(g.api->waitFlag(flag, 5, 30.0, s), 0) << g.api->lastError();
-  ASSERT_EQ(g.api->reduce(d.p, d.p, d.p, 4, hetcclFloat32, 0, s), 0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  EXPECT_NE(g.rt.streamQuery(s), 0) << "the stream ran past the wait before the flag was stored";
-  *flag = 4;  // not yet
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  EXPECT_NE(g.rt.streamQuery(s), 0);
-  *flag = 5;
-  CUDA_OK(g.rt.streamSynchronize(s));
-  // Nobody stores: the kernel gives up after its timeout.
-  auto t0 = std::chrono::steady_clock::now();
-  ASSERT_EQ(g.api->waitFlag(flag, 99, 0.3, s), 0);
-  CUDA_OK(g.rt.streamSynchronize(s));
-  double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  EXPECT_GE(waited, 0.25);
-  EXPECT_LT(waited, 5.0);
-  EXPECT_EQ(g.api->waitFlag(nullptr, 1, 1.0, s), HETCCL_KERNELS_INVALID_ARGUMENT);
-  CUDA_OK(g.rt.streamDestroy(s));
-  CUDA_OK(g.rt.freeHost(mem));
 }
 
 TEST(Kernels, ApiAndBadArguments) {
