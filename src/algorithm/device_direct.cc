@@ -1,5 +1,11 @@
 #include "algorithm/device_direct.h"
 
+#include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <memory>
+#include <mutex>
+
 #include "algorithm/device_exec.h"
 #include "algorithm/local_ops.h"
 #include "backend/backend.h"
@@ -125,8 +131,8 @@ void runDirect(Comm& c, CollArgs a, Event ready) {
     runCollective(c, a);
     lo.fence("finishing the AllReduce");
   } catch (...) {
-    // Best effort: let enqueued kernels finish before the caller's stream
-    // is released onto the same buffers (bounded; the abort flag ends it).
+    // Best effort: let enqueued kernels finish before the call returns and
+    // the caller reuses its buffers (bounded; the abort flag ends it).
     try {
       ds.sync(to, &c.abortFlag(), "cleaning up a failed AllReduce");
     } catch (...) {
@@ -146,33 +152,50 @@ bool takesDirectPath(const Comm& c, const CollArgs& a) {
   return s == r || s + bytes <= r || r + bytes <= s;
 }
 
-// [ready event] [wait until the proxy stores this call's ticket]: the
-// caller's stream holds still while the proxy works on its buffers.
-void enqueueDirectAllReduce(Comm& c, const CollArgs& a) {
+// [ready event] on the caller's stream; the proxy runs the call (after the
+// jobs queued before it) once the stream reached it; this thread waits.
+void runDirectAllReduce(Comm& c, const CollArgs& a) {
   DeviceState& ds = *c.deviceState();
-  DeviceRuntime& d = c.device();
   Event ready = ds.takeEvent();
-  uint64_t ticket = 0;
   try {
-    d.recordEvent(ready, a.stream);
-    ticket = ds.nextTicket();
+    c.device().recordEvent(ready, a.stream);
   } catch (...) {
     ds.giveEvent(ready);
     throw;
   }
-  auto release = [&ds, ticket, ready] {
-    ds.complete(ticket);
-    ds.giveEvent(ready);
+  struct Waiter {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    std::exception_ptr error;
   };
-  try {
-    d.streamWaitValue(a.stream, ds.flag(), ticket);
-  } catch (...) {
-    c.proxy().submit([] {}, release);
-    throw;
-  }
-  LOG_TRACE(kColl, "GPU AllReduce of %zu elements direct, ticket %llu", a.count,
-            static_cast<unsigned long long>(ticket));
-  c.proxy().submit([&c, a, ready] { runDirect(c, a, ready); }, release);
+  auto w = std::make_shared<Waiter>();
+  LOG_TRACE(kColl, "GPU AllReduce of %zu elements, direct", a.count);
+  c.proxy().submit(
+      [&c, a, ready, w] {
+        try {
+          runDirect(c, a, ready);
+        } catch (...) {
+          w->error = std::current_exception();
+          throw;  // the proxy's error sticks, as for the staged path
+        }
+      },
+      [&ds, ready, w] {
+        ds.giveEvent(ready);
+        std::lock_guard<std::mutex> g(w->mu);
+        w->done = true;
+        w->cv.notify_all();
+      });
+  // Every wait of the job is bounded by the timeout and the abort flag;
+  // this bound only guards against a proxy that stopped.
+  const double limitS = 4 * c.options().timeoutS + 30;
+  std::unique_lock<std::mutex> lk(w->mu);
+  if (!w->cv.wait_for(lk, std::chrono::duration<double>(limitS), [&] { return w->done; }))
+    throwError(hetcclRemoteError, "direct AllReduce: the proxy did not finish it within " +
+                                      std::to_string(static_cast<int>(limitS)) + " s");
+  if (w->error) std::rethrow_exception(w->error);
+  if (c.proxy().status() != hetcclSuccess && c.proxy().status() != hetcclInProgress)
+    throwError(c.proxy().status(), "direct AllReduce not run: an earlier call failed (" + c.proxy().errorText() + ")");
 }
 
 }  // namespace hetccl

@@ -1,11 +1,20 @@
 // The direct path of a GPU rank's AllReduce across groups
 // (HETCCL_GPU_DIRECT): where the transport moves this rank's device memory
 // itself (UCX built with CUDA or ROCm), nothing is copied to pinned memory.
-// The caller's stream records an event and waits for the call's ticket; the
-// proxy runs the AllReduce plan on the user's device buffers: group steps in
-// the vendor library on the proxy's stream, border transfers with device
-// pointers (Xfer::device), folds by the device kernels plugin into device
-// scratch, then stores the ticket. Failure and abort store it too.
+// The proxy runs the AllReduce plan on the user's device buffers once the
+// caller's stream has reached the call: group steps in the vendor library on
+// the proxy's stream, border transfers with device pointers (Xfer::device),
+// folds by the device kernels plugin into device scratch.
+//
+// The calling thread waits for it (like a host rank's call); the caller's
+// stream gets no wait enqueued. A stream that waits on the device for the
+// proxy while UCX, NCCL or hetccl issue CUDA work on other streams can
+// deadlock: on the H200 both a stream wait-value and a polling kernel hung
+// the first border fold (its kernel on the proxy's stream never finished),
+// most likely because UCX's lazily allocated pinned buffers and CUDA IPC
+// mappings are implicit device synchronisations that wait for the waiting
+// stream. So this path trades the staged path's asynchrony for zero-copy
+// transfers.
 #pragma once
 
 #include "algorithm/coll.h"
@@ -18,6 +27,8 @@ class Comm;
 // (Comm::gpuDirect), a single AllReduce, in place or with disjoint buffers,
 // and no integer PreMulSum (the kernels scale floating types only).
 bool takesDirectPath(const Comm& c, const CollArgs& a);
-void enqueueDirectAllReduce(Comm& c, const CollArgs& a);
+// Runs it on the proxy after the jobs queued before it and returns when it
+// is done (its error, if any, is thrown and sticks on the proxy).
+void runDirectAllReduce(Comm& c, const CollArgs& a);
 
 }  // namespace hetccl

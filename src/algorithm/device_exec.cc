@@ -278,7 +278,7 @@ void passThrough(Comm& c, const std::vector<CollArgs>& calls) {
 void enqueueDeviceCalls(Comm& c, std::vector<CollArgs> calls) {
   if (calls.empty()) return;
   if (c.topo().ngroups() == 1) return passThrough(c, calls);
-  if (calls.size() == 1 && takesDirectPath(c, calls[0])) return enqueueDirectAllReduce(c, calls[0]);
+  if (calls.size() == 1 && takesDirectPath(c, calls[0])) return runDirectAllReduce(c, calls[0]);
   if (calls.size() == 1 && calls[0].kind == CollKind::kAllReduce) {
     const CollArgs& a = calls[0];
     const size_t step = allReduceChunk(c, a.count, a.dt), bytes = a.count * dataTypeSize(a.dt);
