@@ -76,9 +76,9 @@ for s in $steps; do
       step border_vs_gloo 300 bash "$here/bench/gpu_border_vs_gloo.sh" "$build"
       ;;
     ucx)  # the GPU matrix with the border over UCX: 1 CUDA + 3 host ranks (UCX_TLS=sm and tcp, plus
-          # cuda_copy/cuda_ipc where UCX has them), then two processes on the one GPU in two groups. Where
-          # UCX reports CUDA memory (UCX_PREFIX built with CUDA) AllReduce takes the direct path; the logs'
-          # "border data path" lines say which path ran.
+          # cuda_copy/cuda_ipc where UCX has them), then two processes on the one GPU in two groups, staged;
+          # where UCX has CUDA (UCX_PREFIX built --with-cuda) both layouts again with HETCCL_GPU_DIRECT=1.
+          # The logs' "border data path" lines say which path ran.
       lib=$(ls -d "${UCX_PREFIX:-/usr}"/lib/x86_64-linux-gnu 2>/dev/null || echo "${UCX_PREFIX:-/usr}/lib")
       ucxenv=(env HETCCL_UCX_LIB="$lib/libucp.so.0" LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
         UCX_MODULE_DIR="$lib/ucx" HETCCL_DEBUG=INFO HETCCL_DEBUG_SUBSYS=INIT,TRANSPORT)
@@ -91,6 +91,12 @@ for s in $steps; do
       done
       step matrix_2cuda_groups_ucx 240 "${ucxenv[@]}" "$build/tests/gpu/gpu_matrix" --np 2 --devices cuda,cuda \
         --groups g0,g1 --transport ucx --mid "${MID:-266240}" --max "${MAX:-64}"
+      if [ -n "$gpu" ]; then  # the direct path (HETCCL_GPU_DIRECT=1: init fails where it cannot be taken)
+        step matrix_2cuda_groups_ucx_direct 240 "${ucxenv[@]}" HETCCL_GPU_DIRECT=1 "$build/tests/gpu/gpu_matrix" \
+          --np 2 --devices cuda,cuda --groups g0,g1 --transport ucx --mid "${MID:-266240}" --max "${MAX:-64}"
+        step matrix_1cuda_3host_ucx_direct 240 "${ucxenv[@]}" HETCCL_GPU_DIRECT=1 "$build/tests/gpu/gpu_matrix" \
+          --np 4 --devices cuda,host,host,host --transport ucx --mid "${MID:-266240}" --max "${MAX:-64}"
+      fi
       grep -h "border data path" "$logs"/matrix_*ucx*.log | sed 's/^.*\(rank [0-9]*: border.*\)$/\1/' | sort | uniq -c
       ;;
     ucxbench)  # direct against staged AllReduce over UCX (needs UCX_PREFIX built with CUDA)

@@ -52,6 +52,9 @@ Comm::Comm(int nranks, int rank, const CommOptions& opts) : opts_(opts), rank_(r
   chunkBytes_ = config().getBytes("HETCCL_CHUNK_BYTES");
   checkMismatch_ = config().getBool("HETCCL_CHECK_MISMATCH");
   planFolds_ = config().getBool("HETCCL_PLAN_FOLDS");
+  const std::string direct = config().getString("HETCCL_GPU_DIRECT");  // used at init by GPU ranks
+  if (direct != "auto" && direct != "0" && direct != "1")
+    throwError(hetcclInvalidArgument, "HETCCL_GPU_DIRECT is '" + direct + "'; expected auto, 0 or 1");
   device_ = createDeviceRuntime(opts_.deviceKind);
 }
 
@@ -158,12 +161,13 @@ void Comm::init(const IdContents& id) {
 
 void Comm::chooseGpuPath() {
   const std::string want = config().getString("HETCCL_GPU_DIRECT");
-  if (want != "auto" && want != "0" && want != "1")
-    throwError(hetcclInvalidArgument, "HETCCL_GPU_DIRECT is '" + want + "'; expected auto, 0 or 1");
   const std::string kind = device_->kind();
   std::string whyNot;
   if (want == "0") {
-    whyNot = "HETCCL_GPU_DIRECT=0";
+    whyNot = transport_->movesDeviceMemory(kind)
+                 ? "HETCCL_GPU_DIRECT=0; transport " + transportName_ + " could take " + kind +
+                       " memory itself: HETCCL_GPU_DIRECT=auto hands it over"
+                 : "HETCCL_GPU_DIRECT=0";
   } else if (!transport_->movesDeviceMemory(kind)) {
     whyNot = "transport " + transportName_ + " moves host memory only";
   } else {

@@ -67,10 +67,11 @@ const std::vector<VarSpec>& table() {
      "(0: never, tagged parts only; every rank must set the same)"},
     {"HETCCL_KERNELS_LIB", VarType::kString, "", nullptr,
      "path of the device reduction kernels plugin (default: libhetccl-<kind>-kernels.so beside libhetccl)"},
-    {"HETCCL_GPU_DIRECT", VarType::kString, "auto", nullptr,
-     "GPU ranks' AllReduce across groups: hand device memory straight to the transport where it reports that "
-     "memory type (ucx built with CUDA/ROCm) and the kernels plugin loads (auto), always stage through pinned "
-     "memory (0), or require the direct path (1: init fails naming why it cannot)"},
+    {"HETCCL_GPU_DIRECT", VarType::kString, "0", nullptr,
+     "GPU ranks' AllReduce across groups: stage through pinned memory (0, the default: the direct path has not "
+     "yet passed a GPU run), hand device memory straight to the transport where it reports that memory type "
+     "(ucx built with CUDA/ROCm) and the kernels plugin loads (auto; the calling thread then waits for the call), "
+     "or require that (1: init fails naming why it cannot)"},
     {"HETCCL_PLAN_FOLDS", VarType::kBool, "0", nullptr,
      "host ranks fold border data after receiving it whole, as GPU ranks on the direct path do, instead of in "
      "the transport as it arrives (a test setting: it runs the direct path's plan on CPUs)"},

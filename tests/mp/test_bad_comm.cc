@@ -84,6 +84,11 @@ TEST(BadComm, InitArguments) {
     cfg.transport = "carrier-pigeon";
     EXPECT_HC_ERROR(hetcclCommInitRankConfig(&c, 1, id, 0, &cfg), kArg, nullptr, "transport");
     EXPECT_EQ(c, nullptr);
+    // Checked on every rank, host ranks too (GPU ranks use it).
+    setenv("HETCCL_GPU_DIRECT", "yes", 1);
+    EXPECT_HC_ERROR(hetcclCommInitRank(&c, 1, id, 0), kArg, nullptr, "HETCCL_GPU_DIRECT");
+    unsetenv("HETCCL_GPU_DIRECT");
+    EXPECT_EQ(c, nullptr);
   });
 }
 

@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "algorithm/host_reduce.h"
+#include "algorithm/local_ops.h"
+#include "core/comm.h"
 #include "algorithm/lowp.h"
 #include "unit_util.h"
 
@@ -393,6 +395,27 @@ TEST(FoldOrdered, DestinationMayBeAnyOfTheParts) {
   EXPECT_EQ(c, a);
   foldOrdered(a.data(), one, 1, 3, hetcclInt32, RedKind::kSum, nullptr);
   EXPECT_EQ(a, (std::vector<int32_t>{1, 9, -3}));
+}
+
+// LocalOps::fold (the plan's fold on either memory) combines in the order
+// of foldOrdered, so host and device ranks end with the same bits.
+TEST(LocalOps, FoldMatchesFoldOrderedBitForBit) {
+  Comm c(1, 0, CommOptions{});
+  HostLocalOps lo(c);
+  EXPECT_FALSE(lo.deviceMemory());
+  const size_t n = 777;
+  std::mt19937 rng(11);
+  for (int np = 1; np <= 4; ++np) {
+    std::vector<std::vector<uint16_t>> parts(np, std::vector<uint16_t>(n));
+    for (auto& p : parts)
+      for (auto& v : p) v = static_cast<uint16_t>(rng() & 0x7f7f);  // finite bfloat16 values of both signs
+    std::vector<const void*> ptrs;
+    for (auto& p : parts) ptrs.push_back(p.data());
+    std::vector<uint16_t> want(n), got(n), tmp(n);
+    foldOrdered(want.data(), ptrs.data(), np, n, hetcclBfloat16, RedKind::kSum, tmp.data());
+    lo.fold(got.data(), ptrs.data(), np, n, hetcclBfloat16, RedKind::kSum, tmp.data());
+    EXPECT_EQ(got, want) << np << " parts";
+  }
 }
 
 }  // namespace
