@@ -275,10 +275,10 @@ void passThrough(Comm& c, const std::vector<CollArgs>& calls) {
 // copies stay in the caller's stream order, so nothing the proxy waits for
 // can queue behind the caller's stalled stream (a stream wait-value can hold
 // up other streams that share its hardware queue).
-void enqueueDeviceCalls(Comm& c, std::vector<CollArgs> calls) {
+void enqueueDeviceCalls(Comm& c, std::vector<CollArgs> calls, bool mayWait) {
   if (calls.empty()) return;
   if (c.topo().ngroups() == 1) return passThrough(c, calls);
-  if (calls.size() == 1 && takesDirectPath(c, calls[0])) return runDirectAllReduce(c, calls[0]);
+  if (mayWait && calls.size() == 1 && takesDirectPath(c, calls[0])) return runDirectAllReduce(c, calls[0]);
   if (calls.size() == 1 && calls[0].kind == CollKind::kAllReduce) {
     const CollArgs& a = calls[0];
     const size_t step = allReduceChunk(c, a.count, a.dt), bytes = a.count * dataTypeSize(a.dt);

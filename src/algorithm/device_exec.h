@@ -23,7 +23,10 @@ class Comm;
 
 // The calls of one hetccl call or one group (collectives in order, then all
 // point-to-point operations together), on a GPU rank's communicator.
-void enqueueDeviceCalls(Comm& c, std::vector<CollArgs> calls);
+// mayWait: the calling thread may wait for the call (a blocking
+// communicator, not inside a group over several communicators), which the
+// direct path (device_direct.h) needs; else it stages.
+void enqueueDeviceCalls(Comm& c, std::vector<CollArgs> calls, bool mayWait = false);
 
 // The group backend's context for work the proxy runs on this rank's behalf.
 BackendContext proxyBackendContext(Comm& c);

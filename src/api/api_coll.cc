@@ -103,7 +103,7 @@ hetcclResult_t submit(hetcclComm* comm, const char* fn, CollArgs a, hetcclRedOp_
     if (comm->deviceOrdered()) {  // GPU rank: enqueue in stream order, return at once
       checkReady(comm);
       CallScope scope(comm);
-      enqueueDeviceCalls(*comm, {a});
+      enqueueDeviceCalls(*comm, {a}, comm->options().blocking);
       return;
     }
     if (!comm->options().blocking) {  // runs on the proxy, after init and earlier calls
@@ -218,7 +218,9 @@ hetcclResult_t hetcclGroupEnd(void) {
         if (comm->deviceOrdered()) {
           checkReady(comm);
           CallScope scope(comm);
-          enqueueDeviceCalls(*comm, calls);
+          // The direct path waits on this thread: not while other communicators of
+          // the group wait their turn (ranks may list them in another order).
+          enqueueDeviceCalls(*comm, calls, comm->options().blocking && comms.size() == 1);
           return;
         }
         if (!comm->options().blocking) {

@@ -307,14 +307,15 @@ void UcxTransport::run(std::span<Xfer> xfers) {
       else post(ops.back());
     }
   };
+  for (const Xfer& x : xfers)  // before anything is posted: message numbers stay in step
+    if (x.device && (devMemType_ < 0 || x.kind == Xfer::Kind::kRecvReduce))
+      throwError(hetcclInternalError, "ucx: a " + ctx_.deviceKind + " memory transfer to/from rank " +
+                                          std::to_string(x.peer) + " this transport cannot take as it is");
   try {
     for (size_t i = 0; i < xfers.size(); ++i) {
       Xfer& x = xfers[i];
       if (x.peer < 0 || x.peer >= ctx_.nranks || !eps_[x.peer])
         throwError(hetcclInternalError, "ucx: no endpoint to rank " + std::to_string(x.peer));
-      if (x.device && (devMemType_ < 0 || x.kind == Xfer::Kind::kRecvReduce))
-        throwError(hetcclInternalError, "ucx: a " + ctx_.deviceKind + " memory transfer to/from rank " +
-                                            std::to_string(x.peer) + " this transport cannot take as it is");
       x.done = 0;
       headers[i] = x.tag;
       headers[i].bytes = x.bytes;
@@ -367,7 +368,10 @@ void UcxTransport::run(std::span<Xfer> xfers) {
             throwMismatch("ucx", ctx_.rank, *op.x, got);
           }
           Rma& r = rma[static_cast<size_t>(op.x - xfers.data())];
-          if (offered(*op.x) && op.x->kind == Xfer::Kind::kRecv) {
+          // Device memory takes tagged parts, never puts: a put into it
+          // needs CUDA IPC or GPUDirect RDMA, which the memory type alone
+          // does not promise.
+          if (offered(*op.x) && op.x->kind == Xfer::Kind::kRecv && !op.x->device) {
             offerBuffer(*op.x, op.msg, r, ops);
           } else {
             if (offered(*op.x)) offerParts(*op.x, op.msg, r, ops);
