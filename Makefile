@@ -34,9 +34,9 @@ test: build
 asan: deps
 	cmake -S . -B $(BUILD)-asan -DCMAKE_BUILD_TYPE=Debug -DHETCCL_SANITIZE=address
 	cmake --build $(BUILD)-asan -j $(JOBS)
-	ASAN_OPTIONS=detect_leaks=1 ctest --test-dir $(BUILD)-asan --output-on-failure -j 1 -L unit -E ucx
+	ASAN_OPTIONS=detect_leaks=1 ctest --test-dir $(BUILD)-asan --output-on-failure -j 1 -L unit -E '[uU]cx'
 	ASAN_OPTIONS=detect_leaks=1 ctest --test-dir $(BUILD)-asan --output-on-failure -j 1 -L mp \
-	  -R 'aabb_shm|abab_tcp|aaabbccc_shm|BadComm|Calls|Transports|Split' -E ucx
+	  -R 'aabb_shm|abab_tcp|aaabbccc_shm|BadComm|Calls|Transports|Split' -E '[uU]cx'
 
 tsan: deps
 	cmake -S . -B $(BUILD)-tsan -DCMAKE_BUILD_TYPE=Debug -DHETCCL_SANITIZE=thread
@@ -48,7 +48,7 @@ tsan: deps
 tsan-core: deps
 	cmake -S . -B $(BUILD)-tsan -DCMAKE_BUILD_TYPE=Debug -DHETCCL_SANITIZE=thread
 	cmake --build $(BUILD)-tsan -j $(JOBS) --target hetccl_tsan_ranks unit_transport unit_core unit_device
-	ctest --test-dir $(BUILD)-tsan --output-on-failure -j 1 -R '^(tsan|transport|core|device)[.]' -E ucx
+	ctest --test-dir $(BUILD)-tsan --output-on-failure -j 1 -R '^(tsan|transport|core|device)[.]' -E '[uU]cx'
 
 # libFuzzer targets (clang; ASan+UBSan) for every decoder of bytes from the wire,
 # FUZZ_SECONDS (default 15) each; fails on any crash, leak or sanitizer report.
