@@ -1,6 +1,5 @@
 #include "algorithm/device_direct.h"
 
-#include <chrono>
 #include <condition_variable>
 #include <exception>
 #include <memory>
@@ -117,15 +116,7 @@ void runDirect(Comm& c, CollArgs a, Event ready) {
   waitEvent(d, ready, to, &c.abortFlag(), "waiting for the caller's stream to reach the AllReduce");
   DirectBackend be(c.groupBackend(), proxyBackendContext(c), ds);
   DeviceLocalOps lo(c, *c.kernels());
-  struct Active {  // for this job only
-    Comm& c;
-    ~Active() {
-      c.setActiveBackend(nullptr);
-      c.setLocalOps(nullptr);
-    }
-  } active{c};
-  c.setActiveBackend(&be);
-  c.setLocalOps(&lo);
+  ProxyJobScope scope(c, &be, nullptr, &lo);
   a.stream = nullptr;
   try {
     runCollective(c, a);
@@ -146,10 +137,7 @@ void runDirect(Comm& c, CollArgs a, Event ready) {
 bool takesDirectPath(const Comm& c, const CollArgs& a) {
   if (!c.gpuDirect() || a.kind != CollKind::kAllReduce || a.count == 0) return false;
   if (a.op.preMul && !dataTypeIsFloat(a.dt)) return false;
-  const size_t bytes = a.count * dataTypeSize(a.dt);
-  auto* s = static_cast<const uint8_t*>(a.send);
-  auto* r = static_cast<const uint8_t*>(a.recv);
-  return s == r || s + bytes <= r || r + bytes <= s;
+  return inPlaceOrDisjoint(a);
 }
 
 // [ready event] on the caller's stream; the proxy runs the call (after the
@@ -190,11 +178,11 @@ void runDirectAllReduce(Comm& c, const CollArgs& a) {
   // and the abort flag, and the job works on the caller's buffers, so this
   // thread may not return before it ends.
   std::unique_lock<std::mutex> lk(w->mu);
-  while (!w->cv.wait_for(lk, std::chrono::seconds(1), [&] { return w->done; })) {
-  }
+  w->cv.wait(lk, [&] { return w->done; });
   if (w->error) std::rethrow_exception(w->error);
-  if (c.proxy().status() != hetcclSuccess && c.proxy().status() != hetcclInProgress)
-    throwError(c.proxy().status(), "direct AllReduce not run: an earlier call failed (" + c.proxy().errorText() + ")");
+  const hetcclResult_t st = c.proxy().status();  // a dropped job: an earlier one failed
+  if (st != hetcclSuccess && st != hetcclInProgress)
+    throwError(st, "direct AllReduce not run: an earlier call failed (" + c.proxy().errorText() + ")");
 }
 
 }  // namespace hetccl

@@ -152,15 +152,7 @@ void runStaged(Comm& c, const std::vector<CollArgs>& host, const std::vector<Eve
   for (Event e : ready)
     waitEvent(d, e, to, &c.abortFlag(), "waiting for the caller's stream to copy the buffers to pinned staging");
   StagedBackend staged(c.groupBackend(), proxyBackendContext(c), ds);
-  struct Active {  // the staged backend and chunk hooks hold for this job only
-    Comm& c;
-    ~Active() {
-      c.setActiveBackend(nullptr);
-      c.setChunkHooks(nullptr);
-    }
-  } active{c};
-  c.setActiveBackend(&staged);
-  c.setChunkHooks(hooks);
+  ProxyJobScope scope(c, &staged, hooks, nullptr);
   runOnHost(c, host);
 }
 
@@ -281,11 +273,8 @@ void enqueueDeviceCalls(Comm& c, std::vector<CollArgs> calls, bool mayWait) {
   if (mayWait && calls.size() == 1 && takesDirectPath(c, calls[0])) return runDirectAllReduce(c, calls[0]);
   if (calls.size() == 1 && calls[0].kind == CollKind::kAllReduce) {
     const CollArgs& a = calls[0];
-    const size_t step = allReduceChunk(c, a.count, a.dt), bytes = a.count * dataTypeSize(a.dt);
-    auto* s = static_cast<const uint8_t*>(a.send);
-    auto* r = static_cast<const uint8_t*>(a.recv);
-    const bool disjoint = s + bytes <= r || r + bytes <= s;
-    if (step < a.count && (s == r || disjoint)) return enqueueChunkedAllReduce(c, a, step);
+    const size_t step = allReduceChunk(c, a.count, a.dt);
+    if (step < a.count && inPlaceOrDisjoint(a)) return enqueueChunkedAllReduce(c, a, step);
   }
   DeviceState& ds = *c.deviceState();
   DeviceRuntime& d = c.device();
@@ -325,6 +314,25 @@ void enqueueDeviceCalls(Comm& c, std::vector<CollArgs> calls, bool mayWait) {
   LOG_TRACE(kColl, "GPU call ticket %llu: %zu call(s) on %zu stream(s)", static_cast<unsigned long long>(ticket),
             calls.size(), streams.size());
   c.proxy().submit([&c, host = std::move(host), ready] { runStaged(c, host, ready); }, release);
+}
+
+ProxyJobScope::ProxyJobScope(Comm& c, Backend* backend, ChunkHooks* hooks, LocalOps* ops) : c_(c) {
+  c.setActiveBackend(backend);
+  c.setChunkHooks(hooks);
+  c.setLocalOps(ops);
+}
+
+ProxyJobScope::~ProxyJobScope() {
+  c_.setActiveBackend(nullptr);
+  c_.setChunkHooks(nullptr);
+  c_.setLocalOps(nullptr);
+}
+
+bool inPlaceOrDisjoint(const CollArgs& a) {
+  const size_t bytes = a.count * dataTypeSize(a.dt);
+  auto* s = static_cast<const uint8_t*>(a.send);
+  auto* r = static_cast<const uint8_t*>(a.recv);
+  return s == r || s + bytes <= r || r + bytes <= s;
 }
 
 BackendContext proxyBackendContext(Comm& c) {

@@ -20,6 +20,8 @@
 namespace hetccl {
 
 class Comm;
+class LocalOps;
+struct ChunkHooks;
 
 // The calls of one hetccl call or one group (collectives in order, then all
 // point-to-point operations together), on a GPU rank's communicator.
@@ -30,6 +32,22 @@ void enqueueDeviceCalls(Comm& c, std::vector<CollArgs> calls, bool mayWait = fal
 
 // The group backend's context for work the proxy runs on this rank's behalf.
 BackendContext proxyBackendContext(Comm& c);
+
+// What plans use during one proxy job of a GPU rank (the staged or direct
+// backend, chunk hooks, local ops), set for the scope's lifetime only.
+class ProxyJobScope {
+ public:
+  ProxyJobScope(Comm& c, Backend* backend, ChunkHooks* hooks, LocalOps* ops);
+  ~ProxyJobScope();
+  ProxyJobScope(const ProxyJobScope&) = delete;
+  ProxyJobScope& operator=(const ProxyJobScope&) = delete;
+
+ private:
+  Comm& c_;
+};
+
+// Whether an AllReduce's buffers are one (in place) or do not overlap.
+bool inPlaceOrDisjoint(const CollArgs& a);
 
 // Checks that every buffer the call touches is memory this rank may use:
 // its own device's on GPU ranks, host memory on host ranks.

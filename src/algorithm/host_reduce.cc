@@ -157,16 +157,9 @@ void divideArray(void* buf, size_t n, DataType dt, int d) {
 }
 
 void foldOrdered(void* dst, const void* const* parts, int nparts, size_t n, DataType dt, RedKind kind, void* scratch) {
-  if (nparts == 1) {
-    copyBytes(dst, parts[0], n * dataTypeSize(dt));
-    return;
-  }
-  const void* acc = parts[0];
-  for (int j = 1; j < nparts; ++j) {
-    void* out = (j == nparts - 1) ? dst : scratch;
-    reduceArrays(out, acc, parts[j], n, dt, kind);
-    acc = out;
-  }
+  foldLeft(
+      dst, parts, nparts, scratch, [&](void* out, const void* a, const void* b) { reduceArrays(out, a, b, n, dt, kind); },
+      [&](void* to, const void* from) { copyBytes(to, from, n * dataTypeSize(dt)); });
 }
 
 }  // namespace hetccl

@@ -22,6 +22,20 @@ void divideArray(void* buf, size_t n, DataType dt, int divisor);
 
 namespace hetccl {
 
+// dst = parts[0] op ... op parts[nparts-1], folded left to right, where
+// reduce(out, a, b) combines two parts and copy(dst, src) copies one; the
+// one order every fold of hetccl uses (host and device forms alike).
+template <class Reduce, class Copy>
+void foldLeft(void* dst, const void* const* parts, int nparts, void* scratch, Reduce reduce, Copy copy) {
+  if (nparts == 1) return copy(dst, parts[0]);
+  const void* acc = parts[0];
+  for (int j = 1; j < nparts; ++j) {
+    void* out = j == nparts - 1 ? dst : scratch;
+    reduce(out, acc, parts[j]);
+    acc = out;
+  }
+}
+
 // dst = parts[0] op parts[1] op ... op parts[n-1], folded left to right (a
 // fixed order, so every rank that folds the same parts gets the same bits).
 // parts may include dst; scratch holds n elements when nparts > 2.

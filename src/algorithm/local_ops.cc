@@ -7,13 +7,9 @@
 namespace hetccl {
 
 void LocalOps::fold(void* dst, const void* const* parts, int nparts, size_t n, DataType dt, RedKind k, void* tmp) {
-  if (nparts == 1) return copy(dst, parts[0], n * dataTypeSize(dt));
-  const void* acc = parts[0];
-  for (int j = 1; j < nparts; ++j) {
-    void* out = j == nparts - 1 ? dst : tmp;
-    reduce(out, acc, parts[j], n, dt, k);
-    acc = out;
-  }
+  foldLeft(
+      dst, parts, nparts, tmp, [&](void* out, const void* a, const void* b) { reduce(out, a, b, n, dt, k); },
+      [&](void* to, const void* from) { copy(to, from, n * dataTypeSize(dt)); });
 }
 
 bool HostLocalOps::transportFolds() const { return !c_.planFolds(); }

@@ -52,9 +52,9 @@ Comm::Comm(int nranks, int rank, const CommOptions& opts) : opts_(opts), rank_(r
   chunkBytes_ = config().getBytes("HETCCL_CHUNK_BYTES");
   checkMismatch_ = config().getBool("HETCCL_CHECK_MISMATCH");
   planFolds_ = config().getBool("HETCCL_PLAN_FOLDS");
-  const std::string direct = config().getString("HETCCL_GPU_DIRECT");  // used at init by GPU ranks
-  if (direct != "auto" && direct != "0" && direct != "1")
-    throwError(hetcclInvalidArgument, "HETCCL_GPU_DIRECT is '" + direct + "'; expected auto, 0 or 1");
+  gpuDirectWant_ = config().getString("HETCCL_GPU_DIRECT");  // used at init by GPU ranks
+  if (gpuDirectWant_ != "auto" && gpuDirectWant_ != "0" && gpuDirectWant_ != "1")
+    throwError(hetcclInvalidArgument, "HETCCL_GPU_DIRECT is '" + gpuDirectWant_ + "'; expected auto, 0 or 1");
   device_ = createDeviceRuntime(opts_.deviceKind);
 }
 
@@ -160,7 +160,7 @@ void Comm::init(const IdContents& id) {
 }
 
 void Comm::chooseGpuPath() {
-  const std::string want = config().getString("HETCCL_GPU_DIRECT");
+  const std::string& want = gpuDirectWant_;
   const std::string kind = device_->kind();
   std::string whyNot;
   if (want == "0") {

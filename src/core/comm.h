@@ -144,6 +144,7 @@ class Comm {
   ChunkHooks* chunkHooks_ = nullptr;
   bool checkMismatch_ = false;
   bool gpuDirect_ = false, planFolds_ = false;
+  std::string gpuDirectWant_;  // HETCCL_GPU_DIRECT: auto, 0 or 1
   const hetcclKernelsApi_t* kernels_ = nullptr;
   LocalOps* localOps_ = nullptr;
   MsgTag callTag_;
