@@ -9,6 +9,9 @@
 # 2gpu: two processes on GPU 0 in two groups (g0, g1); 1gpu3host: one CUDA
 # rank and three host ranks (groups cuda, host). Prints the busbw table and
 #   ratio <layout> <bytes> direct/staged=.. direct/shm=..
+# UCX_TLS (default sm,self,cuda_copy,cuda_ipc) applies to staged and direct
+# alike: left to itself UCX also puts tcp lanes under large messages on one
+# host, which costs the staged run about half its bandwidth.
 set -euo pipefail
 build=${1:?build directory}
 layout=${2:-2gpu}
@@ -24,6 +27,8 @@ case $layout in
   *) echo "gpu_ucx_direct: unknown layout $layout" >&2; exit 2 ;;
 esac
 export NCCL_NVLS_ENABLE=0
+export UCX_TLS=${UCX_TLS:-sm,self,cuda_copy,cuda_ipc}
+echo "gpu_ucx_direct: $layout, UCX_TLS=$UCX_TLS, $iters iterations after $warm warm-up"
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 run() {  # name transport [env...]

@@ -135,8 +135,9 @@ typedef struct hetcclCommInfo_v1 {
   int borderPeers;                           /* ranks of other groups this rank exchanges with in AllReduce */
   char borderPath[HETCCL_NAME_BYTES];        /* how its border data moves: "none" (one group), "host" (host
                                                 memory to the transport), "staged" (device memory through
-                                                pinned staging), "direct" (AllReduce hands device memory to
-                                                the transport; other collectives stage) */
+                                                pinned staging), "direct" (AllReduce, Broadcast and
+                                                AllGather hand device memory to the transport; other
+                                                collectives stage) */
 } hetcclCommInfo_t;
 
 /* Version, library and errors */

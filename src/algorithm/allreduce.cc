@@ -32,10 +32,6 @@ void borderReduce(Comm& c, LocalOps& lo, const BorderAssignment& ba, uint8_t* bu
   const size_t foldElems = folds ? 0 : mineElems;
   uint8_t* staging = sharedElems + foldElems ? lo.scratch((sharedElems * G + foldElems) * es) : nullptr;
   uint8_t* incoming = staging ? staging + sharedElems * G * es : nullptr;
-  auto runAll = [&](std::vector<Xfer>& x) {
-    for (Xfer& e : x) e.device = lo.deviceMemory();
-    if (!x.empty()) c.transport().run(x);
-  };
 
   // Split pieces: round t gives part g+t to its owner and folds part g from
   // group g-t. One owner folds each part, in a fixed order: every rank ends
@@ -64,7 +60,7 @@ void borderReduce(Comm& c, LocalOps& lo, const BorderAssignment& ba, uint8_t* bu
         sat += p.count;
       }
     }
-    runAll(x);
+    runBorder(c, lo, x);
     if (folds) continue;
     at = 0;  // mine = mine op incoming, as the transport's receive-reduce would
     for (const auto& p : ba.split) {
@@ -107,7 +103,7 @@ void borderReduce(Comm& c, LocalOps& lo, const BorderAssignment& ba, uint8_t* bu
       if (rHi > rLo) x.push_back(Xfer::recv(p.owners[h], buf + rLo * es, (rHi - rLo) * es, tag));
     }
   }
-  runAll(x);
+  runBorder(c, lo, x);
 }
 
 // PreMulSum: the scaled input, written to buf; otherwise `in` itself.
@@ -166,7 +162,7 @@ void runAllReduce(Comm& c, const CollArgs& a) {
   auto* buf = static_cast<uint8_t*>(a.recv);
   const auto* in = static_cast<const uint8_t*>(a.send);
   HostLocalOps host(c);
-  LocalOps& lo = c.localOps() ? *c.localOps() : host;
+  LocalOps& lo = planOps(c, host);
   if (c.topo().ngroups() == 1) {
     c.backend().allReduce(preScaled(lo, a, in, buf, n), buf, n, a.dt, a.op.kind, a.stream);
     if (a.op.postDiv) lo.divide(buf, n, a.dt, a.op.divisor);

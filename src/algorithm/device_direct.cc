@@ -4,6 +4,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <string>
 
 #include "algorithm/device_exec.h"
 #include "algorithm/local_ops.h"
@@ -113,19 +114,20 @@ void runDirect(Comm& c, CollArgs a, Event ready) {
   DeviceState& ds = *c.deviceState();
   const double to = c.options().timeoutS;
   d.makeCurrent();
-  waitEvent(d, ready, to, &c.abortFlag(), "waiting for the caller's stream to reach the AllReduce");
+  const std::string name = collKindName(a.kind);
+  waitEvent(d, ready, to, &c.abortFlag(), ("waiting for the caller's stream to reach the " + name).c_str());
   DirectBackend be(c.groupBackend(), proxyBackendContext(c), ds);
   DeviceLocalOps lo(c, *c.kernels());
   ProxyJobScope scope(c, &be, nullptr, &lo);
   a.stream = nullptr;
   try {
     runCollective(c, a);
-    lo.fence("finishing the AllReduce");
+    lo.fence(("finishing the " + name).c_str());
   } catch (...) {
     // Best effort: let enqueued kernels finish before the call returns and
     // the caller reuses its buffers (bounded; the abort flag ends it).
     try {
-      ds.sync(to, &c.abortFlag(), "cleaning up a failed AllReduce");
+      ds.sync(to, &c.abortFlag(), ("cleaning up a failed " + name).c_str());
     } catch (...) {
     }
     throw;
@@ -135,14 +137,26 @@ void runDirect(Comm& c, CollArgs a, Event ready) {
 }  // namespace
 
 bool takesDirectPath(const Comm& c, const CollArgs& a) {
-  if (!c.gpuDirect() || a.kind != CollKind::kAllReduce || a.count == 0) return false;
-  if (a.op.preMul && !dataTypeIsFloat(a.dt)) return false;
-  return inPlaceOrDisjoint(a);
+  if (!c.gpuDirect() || a.count == 0) return false;
+  switch (a.kind) {
+    case CollKind::kAllReduce:
+      return !(a.op.preMul && !dataTypeIsFloat(a.dt)) && inPlaceOrDisjoint(a);
+    case CollKind::kBroadcast:  // only the root's send buffer is read
+      return c.rank() != a.root || inPlaceOrDisjoint(a);
+    case CollKind::kAllGather: {  // in place: send is this rank's block of recv
+      const size_t bytes = a.count * dataTypeSize(a.dt);
+      auto* s = static_cast<const uint8_t*>(a.send);
+      auto* r = static_cast<const uint8_t*>(a.recv);
+      return s == r + c.rank() * bytes || s + bytes <= r || r + c.nranks() * bytes <= s;
+    }
+    default:
+      return false;
+  }
 }
 
 // [ready event] on the caller's stream; the proxy runs the call (after the
 // jobs queued before it) once the stream reached it; this thread waits.
-void runDirectAllReduce(Comm& c, const CollArgs& a) {
+void runDirectCall(Comm& c, const CollArgs& a) {
   DeviceState& ds = *c.deviceState();
   Event ready = ds.takeEvent();
   try {
@@ -158,7 +172,7 @@ void runDirectAllReduce(Comm& c, const CollArgs& a) {
     std::exception_ptr error;
   };
   auto w = std::make_shared<Waiter>();
-  LOG_TRACE(kColl, "GPU AllReduce of %zu elements, direct", a.count);
+  LOG_TRACE(kColl, "GPU %s of %zu elements, direct", collKindName(a.kind), a.count);
   c.proxy().submit(
       [&c, a, ready, w] {
         try {
@@ -182,7 +196,8 @@ void runDirectAllReduce(Comm& c, const CollArgs& a) {
   if (w->error) std::rethrow_exception(w->error);
   const hetcclResult_t st = c.proxy().status();  // a dropped job: an earlier one failed
   if (st != hetcclSuccess && st != hetcclInProgress)
-    throwError(st, "direct AllReduce not run: an earlier call failed (" + c.proxy().errorText() + ")");
+    throwError(st, std::string("direct ") + collKindName(a.kind) + " not run: an earlier call failed (" +
+                       c.proxy().errorText() + ")");
 }
 
 }  // namespace hetccl

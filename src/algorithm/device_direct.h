@@ -1,7 +1,7 @@
-// The direct path of a GPU rank's AllReduce across groups
-// (HETCCL_GPU_DIRECT): where the transport moves this rank's device memory
+// The direct path of a GPU rank's AllReduce, Broadcast and AllGather across
+// groups (HETCCL_GPU_DIRECT): where the transport moves this rank's device memory
 // itself (UCX built with CUDA or ROCm), nothing is copied to pinned memory.
-// The proxy runs the AllReduce plan on the user's device buffers once the
+// The proxy runs the collective's plan on the user's device buffers once the
 // caller's stream has reached the call: group steps in the vendor library on
 // the proxy's stream, border transfers with device pointers (Xfer::device),
 // folds by the device kernels plugin into device scratch.
@@ -24,11 +24,12 @@ namespace hetccl {
 class Comm;
 
 // Whether this call goes the direct way: the communicator chose it at init
-// (Comm::gpuDirect), a single AllReduce, in place or with disjoint buffers,
-// and no integer PreMulSum (the kernels scale floating types only).
+// (Comm::gpuDirect); an AllReduce (no integer PreMulSum: the kernels scale
+// floating types only), Broadcast or AllGather of at least one element; in
+// place or with disjoint buffers. Reduce, ReduceScatter and the rest stage.
 bool takesDirectPath(const Comm& c, const CollArgs& a);
 // Runs it on the proxy after the jobs queued before it and returns when it
 // is done (its error, if any, is thrown and sticks on the proxy).
-void runDirectAllReduce(Comm& c, const CollArgs& a);
+void runDirectCall(Comm& c, const CollArgs& a);
 
 }  // namespace hetccl

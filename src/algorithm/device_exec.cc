@@ -270,7 +270,7 @@ void passThrough(Comm& c, const std::vector<CollArgs>& calls) {
 void enqueueDeviceCalls(Comm& c, std::vector<CollArgs> calls, bool mayWait) {
   if (calls.empty()) return;
   if (c.topo().ngroups() == 1) return passThrough(c, calls);
-  if (mayWait && calls.size() == 1 && takesDirectPath(c, calls[0])) return runDirectAllReduce(c, calls[0]);
+  if (mayWait && calls.size() == 1 && takesDirectPath(c, calls[0])) return runDirectCall(c, calls[0]);
   if (calls.size() == 1 && calls[0].kind == CollKind::kAllReduce) {
     const CollArgs& a = calls[0];
     const size_t step = allReduceChunk(c, a.count, a.dt);

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "algorithm/coll.h"
-#include "core/bytes.h"
 #include "algorithm/host_reduce.h"
+#include "algorithm/local_ops.h"
 #include "core/comm.h"
 
 namespace hetccl {
@@ -47,7 +47,12 @@ void runAllGather(Comm& c, const CollArgs& a) {
   }
   auto* out = static_cast<uint8_t*>(a.recv);
   const int me = c.rank(), g = c.myGroup();
-  copyBytes(out + me * bytes, a.send, bytes);
+  HostLocalOps host(c);
+  LocalOps& lo = planOps(c, host);  // device memory on the direct path
+  if (out + me * bytes != a.send) {
+    lo.copy(out + me * bytes, a.send, bytes);
+    lo.fence("copying this rank's AllGather block");  // the transport sends it next
+  }
   // Border: my block to my counterpart in each other group; blocks of the
   // ranks I stand for from them.
   std::vector<Xfer> x;
@@ -55,7 +60,7 @@ void runAllGather(Comm& c, const CollArgs& a) {
     if (h != g) x.push_back(Xfer::send(counterpart(t, h, me), out + me * bytes, bytes, c.callTag()));
   for (int r : heldBlocks(t, me))
     if (r != me) x.push_back(Xfer::recv(r, out + r * bytes, bytes, c.callTag()));
-  c.transport().run(x);
+  runBorder(c, lo, x);
   // Group: every member sends what it holds to every other member.
   const Group& grp = t.groups[g];
   be.groupStart();

@@ -28,4 +28,11 @@ void HostLocalOps::scale(void* out, const void* in, size_t n, DataType dt, doubl
 
 void HostLocalOps::divide(void* buf, size_t n, DataType dt, int divisor) { divideArray(buf, n, dt, divisor); }
 
+LocalOps& planOps(Comm& c, HostLocalOps& host) { return c.localOps() ? *c.localOps() : host; }
+
+void runBorder(Comm& c, const LocalOps& lo, std::vector<Xfer>& x) {
+  for (Xfer& e : x) e.device = lo.deviceMemory();
+  if (!x.empty()) c.transport().run(x);
+}
+
 }  // namespace hetccl

@@ -8,8 +8,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "core/datatype.h"
+#include "transport/transport.h"
 
 namespace hetccl {
 
@@ -53,5 +55,12 @@ class HostLocalOps final : public LocalOps {
  private:
   Comm& c_;
 };
+
+// The plan's local ops: the proxy job's (the device form on the direct
+// path), else `host`.
+LocalOps& planOps(Comm& c, HostLocalOps& host);
+// Runs a border step's transfers on the plan's buffers (Xfer::device where
+// they are device memory); nothing when x is empty.
+void runBorder(Comm& c, const LocalOps& lo, std::vector<Xfer>& x);
 
 }  // namespace hetccl

@@ -7,6 +7,7 @@
 
 #include "algorithm/coll.h"
 #include "algorithm/host_reduce.h"
+#include "algorithm/local_ops.h"
 #include "core/comm.h"
 
 namespace hetccl {
@@ -39,7 +40,8 @@ void runBroadcast(Comm& c, const CollArgs& a) {
   } else if (c.rank() == lead[g]) {
     x.push_back(Xfer::recv(a.root, a.recv, bytes, c.callTag()));
   }
-  if (!x.empty()) c.transport().run(x);
+  HostLocalOps host(c);
+  runBorder(c, planOps(c, host), x);  // device buffers on the direct path
   const void* src = c.rank() == a.root ? a.send : a.recv;
   c.backend().broadcast(src, a.recv, a.count, a.dt, t.localIndex[lead[g]], a.stream);
 }

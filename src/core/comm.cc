@@ -184,8 +184,8 @@ void Comm::chooseGpuPath() {
     throwError(hetcclInvalidUsage, "HETCCL_GPU_DIRECT=1, but rank " + std::to_string(rank_) +
                                        " cannot hand its " + kind + " memory to the transport: " + whyNot);
   if (gpuDirect_)
-    LOG_INFO(kInit, "rank %d: border data path direct: AllReduce hands %s memory to transport %s (zero-copy); "
-             "other collectives stage through pinned memory", rank_, kind.c_str(), transportName_.c_str());
+    LOG_INFO(kInit, "rank %d: border data path direct: AllReduce, Broadcast and AllGather hand %s memory to "
+             "transport %s (zero-copy); other collectives stage through pinned memory", rank_, kind.c_str(), transportName_.c_str());
   else
     LOG_INFO(kInit, "rank %d: border data path staged: %s memory through pinned staging (%s)", rank_, kind.c_str(),
              whyNot.c_str());

@@ -77,8 +77,8 @@ class Comm {
   // How this rank's border data moves: "none" (one group), "host" (host
   // memory, handed to the transport as it is) or "staged" (device memory,
   // copied through pinned staging on the caller's stream).
-  // "direct" (a GPU rank whose AllReduce hands device memory to the
-  // transport; its other collectives stage).
+  // "direct" (a GPU rank whose AllReduce, Broadcast and AllGather hand
+  // device memory to the transport; its other collectives stage).
   const char* borderPath() const {
     return topo_.ngroups() == 1 ? "none" : gpuDirect_ ? "direct" : deviceOrdered() ? "staged" : "host";
   }

@@ -145,7 +145,7 @@ void UcxTransport::peerFailed(int peer, ucs_status_t status) {
   if (peer >= 0 && peer < static_cast<int>(failed_.size()) && failed_[peer] == UCS_OK) failed_[peer] = status;
 }
 
-void UcxTransport::drain(std::vector<void*>& reqs) {
+void UcxTransport::drainRequests(std::vector<void*>& reqs) {
   auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
   while (!reqs.empty() && std::chrono::steady_clock::now() < until) {
     api_.workerProgress(worker_);
@@ -185,7 +185,7 @@ bool UcxTransport::waitOrCancel(void* req, std::chrono::steady_clock::time_point
   if (api_.requestCheckStatus(req) == UCS_INPROGRESS) {
     api_.requestCancel(worker_, req);
     std::vector<void*> left{req};
-    drain(left);
+    drainRequests(left);
     if (!left.empty()) LOG_WARN(kTransport, "ucx: a request did not complete or cancel");
     return false;
   }
@@ -204,7 +204,7 @@ void UcxTransport::closeEndpoints() {
     if (r && !UCS_PTR_IS_ERR(r)) reqs.push_back(r);
     ep = nullptr;
   }
-  drain(reqs);
+  drainRequests(reqs);
 }
 
 UcxTransport::~UcxTransport() {
@@ -268,7 +268,7 @@ void UcxTransport::cancelAll(std::vector<Op>& ops) {
       live.push_back(op.req);
       op.req = nullptr;
     }
-  drain(live);
+  drainRequests(live);
   if (!live.empty()) LOG_WARN(kTransport, "ucx: %zu requests did not cancel within 2 s", live.size());
 }
 

@@ -66,7 +66,7 @@ class UcxTransport : public Transport {
   void closeEndpoints();
   // Progresses until every request completes (then frees it), at most 2 s;
   // what is left did not complete.
-  void drain(std::vector<void*>& reqs);
+  void drainRequests(std::vector<void*>& reqs);
   // Progresses until the request completes (then frees it: true) or the
   // deadline passes (then cancels and drains it: false).
   bool waitOrCancel(void* req, std::chrono::steady_clock::time_point until);
