@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # GPU ranks' AllReduce across groups with the border over UCX, one run:
 # device memory handed to UCX (direct: HETCCL_GPU_DIRECT=1) against the same
-# through pinned staging (HETCCL_GPU_DIRECT=0) and against staging over
-# hetccl's shm transport. float32 sum, 1 MiB to 256 MiB, same sizes and
+# through pinned staging (HETCCL_GPU_DIRECT=0), against staging over
+# hetccl's shm transport, and the default (auto: direct from
+# HETCCL_GPU_DIRECT_MIN where every group is a GPU group, else staged). float32 sum, 1 MiB to 256 MiB, same sizes and
 # iterations for each, one after another. Needs a GPU and a UCX built with
 # CUDA (UCX_PREFIX=<install>; `ucx_info -d` lists cuda_copy, cuda_ipc).
 #   UCX_PREFIX=<ucx> bash bench/gpu_ucx_direct.sh BUILD [2gpu|1gpu3host] [-n ITERS] [-w WARMUP]
 # 2gpu: two processes on GPU 0 in two groups (g0, g1); 1gpu3host: one CUDA
 # rank and three host ranks (groups cuda, host). Prints the busbw table and
-#   ratio <layout> <bytes> direct/staged=.. direct/shm=..
+#   ratio <layout> <bytes> direct/staged=.. direct/shm=.. auto/staged=..
 # UCX_TLS (default sm,self,cuda_copy,cuda_ipc) applies to staged and direct
 # alike: left to itself UCX also puts tcp lanes under large messages on one
 # host, which costs the staged run about half its bandwidth.
@@ -43,10 +44,11 @@ run() {  # name transport [env...]
 run shm shm HETCCL_GPU_DIRECT=0
 run staged ucx HETCCL_GPU_DIRECT=0
 run direct ucx HETCCL_GPU_DIRECT=1
+run auto ucx HETCCL_GPU_DIRECT=auto
 python3 - "$out" "$layout" <<'PY'
 import json, sys
 d, layout = sys.argv[1], sys.argv[2]
-names = ["shm", "staged", "direct"]
+names = ["shm", "staged", "direct", "auto"]
 runs = {n: json.load(open(f"{d}/{n}.json")) for n in names}
 rows = {n: {r["bytes"]: r["oop"]["busbw"] for r in runs[n]["rows"]} for n in names}
 print(f"# busbw GB/s (out-of-place), {layout}, float32 sum AllReduce; shm and staged copy through pinned memory")
@@ -55,7 +57,8 @@ for b in sorted(rows["shm"]):
     print("%12d " % b + " ".join("%9.2f" % rows[n][b] for n in names))
 for b in sorted(rows["shm"]):
     r = {n: rows[n][b] for n in names}
-    print(f"ratio {layout} {b} direct/staged={r['direct'] / r['staged']:.2f} direct/shm={r['direct'] / r['shm']:.2f}")
+    print(f"ratio {layout} {b} direct/staged={r['direct'] / r['staged']:.2f} direct/shm={r['direct'] / r['shm']:.2f} "
+          f"auto/staged={r['auto'] / r['staged']:.2f}")
 wrong = {n: runs[n]["wrong_total"] for n in names}
 print("wrong results:", wrong)
 sys.exit(1 if any(wrong.values()) else 0)

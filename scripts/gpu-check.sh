@@ -77,7 +77,8 @@ for s in $steps; do
       ;;
     ucx)  # the GPU matrix with the border over UCX: 1 CUDA + 3 host ranks (UCX_TLS=sm and tcp, plus
           # cuda_copy/cuda_ipc where UCX has them), then two processes on the one GPU in two groups, staged;
-          # where UCX has CUDA (UCX_PREFIX built --with-cuda) both layouts again with HETCCL_GPU_DIRECT=1.
+          # where UCX has CUDA (UCX_PREFIX built --with-cuda) both layouts again with HETCCL_GPU_DIRECT=1, and
+          # the two-group layout with auto (direct from HETCCL_GPU_DIRECT_MIN, staged below).
           # The logs' "border data path" lines say which path ran.
       lib=$(ls -d "${UCX_PREFIX:-/usr}"/lib/x86_64-linux-gnu 2>/dev/null || echo "${UCX_PREFIX:-/usr}/lib")
       ucxenv=(env HETCCL_UCX_LIB="$lib/libucp.so.0" LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -89,13 +90,16 @@ for s in $steps; do
           "$build/tests/gpu/gpu_matrix" --np 4 --devices cuda,host,host,host --transport ucx --mid "${MID:-266240}" \
           --max "${MAX:-64}"
       done
-      step matrix_2cuda_groups_ucx 240 "${ucxenv[@]}" "$build/tests/gpu/gpu_matrix" --np 2 --devices cuda,cuda \
-        --groups g0,g1 --transport ucx --mid "${MID:-266240}" --max "${MAX:-64}"
+      step matrix_2cuda_groups_ucx 240 "${ucxenv[@]}" HETCCL_GPU_DIRECT=0 "$build/tests/gpu/gpu_matrix" --np 2 \
+        --devices cuda,cuda --groups g0,g1 --transport ucx --mid "${MID:-266240}" --max "${MAX:-64}"
       if [ -n "$gpu" ]; then  # the direct path (HETCCL_GPU_DIRECT=1: init fails where it cannot be taken)
         step matrix_2cuda_groups_ucx_direct 240 "${ucxenv[@]}" HETCCL_GPU_DIRECT=1 "$build/tests/gpu/gpu_matrix" \
           --np 2 --devices cuda,cuda --groups g0,g1 --transport ucx --mid "${MID:-266240}" --max "${MAX:-64}"
         step matrix_1cuda_3host_ucx_direct 240 "${ucxenv[@]}" HETCCL_GPU_DIRECT=1 "$build/tests/gpu/gpu_matrix" \
           --np 4 --devices cuda,host,host,host --transport ucx --mid "${MID:-266240}" --max "${MAX:-64}"
+        # the default (auto): calls from HETCCL_GPU_DIRECT_MIN go direct, smaller ones stage, on one communicator
+        step matrix_2cuda_groups_ucx_auto 240 "${ucxenv[@]}" HETCCL_GPU_DIRECT=auto "$build/tests/gpu/gpu_matrix" \
+          --np 2 --devices cuda,cuda --groups g0,g1 --transport ucx --mid "${MID:-266240}" --max "${MAX:-64}"
       fi
       grep -h "border data path" "$logs"/matrix_*ucx*.log | sed 's/^.*\(rank [0-9]*: border.*\)$/\1/' | sort | uniq -c
       ;;

@@ -138,6 +138,8 @@ void runDirect(Comm& c, CollArgs a, Event ready) {
 
 bool takesDirectPath(const Comm& c, const CollArgs& a) {
   if (!c.gpuDirect() || a.count == 0) return false;
+  const size_t total = a.count * dataTypeSize(a.dt) * (a.kind == CollKind::kAllGather ? c.nranks() : 1);
+  if (total < c.gpuDirectMin()) return false;
   switch (a.kind) {
     case CollKind::kAllReduce:
       return !(a.op.preMul && !dataTypeIsFloat(a.dt)) && inPlaceOrDisjoint(a);

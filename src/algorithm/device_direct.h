@@ -25,8 +25,9 @@ class Comm;
 
 // Whether this call goes the direct way: the communicator chose it at init
 // (Comm::gpuDirect); an AllReduce (no integer PreMulSum: the kernels scale
-// floating types only), Broadcast or AllGather of at least one element; in
-// place or with disjoint buffers. Reduce, ReduceScatter and the rest stage.
+// floating types only), Broadcast or AllGather of at least one element and
+// Comm::gpuDirectMin bytes (AllGather: its output); in place or with
+// disjoint buffers. Reduce, ReduceScatter and the rest stage.
 bool takesDirectPath(const Comm& c, const CollArgs& a);
 // Runs it on the proxy after the jobs queued before it and returns when it
 // is done (its error, if any, is thrown and sticks on the proxy).

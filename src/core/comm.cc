@@ -8,6 +8,7 @@
 
 #include "core/config.h"
 #include "core/error.h"
+#include "core/gpu_path.h"
 #include "core/log.h"
 #include "device/kernels.h"
 #include "topology/peer.h"
@@ -55,6 +56,7 @@ Comm::Comm(int nranks, int rank, const CommOptions& opts) : opts_(opts), rank_(r
   gpuDirectWant_ = config().getString("HETCCL_GPU_DIRECT");  // used at init by GPU ranks
   if (gpuDirectWant_ != "auto" && gpuDirectWant_ != "0" && gpuDirectWant_ != "1")
     throwError(hetcclInvalidArgument, "HETCCL_GPU_DIRECT is '" + gpuDirectWant_ + "'; expected auto, 0 or 1");
+  gpuDirectMin_ = config().getBytes("HETCCL_GPU_DIRECT_MIN");
   device_ = createDeviceRuntime(opts_.deviceKind);
 }
 
@@ -162,15 +164,16 @@ void Comm::init(const IdContents& id) {
 void Comm::chooseGpuPath() {
   const std::string& want = gpuDirectWant_;
   const std::string kind = device_->kind();
-  std::string whyNot;
-  if (want == "0") {
-    whyNot = transport_->movesDeviceMemory(kind)
-                 ? "HETCCL_GPU_DIRECT=0; transport " + transportName_ + " could take " + kind +
-                       " memory itself: HETCCL_GPU_DIRECT=auto hands it over"
-                 : "HETCCL_GPU_DIRECT=0";
-  } else if (!transport_->movesDeviceMemory(kind)) {
-    whyNot = "transport " + transportName_ + " moves host memory only";
-  } else {
+  GpuPathFacts f;
+  f.want = want;
+  f.kind = kind;
+  f.transport = transportName_;
+  f.transportMoves = transport_->movesDeviceMemory(kind);
+  for (const Group& g : topo_.groups) f.groupKinds.push_back(g.deviceKind);
+  f.singleHost = topo_.singleHost;
+  f.peerMemory = !topo_.singleHost && gpuPeerMemoryLoaded(kind);
+  std::string whyNot = directPathWhyNot(f);
+  if (whyNot.empty()) {
     try {
       kernels_ = loadKernels(kind);
       if (!kernels_) whyNot = "no device kernels plugin (" + kernelsLibName(kind) + ") was found";
@@ -183,9 +186,11 @@ void Comm::chooseGpuPath() {
   if (!gpuDirect_ && want == "1")
     throwError(hetcclInvalidUsage, "HETCCL_GPU_DIRECT=1, but rank " + std::to_string(rank_) +
                                        " cannot hand its " + kind + " memory to the transport: " + whyNot);
+  gpuDirectMin_ = want == "1" ? 0 : gpuDirectMin_;
   if (gpuDirect_)
-    LOG_INFO(kInit, "rank %d: border data path direct: AllReduce, Broadcast and AllGather hand %s memory to "
-             "transport %s (zero-copy); other collectives stage through pinned memory", rank_, kind.c_str(), transportName_.c_str());
+    LOG_INFO(kInit, "rank %d: border data path direct: AllReduce, Broadcast and AllGather of %zu bytes and up hand "
+             "%s memory to transport %s (zero-copy); smaller calls and other collectives stage through pinned "
+             "memory", rank_, gpuDirectMin_, kind.c_str(), transportName_.c_str());
   else
     LOG_INFO(kInit, "rank %d: border data path staged: %s memory through pinned staging (%s)", rank_, kind.c_str(),
              whyNot.c_str());

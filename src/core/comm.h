@@ -83,6 +83,9 @@ class Comm {
     return topo_.ngroups() == 1 ? "none" : gpuDirect_ ? "direct" : deviceOrdered() ? "staged" : "host";
   }
   bool gpuDirect() const { return gpuDirect_; }
+  // Smallest call (bytes) that goes direct: HETCCL_GPU_DIRECT_MIN under
+  // auto, 0 under HETCCL_GPU_DIRECT=1.
+  size_t gpuDirectMin() const { return gpuDirectMin_; }
   // The device reduction kernels (GPU ranks on the direct path), else null.
   const hetcclKernelsApi_t* kernels() const { return kernels_; }
   // HETCCL_PLAN_FOLDS: border folds after whole receives, as on the direct path.
@@ -140,7 +143,7 @@ class Comm {
   Backend* active_ = nullptr;
   std::unique_ptr<DeviceState> deviceState_;
   std::string transportName_;
-  size_t buffBytes_ = 0, smallBytes_ = 0, chunkBytes_ = 0;
+  size_t buffBytes_ = 0, smallBytes_ = 0, chunkBytes_ = 0, gpuDirectMin_ = 0;
   ChunkHooks* chunkHooks_ = nullptr;
   bool checkMismatch_ = false;
   bool gpuDirect_ = false, planFolds_ = false;

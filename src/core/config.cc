@@ -67,11 +67,15 @@ const std::vector<VarSpec>& table() {
      "(0: never, tagged parts only; every rank must set the same)"},
     {"HETCCL_KERNELS_LIB", VarType::kString, "", nullptr,
      "path of the device reduction kernels plugin (default: libhetccl-<kind>-kernels.so beside libhetccl)"},
-    {"HETCCL_GPU_DIRECT", VarType::kString, "0", nullptr,
-     "GPU ranks' AllReduce across groups: stage through pinned memory (0, the default: the direct path has not "
-     "yet passed a GPU run), hand device memory straight to the transport where it reports that memory type "
-     "(ucx built with CUDA/ROCm) and the kernels plugin loads (auto; the calling thread then waits for the call), "
-     "or require that (1: init fails naming why it cannot)"},
+    {"HETCCL_GPU_DIRECT", VarType::kString, "auto", nullptr,
+     "GPU ranks' AllReduce, Broadcast and AllGather across groups: hand device memory straight to the transport "
+     "(the direct path; the calling thread waits for the call) where it reports that memory type (ucx built "
+     "with CUDA/ROCm) and the kernels plugin loads. auto: only where every group is of this rank's device kind "
+     "and all ranks share a host or a GPU peer-memory module is loaded, for calls of HETCCL_GPU_DIRECT_MIN and "
+     "up; 1: every such call (init fails naming why it cannot); 0: always stage through pinned memory"},
+    {"HETCCL_GPU_DIRECT_MIN", VarType::kBytes, "16M", nullptr,
+     "HETCCL_GPU_DIRECT=auto: smallest call (AllReduce/Broadcast bytes, AllGather output bytes) that goes "
+     "direct; smaller ones stage"},
     {"HETCCL_PLAN_FOLDS", VarType::kBool, "0", nullptr,
      "host ranks fold border data after receiving it whole, as GPU ranks on the direct path do, instead of in "
      "the transport as it arrives (a test setting: it runs the direct path's plan on CPUs)"},

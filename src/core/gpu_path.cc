@@ -1,0 +1,36 @@
+#include "core/gpu_path.h"
+
+#include <sys/stat.h>
+
+namespace hetccl {
+
+std::string directPathWhyNot(const GpuPathFacts& f) {
+  if (f.want == "0") {
+    return f.transportMoves ? "HETCCL_GPU_DIRECT=0; transport " + f.transport + " could take " + f.kind +
+                                  " memory itself: HETCCL_GPU_DIRECT=auto or 1 hands it over"
+                            : "HETCCL_GPU_DIRECT=0";
+  }
+  if (!f.transportMoves) return "transport " + f.transport + " moves host memory only";
+  if (f.want == "1") return "";
+  // auto: where the peers' transport can reach this rank's memory itself. A
+  // host-memory peer, or a peer on another host without GPUDirect RDMA, gets
+  // the data through UCX's own host bounce buffers: on one H200 host that ran
+  // at 0.3x the staged path (bench/gpu_ucx_direct.sh 1gpu3host).
+  for (const std::string& k : f.groupKinds)
+    if (k != f.kind)
+      return "HETCCL_GPU_DIRECT=auto: a group of " + k + " ranks would receive this rank's " + f.kind +
+             " memory through the transport's own host bounce buffers, measured slower than staging "
+             "(HETCCL_GPU_DIRECT=1 forces the direct path)";
+  if (!f.singleHost && !f.peerMemory)
+    return "HETCCL_GPU_DIRECT=auto: ranks on several hosts and no GPU peer-memory module (GPUDirect RDMA) "
+           "loaded here (HETCCL_GPU_DIRECT=1 forces the direct path)";
+  return "";
+}
+
+bool gpuPeerMemoryLoaded(const std::string& kind) {
+  if (kind != "cuda") return false;
+  struct stat st;
+  return stat("/sys/module/nvidia_peermem", &st) == 0 || stat("/sys/module/nv_peer_mem", &st) == 0;
+}
+
+}  // namespace hetccl
