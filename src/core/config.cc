@@ -70,8 +70,9 @@ const std::vector<VarSpec>& table() {
     {"HETCCL_GPU_DIRECT", VarType::kString, "auto", nullptr,
      "GPU ranks' AllReduce, Broadcast and AllGather across groups: hand device memory straight to the transport "
      "(the direct path; the calling thread waits for the call) where it reports that memory type (ucx built "
-     "with CUDA/ROCm) and the kernels plugin loads. auto: only where every group is of this rank's device kind "
-     "and all ranks share a host or a GPU peer-memory module is loaded, for calls of HETCCL_GPU_DIRECT_MIN and "
+     "with CUDA/ROCm) and the kernels plugin loads. auto: only where no group holds host memory and either all "
+     "ranks share a host and every group is of this rank's device kind, or a GPU peer-memory module (GPUDirect "
+     "RDMA) is loaded, for calls of HETCCL_GPU_DIRECT_MIN and "
      "up; 1: every such call (init fails naming why it cannot); 0: always stage through pinned memory"},
     {"HETCCL_GPU_DIRECT_MIN", VarType::kBytes, "16M", nullptr,
      "HETCCL_GPU_DIRECT=auto: smallest call (AllReduce/Broadcast bytes, AllGather output bytes) that goes "

@@ -12,15 +12,18 @@ std::string directPathWhyNot(const GpuPathFacts& f) {
   }
   if (!f.transportMoves) return "transport " + f.transport + " moves host memory only";
   if (f.want == "1") return "";
-  // auto: where the peers' transport can reach this rank's memory itself. A
-  // host-memory peer, or a peer on another host without GPUDirect RDMA, gets
-  // the data through UCX's own host bounce buffers: on one H200 host that ran
-  // at 0.3x the staged path (bench/gpu_ucx_direct.sh 1gpu3host).
-  for (const std::string& k : f.groupKinds)
-    if (k != f.kind)
-      return "HETCCL_GPU_DIRECT=auto: a group of " + k + " ranks would receive this rank's " + f.kind +
+  // auto: where the peers' side can reach this rank's memory itself. A
+  // host-memory peer gets the data through UCX's own host bounce buffers: on
+  // one H200 host that ran at 0.3x the staged path (bench/gpu_ucx_direct.sh
+  // 1gpu3host). On one host, GPUs of another kind cannot map this one's
+  // memory either (no IPC between vendors); across hosts, RDMA NICs reach GPU
+  // memory only through a peer-memory module (GPUDirect RDMA).
+  for (const std::string& k : f.groupKinds) {
+    if (k == "host" || (f.singleHost && k != f.kind))
+      return "HETCCL_GPU_DIRECT=auto: a group of " + k + " ranks would get this rank's " + f.kind +
              " memory through the transport's own host bounce buffers, measured slower than staging "
              "(HETCCL_GPU_DIRECT=1 forces the direct path)";
+  }
   if (!f.singleHost && !f.peerMemory)
     return "HETCCL_GPU_DIRECT=auto: ranks on several hosts and no GPU peer-memory module (GPUDirect RDMA) "
            "loaded here (HETCCL_GPU_DIRECT=1 forces the direct path)";

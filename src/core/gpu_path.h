@@ -1,9 +1,11 @@
 // Which way a GPU rank's border data goes (HETCCL_GPU_DIRECT): staged through
 // pinned host memory, or direct (device memory handed to the transport; see
 // algorithm/device_direct.h). `1` takes the direct path wherever the
-// transport moves the rank's memory; `auto` (the default) only where it was
-// measured faster than staging, and only for calls of HETCCL_GPU_DIRECT_MIN
-// bytes and up (the direct path costs more per call).
+// transport moves the rank's memory; `auto` (the default) only where the
+// peers can reach device memory (no host-memory group; on one host, every
+// group of this kind; across hosts, a GPU peer-memory module loaded), which
+// is where it measured faster than staging, and only for calls of
+// HETCCL_GPU_DIRECT_MIN bytes and up (the direct path costs more per call).
 #pragma once
 
 #include <string>

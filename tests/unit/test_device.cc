@@ -255,11 +255,15 @@ TEST(GpuPath, AutoStagesForHostPeersAndAcrossHostsWithoutPeerMemory) {
   f.want = "1";  // forced: taken anyway
   EXPECT_EQ(directPathWhyNot(f), "");
   f.want = "auto";
-  f.groupKinds = {"cuda", "cuda", "cuda"};
+  f.groupKinds = {"cuda", "hip"};  // one host: no IPC between vendors
+  EXPECT_NE(directPathWhyNot(f).find("a group of hip ranks"), std::string::npos) << directPathWhyNot(f);
+  f.groupKinds = {"cuda", "cuda", "hip"};
   f.singleHost = false;
   EXPECT_NE(directPathWhyNot(f).find("no GPU peer-memory module"), std::string::npos) << directPathWhyNot(f);
-  f.peerMemory = true;
+  f.peerMemory = true;  // GPUDirect RDMA: any GPU peer
   EXPECT_EQ(directPathWhyNot(f), "");
+  f.groupKinds = {"cuda", "host"};  // but never towards host memory
+  EXPECT_NE(directPathWhyNot(f).find("a group of host ranks"), std::string::npos) << directPathWhyNot(f);
   EXPECT_FALSE(gpuPeerMemoryLoaded("host"));
   EXPECT_FALSE(gpuPeerMemoryLoaded("hip"));
 }
