@@ -187,13 +187,15 @@ void Comm::chooseGpuPath() {
     throwError(hetcclInvalidUsage, "HETCCL_GPU_DIRECT=1, but rank " + std::to_string(rank_) +
                                        " cannot hand its " + kind + " memory to the transport: " + whyNot);
   gpuDirectMin_ = want == "1" ? 0 : gpuDirectMin_;
-  if (gpuDirect_)
-    LOG_INFO(kInit, "rank %d: border data path direct: AllReduce, Broadcast and AllGather of %zu bytes and up hand "
-             "%s memory to transport %s (zero-copy); smaller calls and other collectives stage through pinned "
-             "memory", rank_, gpuDirectMin_, kind.c_str(), transportName_.c_str());
-  else
+  if (gpuDirect_) {
+    const std::string which = gpuDirectMin_ ? "of " + std::to_string(gpuDirectMin_) + " bytes and up " : "";
+    LOG_INFO(kInit, "rank %d: border data path direct: AllReduce, Broadcast and AllGather %shand %s memory to "
+             "transport %s (zero-copy); %sother collectives stage through pinned memory", rank_, which.c_str(),
+             kind.c_str(), transportName_.c_str(), gpuDirectMin_ ? "smaller calls and " : "");
+  } else {
     LOG_INFO(kInit, "rank %d: border data path staged: %s memory through pinned staging (%s)", rank_, kind.c_str(),
              whyNot.c_str());
+  }
 }
 
 Comm::~Comm() {

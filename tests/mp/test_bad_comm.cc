@@ -88,6 +88,9 @@ TEST(BadComm, InitArguments) {
     setenv("HETCCL_GPU_DIRECT", "yes", 1);
     EXPECT_HC_ERROR(hetcclCommInitRank(&c, 1, id, 0), kArg, nullptr, "HETCCL_GPU_DIRECT");
     unsetenv("HETCCL_GPU_DIRECT");
+    setenv("HETCCL_GPU_DIRECT_MIN", "16 apples", 1);
+    EXPECT_HC_ERROR(hetcclCommInitRank(&c, 1, id, 0), kArg, nullptr, "HETCCL_GPU_DIRECT_MIN");
+    unsetenv("HETCCL_GPU_DIRECT_MIN");
     EXPECT_EQ(c, nullptr);
   });
 }
