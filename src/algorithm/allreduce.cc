@@ -60,7 +60,7 @@ void borderReduce(Comm& c, LocalOps& lo, const BorderAssignment& ba, uint8_t* bu
         sat += p.count;
       }
     }
-    runBorder(c, lo, x);
+    runBorder(c, x);
     if (folds) continue;
     at = 0;  // mine = mine op incoming, as the transport's receive-reduce would
     for (const auto& p : ba.split) {
@@ -103,7 +103,7 @@ void borderReduce(Comm& c, LocalOps& lo, const BorderAssignment& ba, uint8_t* bu
       if (rHi > rLo) x.push_back(Xfer::recv(p.owners[h], buf + rLo * es, (rHi - rLo) * es, tag));
     }
   }
-  runBorder(c, lo, x);
+  runBorder(c, x);
 }
 
 // PreMulSum: the scaled input, written to buf; otherwise `in` itself.

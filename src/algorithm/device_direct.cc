@@ -138,19 +138,16 @@ void runDirect(Comm& c, CollArgs a, Event ready) {
 
 bool takesDirectPath(const Comm& c, const CollArgs& a) {
   if (!c.gpuDirect() || a.count == 0) return false;
-  const size_t total = a.count * dataTypeSize(a.dt) * (a.kind == CollKind::kAllGather ? c.nranks() : 1);
-  if (total < c.gpuDirectMin()) return false;
+  const size_t bytes = a.count * dataTypeSize(a.dt);
   switch (a.kind) {
     case CollKind::kAllReduce:
-      return !(a.op.preMul && !dataTypeIsFloat(a.dt)) && inPlaceOrDisjoint(a);
+      return bytes >= c.gpuDirectMin() && !(a.op.preMul && !dataTypeIsFloat(a.dt)) &&
+             inPlaceOrDisjoint(a, bytes, bytes);
     case CollKind::kBroadcast:  // only the root's send buffer is read
-      return c.rank() != a.root || inPlaceOrDisjoint(a);
-    case CollKind::kAllGather: {  // in place: send is this rank's block of recv
-      const size_t bytes = a.count * dataTypeSize(a.dt);
-      auto* s = static_cast<const uint8_t*>(a.send);
-      auto* r = static_cast<const uint8_t*>(a.recv);
-      return s == r + c.rank() * bytes || s + bytes <= r || r + c.nranks() * bytes <= s;
-    }
+      return bytes >= c.gpuDirectMin() && (c.rank() != a.root || inPlaceOrDisjoint(a, bytes, bytes));
+    case CollKind::kAllGather:  // in place: send is this rank's block of recv
+      return bytes * c.nranks() >= c.gpuDirectMin() &&
+             inPlaceOrDisjoint(a, bytes, bytes * c.nranks(), bytes * c.rank());
     default:
       return false;
   }

@@ -274,7 +274,8 @@ void enqueueDeviceCalls(Comm& c, std::vector<CollArgs> calls, bool mayWait) {
   if (calls.size() == 1 && calls[0].kind == CollKind::kAllReduce) {
     const CollArgs& a = calls[0];
     const size_t step = allReduceChunk(c, a.count, a.dt);
-    if (step < a.count && inPlaceOrDisjoint(a)) return enqueueChunkedAllReduce(c, a, step);
+    const size_t bytes = a.count * dataTypeSize(a.dt);
+    if (step < a.count && inPlaceOrDisjoint(a, bytes, bytes)) return enqueueChunkedAllReduce(c, a, step);
   }
   DeviceState& ds = *c.deviceState();
   DeviceRuntime& d = c.device();
@@ -328,11 +329,10 @@ ProxyJobScope::~ProxyJobScope() {
   c_.setLocalOps(nullptr);
 }
 
-bool inPlaceOrDisjoint(const CollArgs& a) {
-  const size_t bytes = a.count * dataTypeSize(a.dt);
+bool inPlaceOrDisjoint(const CollArgs& a, size_t sendBytes, size_t recvBytes, size_t inPlaceAt) {
   auto* s = static_cast<const uint8_t*>(a.send);
   auto* r = static_cast<const uint8_t*>(a.recv);
-  return s == r || s + bytes <= r || r + bytes <= s;
+  return s == r + inPlaceAt || s + sendBytes <= r || r + recvBytes <= s;
 }
 
 BackendContext proxyBackendContext(Comm& c) {

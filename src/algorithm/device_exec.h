@@ -46,8 +46,9 @@ class ProxyJobScope {
   Comm& c_;
 };
 
-// Whether an AllReduce's buffers are one (in place) or do not overlap.
-bool inPlaceOrDisjoint(const CollArgs& a);
+// Whether a call's send buffer (sendBytes) is its in-place spot, recv +
+// inPlaceAt, or lies wholly outside recv's recvBytes.
+bool inPlaceOrDisjoint(const CollArgs& a, size_t sendBytes, size_t recvBytes, size_t inPlaceAt = 0);
 
 // Checks that every buffer the call touches is memory this rank may use:
 // its own device's on GPU ranks, host memory on host ranks.

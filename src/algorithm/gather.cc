@@ -60,7 +60,7 @@ void runAllGather(Comm& c, const CollArgs& a) {
     if (h != g) x.push_back(Xfer::send(counterpart(t, h, me), out + me * bytes, bytes, c.callTag()));
   for (int r : heldBlocks(t, me))
     if (r != me) x.push_back(Xfer::recv(r, out + r * bytes, bytes, c.callTag()));
-  runBorder(c, lo, x);
+  runBorder(c, x);
   // Group: every member sends what it holds to every other member.
   const Group& grp = t.groups[g];
   be.groupStart();

@@ -30,8 +30,9 @@ void HostLocalOps::divide(void* buf, size_t n, DataType dt, int divisor) { divid
 
 LocalOps& planOps(Comm& c, HostLocalOps& host) { return c.localOps() ? *c.localOps() : host; }
 
-void runBorder(Comm& c, const LocalOps& lo, std::vector<Xfer>& x) {
-  for (Xfer& e : x) e.device = lo.deviceMemory();
+void runBorder(Comm& c, std::vector<Xfer>& x) {
+  const bool device = c.localOps() && c.localOps()->deviceMemory();
+  for (Xfer& e : x) e.device = device;
   if (!x.empty()) c.transport().run(x);
 }
 

@@ -60,7 +60,7 @@ class HostLocalOps final : public LocalOps {
 // path), else `host`.
 LocalOps& planOps(Comm& c, HostLocalOps& host);
 // Runs a border step's transfers on the plan's buffers (Xfer::device where
-// they are device memory); nothing when x is empty.
-void runBorder(Comm& c, const LocalOps& lo, std::vector<Xfer>& x);
+// the proxy job's local ops work on device memory); nothing when x is empty.
+void runBorder(Comm& c, std::vector<Xfer>& x);
 
 }  // namespace hetccl

@@ -40,8 +40,7 @@ void runBroadcast(Comm& c, const CollArgs& a) {
   } else if (c.rank() == lead[g]) {
     x.push_back(Xfer::recv(a.root, a.recv, bytes, c.callTag()));
   }
-  HostLocalOps host(c);
-  runBorder(c, planOps(c, host), x);  // device buffers on the direct path
+  runBorder(c, x);  // device buffers on the direct path
   const void* src = c.rank() == a.root ? a.send : a.recv;
   c.backend().broadcast(src, a.recv, a.count, a.dt, t.localIndex[lead[g]], a.stream);
 }

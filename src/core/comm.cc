@@ -186,7 +186,7 @@ void Comm::chooseGpuPath() {
   if (!gpuDirect_ && want == "1")
     throwError(hetcclInvalidUsage, "HETCCL_GPU_DIRECT=1, but rank " + std::to_string(rank_) +
                                        " cannot hand its " + kind + " memory to the transport: " + whyNot);
-  gpuDirectMin_ = want == "1" ? 0 : gpuDirectMin_;
+  if (want == "1") gpuDirectMin_ = 0;  // every eligible call
   if (gpuDirect_) {
     const std::string which = gpuDirectMin_ ? "of " + std::to_string(gpuDirectMin_) + " bytes and up " : "";
     LOG_INFO(kInit, "rank %d: border data path direct: AllReduce, Broadcast and AllGather %shand %s memory to "
