@@ -158,6 +158,14 @@ hetcclResult_t hetcclCommInitRankConfig(hetcclComm_t* comm, int nranks, hetcclUn
 hetcclResult_t hetcclCommInitFromEnv(hetcclComm_t* comm, hetcclConfig_t* config);
 hetcclResult_t hetcclCommSplit(hetcclComm_t comm, int color, int key, hetcclComm_t* newcomm,
                                hetcclConfig_t* config);
+/* A new communicator of comm's ranks except the excludeCount ranks listed,
+ * renumbered in order; the excluded ranks take no part (they may be dead).
+ * HETCCL_SHRINK_ABORT ends comm's work first, on every rank (after a rank
+ * failed); comm must still be destroyed. NCCL's ncclCommShrink. */
+#define HETCCL_SHRINK_DEFAULT 0x00
+#define HETCCL_SHRINK_ABORT 0x01
+hetcclResult_t hetcclCommShrink(hetcclComm_t comm, const int* excludeRanks, int excludeCount,
+                                hetcclComm_t* newcomm, hetcclConfig_t* config, int shrinkFlags);
 hetcclResult_t hetcclCommFinalize(hetcclComm_t comm);
 hetcclResult_t hetcclCommDestroy(hetcclComm_t comm);
 /* Safe from any thread: releases every waiter of comm, then frees it. */

@@ -1,5 +1,6 @@
 #include "algorithm/coll.h"
 
+#include "algorithm/lowp.h"
 #include "bootstrap/bootstrap.h"
 #include "core/comm.h"
 #include "core/error.h"
@@ -42,12 +43,34 @@ void checkSameCall(Comm& c, const MsgTag& mine) {
   }
 }
 
+bool rooted(CollKind k) {
+  return k == CollKind::kBroadcast || k == CollKind::kReduce || k == CollKind::kGather || k == CollKind::kScatter;
+}
+
+// Rooted collectives: ranks that disagree on the root need not exchange a
+// single message (two ranks that both think they are the root of a
+// Broadcast only send), so tags alone cannot catch it. Before any data
+// moves, every rank sends its call's tag to the next rank and checks the
+// previous one's: if the ranks disagree, some neighbours do, and they fail
+// at once (failing the communicator, which tells the others).
+void checkNeighbours(Comm& c) {
+  const int n = c.nranks(), me = c.rank();
+  std::vector<Xfer> x{Xfer::send((me + 1) % n, nullptr, 0, c.callTag()),
+                      Xfer::recv((me + n - 1) % n, nullptr, 0, c.callTag())};
+  c.transport().run(x);
+}
+
 }  // namespace
 
-void runCollective(Comm& c, const CollArgs& a) {
+void runCollective(Comm& c, const CollArgs& call) {
+  CollArgs a = call;
+  // PreMulSum with the scalar in memory: read now, when the call runs (GPU
+  // ranks' staged calls point it at the pinned copy made in stream order).
+  if (a.op.scalarAt) a.op.scalar = elementToDouble(a.op.scalarAt, a.dt);
   c.callTag() = makeTag(c.nextSeq(), a);
   LOG_TRACE(kColl, "%s", c.callTag().describe().c_str());
   if (c.checkMismatch()) checkSameCall(c, c.callTag());
+  else if (rooted(a.kind) && c.nranks() > 1) checkNeighbours(c);
   switch (a.kind) {
     case CollKind::kAllReduce: return runAllReduce(c, a);
     case CollKind::kBroadcast: return runBroadcast(c, a);

@@ -141,7 +141,7 @@ bool takesDirectPath(const Comm& c, const CollArgs& a) {
   const size_t bytes = a.count * dataTypeSize(a.dt);
   switch (a.kind) {
     case CollKind::kAllReduce:
-      return bytes >= c.gpuDirectMin() && !(a.op.preMul && !dataTypeIsFloat(a.dt)) &&
+      return bytes >= c.gpuDirectMin() && !(a.op.preMul && !dataTypeIsFloat(a.dt)) && !a.op.scalarAt &&
              inPlaceOrDisjoint(a, bytes, bytes);
     case CollKind::kBroadcast:  // only the root's send buffer is read
       return bytes >= c.gpuDirectMin() && (c.rank() != a.root || inPlaceOrDisjoint(a, bytes, bytes));

@@ -48,6 +48,7 @@ struct Mirror {
   size_t bytes = 0;
   uint8_t* sendCopy = nullptr;  // separate send copy when the ranges do not overlap
   size_t offset = 0;            // of region in the pinned block
+  size_t scalarOffset = 0;      // of the PreMulSum scalar's copy (op.scalarAt), if any
 };
 
 // Lays out the host copies of `calls` one after the other in one pinned
@@ -74,6 +75,10 @@ size_t layoutMirrors(const Comm& c, const std::vector<CollArgs>& calls, std::vec
     m.offset = total;
     total += (m.bytes + 255) & ~size_t{255};
     if (!overlap && m.ext.sendBytes) total += (m.ext.sendBytes + 255) & ~size_t{255};
+    if (calls[k].op.scalarAt) {
+      m.scalarOffset = total;
+      total += 256;
+    }
   }
   if (out) *out = std::move(ms);
   return std::max<size_t>(total, 1);
@@ -91,6 +96,10 @@ std::vector<Mirror> stageIn(Comm& c, const std::vector<CollArgs>& calls, uint8_t
     auto* s = static_cast<const uint8_t*>(calls[k].send);
     auto* r = static_cast<const uint8_t*>(calls[k].recv);
     m.region = base + m.offset;
+    if (calls[k].op.scalarAt) {  // the scalar as it is when the stream reaches the call
+      d.copy(base + m.scalarOffset, calls[k].op.scalarAt, dataTypeSize(calls[k].dt), st);
+      m.host.op.scalarAt = base + m.scalarOffset;
+    }
     if (m.lo && m.lo != r) {  // overlapping: send and recv inside region
       d.copy(m.region, m.lo, m.bytes, st);
       m.host.send = m.region + (s - m.lo);
@@ -275,7 +284,8 @@ void enqueueDeviceCalls(Comm& c, std::vector<CollArgs> calls, bool mayWait) {
     const CollArgs& a = calls[0];
     const size_t step = allReduceChunk(c, a.count, a.dt);
     const size_t bytes = a.count * dataTypeSize(a.dt);
-    if (step < a.count && inPlaceOrDisjoint(a, bytes, bytes)) return enqueueChunkedAllReduce(c, a, step);
+    if (step < a.count && inPlaceOrDisjoint(a, bytes, bytes) && !a.op.scalarAt)
+      return enqueueChunkedAllReduce(c, a, step);
   }
   DeviceState& ds = *c.deviceState();
   DeviceRuntime& d = c.device();

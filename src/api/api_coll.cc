@@ -7,22 +7,12 @@
 
 #include "algorithm/coll.h"
 #include "algorithm/device_exec.h"
+#include "api/comm_create.h"
 #include "api/guard.h"
 
 using namespace hetccl;
 
 namespace {
-
-struct Pending {
-  hetcclComm* comm;
-  CollArgs args;
-};
-
-struct GroupState {
-  int depth = 0;
-  std::vector<Pending> ops;
-};
-thread_local GroupState tlsGroup;
 
 // Elements moved per rank pair times this factor must fit in size_t bytes.
 size_t countFactor(CollKind k, int nranks) {
@@ -36,8 +26,8 @@ size_t countFactor(CollKind k, int nranks) {
   }
 }
 
+// Under a CommRef.
 void checkArgs(hetcclComm* comm, CollArgs& a, hetcclRedOp_t op, bool reduces) {
-  checkComm(comm);
   HETCCL_CHECK_ARG(dataTypeValid(a.dt),
                    "datatype " + std::to_string(static_cast<int>(a.dt)) + " is not a hetccl data type (0-11)");
   const int n = comm->nranks(), me = comm->rank();
@@ -71,11 +61,6 @@ void checkArgs(hetcclComm* comm, CollArgs& a, hetcclRedOp_t op, bool reduces) {
   }
 }
 
-void runOne(hetcclComm& comm, const CollArgs& a) {
-  if (a.kind == CollKind::kSendRecv) runPointToPoint(comm, &a, 1);
-  else runCollective(comm, a);
-}
-
 // Runs the calls of one group on one communicator: collectives in call
 // order, then all point-to-point operations together.
 void runGroup(hetcclComm& comm, const std::vector<CollArgs>& calls) {
@@ -87,37 +72,51 @@ void runGroup(hetcclComm& comm, const std::vector<CollArgs>& calls) {
   if (!p2p.empty()) runPointToPoint(comm, p2p.data(), p2p.size());
 }
 
-hetcclResult_t submit(hetcclComm* comm, const char* fn, CollArgs a, hetcclRedOp_t op, bool reduces) {
-  hetcclResult_t r = guard(comm, fn, [&] {
-    checkArgs(comm, a, op, reduces);
-    if (comm->asyncError() != hetcclSuccess)
-      throwError(comm->asyncError(), "an earlier call on this communicator failed; it must be aborted or destroyed");
-    hetcclResult_t pending = comm->proxy().status();
-    if (pending != hetcclSuccess && pending != hetcclInProgress)
-      throwError(pending, "an earlier non-blocking call failed (" + comm->proxy().errorText() +
-                              "); the communicator must be aborted or destroyed");
-    if (tlsGroup.depth > 0) {
-      tlsGroup.ops.push_back(Pending{comm, a});
-      return;
-    }
-    if (comm->deviceOrdered()) {  // GPU rank: enqueue in stream order, return at once
-      checkReady(comm);
-      CallScope scope(comm);
-      enqueueDeviceCalls(*comm, {a}, comm->options().blocking);
-      return;
-    }
-    if (!comm->options().blocking) {  // runs on the proxy, after init and earlier calls
-      comm->proxy().submit([comm, a] { runOne(*comm, a); });
-      return;
-    }
+// Refuses a call on a communicator that an earlier call left failed.
+void checkUsable(hetcclComm* comm) {
+  if (comm->asyncError() != hetcclSuccess)
+    throwError(comm->asyncError(), "an earlier call on this communicator failed (" + comm->failureText() +
+                                       "); it must be aborted or destroyed");
+  hetcclResult_t pending = comm->proxy().status();
+  if (pending != hetcclSuccess && pending != hetcclInProgress)
+    throwError(pending, "an earlier non-blocking call failed (" + comm->proxy().errorText() +
+                            "); the communicator must be aborted or destroyed");
+}
+
+// Runs the calls of one hetccl call or one group on one communicator, on
+// this thread (blocking host ranks), its proxy (non-blocking ones) or the
+// caller's streams (GPU ranks). mayWait: the thread may wait for the calls
+// (not a group over several communicators). Returns whether the work was
+// queued on the proxy. Under a CommRef.
+bool runCalls(hetcclComm* comm, const std::vector<CollArgs>& calls, bool mayWait) {
+  ExclusiveUse use(*comm);
+  checkUsable(comm);
+  if (comm->deviceOrdered()) {  // GPU rank: enqueue in stream order, return at once
     checkReady(comm);
-    CallScope scope(comm);
-    runOne(*comm, a);
+    failOnError(*comm, [&] { enqueueDeviceCalls(*comm, calls, comm->options().blocking && mayWait); });
+    return false;
+  }
+  if (!comm->options().blocking) {  // runs on the proxy, after init and earlier calls
+    comm->proxy().submit([comm, calls] { failOnError(*comm, [&] { runGroup(*comm, calls); }); });
+    return true;
+  }
+  checkReady(comm);
+  failOnError(*comm, [&] { runGroup(*comm, calls); });
+  return false;
+}
+
+hetcclResult_t submit(hetcclComm* comm, const char* fn, CollArgs a, hetcclRedOp_t op, bool reduces) {
+  bool queued = false;
+  hetcclResult_t r = guard(comm, fn, [&] {
+    CommRef ref(comm);
+    checkArgs(comm, a, op, reduces);
+    if (threadGroup().depth > 0) {
+      threadGroup().calls.push_back(PendingCall{comm, a});
+      return;
+    }
+    queued = runCalls(comm, {a}, true);
   });
-  bool queued = tlsGroup.depth > 0;
-  // (comm is only known to be valid when r is success)
-  return (r == hetcclSuccess && !queued && !comm->options().blocking && !comm->deviceOrdered()) ? hetcclInProgress
-                                                                                                : r;
+  return (r == hetcclSuccess && queued) ? hetcclInProgress : r;
 }
 
 CollArgs args(CollKind k, const void* s, void* r, size_t count, hetcclDataType_t dt, int root, hetcclStream_t st) {
@@ -193,44 +192,36 @@ hetcclResult_t hetcclRecv(void* rb, size_t count, hetcclDataType_t dt, int peer,
 }
 
 hetcclResult_t hetcclGroupStart(void) {
-  ++tlsGroup.depth;
+  ++threadGroup().depth;
   return hetcclSuccess;
 }
 
 hetcclResult_t hetcclGroupEnd(void) {
   bool anyNonBlocking = false;
   hetcclResult_t r = guard(nullptr, "hetcclGroupEnd", [&] {
-    HETCCL_CHECK_USAGE(tlsGroup.depth > 0, "hetcclGroupEnd without hetcclGroupStart");
-    if (--tlsGroup.depth > 0) return;
-    std::vector<Pending> ops;
-    ops.swap(tlsGroup.ops);
+    GroupState& g = threadGroup();
+    HETCCL_CHECK_USAGE(g.depth > 0, "hetcclGroupEnd without hetcclGroupStart");
+    if (--g.depth > 0) return;
+    std::vector<PendingCall> ops;
+    ops.swap(g.calls);
+    std::vector<PendingInit> inits;
+    inits.swap(g.inits);
+    // Communicators created in the group first: calls on them follow.
+    anyNonBlocking = runPendingInits(inits);
     // Per communicator, in order of first use: its collectives in call order,
     // then all its point-to-point operations together.
     std::vector<hetcclComm*> comms;
-    for (const Pending& p : ops)
+    for (const PendingCall& p : ops)
       if (std::find(comms.begin(), comms.end(), p.comm) == comms.end()) comms.push_back(p.comm);
     for (hetcclComm* comm : comms) {
       hetcclResult_t r = guard(comm, "hetcclGroupEnd", [&] {
-        checkComm(comm);
+        CommRef ref(comm);
         std::vector<CollArgs> calls;
-        for (const Pending& p : ops)
+        for (const PendingCall& p : ops)
           if (p.comm == comm) calls.push_back(p.args);
-        if (comm->deviceOrdered()) {
-          checkReady(comm);
-          CallScope scope(comm);
-          // The direct path waits on this thread: not while other communicators of
-          // the group wait their turn (ranks may list them in another order).
-          enqueueDeviceCalls(*comm, calls, comm->options().blocking && comms.size() == 1);
-          return;
-        }
-        if (!comm->options().blocking) {
-          comm->proxy().submit([comm, calls] { runGroup(*comm, calls); });
-          anyNonBlocking = true;
-          return;
-        }
-        checkReady(comm);
-        CallScope scope(comm);
-        runGroup(*comm, calls);
+        // The direct path waits on this thread: not while other communicators of
+        // the group wait their turn (ranks may list them in another order).
+        if (runCalls(comm, calls, comms.size() == 1)) anyNonBlocking = true;
       });
       if (r != hetcclSuccess) throw Error(r, lastErrorText(comm));
     }

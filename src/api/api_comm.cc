@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "algorithm/lowp.h"
+#include "api/comm_create.h"
 #include "api/guard.h"
 #include "bootstrap/launcher.h"
 #include "bootstrap/root.h"
@@ -14,36 +15,6 @@
 
 using namespace hetccl;
 
-namespace {
-
-hetcclComm* makeComm(const IdContents& id, int nranks, int rank, const CommOptions& opts) {
-  HETCCL_CHECK_ARG(nranks >= 1 && nranks <= kMaxRanks, "nranks " + std::to_string(nranks) + " out of range");
-  HETCCL_CHECK_ARG(rank >= 0 && rank < nranks,
-                   "rank " + std::to_string(rank) + " out of range [0, " + std::to_string(nranks) + ")");
-  auto* c = new hetcclComm(nranks, rank, opts);
-  if (!opts.blocking) {
-    // Non-blocking: init runs on the proxy; the caller polls
-    // hetcclCommGetAsyncError until it stops saying hetcclInProgress.
-    registerComm(c);
-    c->proxy().submit([c, id] { c->init(id); });
-    return c;
-  }
-  try {
-    c->init(id);
-  } catch (...) {
-    delete c;
-    throw;
-  }
-  registerComm(c);
-  return c;
-}
-
-// NCCL's convention: a non-blocking communicator's calls say "in progress".
-hetcclResult_t started(hetcclResult_t r, hetcclComm_t comm) {
-  return (r == hetcclSuccess && comm && !comm->options().blocking) ? hetcclInProgress : r;
-}
-
-}  // namespace
 
 extern "C" {
 
@@ -86,9 +57,9 @@ hetcclResult_t hetcclCommInitRankConfig(hetcclComm_t* comm, int nranks, hetcclUn
     *comm = nullptr;
     CommOptions opts = readOptions(config);
     IdContents id = decodeUniqueId(commId);
-    *comm = makeComm(id, nranks, rank, opts);
+    *comm = createComm(id, nranks, rank, opts);
   });
-  return started(r, comm ? *comm : nullptr);
+  return startedResult(r, comm ? *comm : nullptr);
 }
 
 hetcclResult_t hetcclCommInitRank(hetcclComm_t* comm, int nranks, hetcclUniqueId commId, int rank) {
@@ -115,70 +86,49 @@ hetcclResult_t hetcclCommInitFromEnv(hetcclComm_t* comm, hetcclConfig_t* config)
     }
     LOG_INFO(kBootstrap, "%s: rank %d of %d, rendezvous at %s", li.launcher.c_str(), li.rank, li.nranks,
              li.root.str().c_str());
-    *comm = makeComm(id, li.nranks, li.rank, opts);
+    *comm = createComm(id, li.nranks, li.rank, opts);
   });
-  return started(r, comm ? *comm : nullptr);
+  return startedResult(r, comm ? *comm : nullptr);
 }
 
 hetcclResult_t hetcclCommSplit(hetcclComm_t comm, int color, int key, hetcclComm_t* newcomm,
                                hetcclConfig_t* config) {
   hetcclResult_t r = guard(comm, "hetcclCommSplit", [&] {
-    checkComm(comm);
-    checkReady(comm);
     HETCCL_CHECK_ARG(newcomm, "newcomm (output pointer) is NULL");
-    HETCCL_CHECK_ARG(color >= 0 || color == HETCCL_SPLIT_NOCOLOR, "color must be >= 0 or HETCCL_SPLIT_NOCOLOR");
     *newcomm = nullptr;
-    CallScope scope(comm);
-    // Split uses the bootstrap ring on this thread: queued non-blocking work
-    // (which may use the ring too) finishes first.
-    comm->proxy().drain();
-    CommOptions opts = readOptions(config);
-    if (opts.groupName.empty()) opts.groupName = comm->topo().groupOfRank(comm->rank()).name;
-    if (!config) {  // as NCCL: no config means the parent's settings
-      opts.timeoutS = comm->options().timeoutS;
-      opts.blocking = comm->options().blocking;
-      opts.transport = comm->transportName();
-    }
+    CommRef ref(comm);
+    CommOptions opts = config ? readOptions(config) : inheritedOptions(*comm);
     // The device and its library are the parent's unless the config names others.
     bool namesDevice = config && config->size >= offsetof(hetcclConfig_t, backend) + sizeof(const char*);
     if (!namesDevice || !config->device) opts.deviceKind = comm->options().deviceKind;
     if (!namesDevice || !config->backend) opts.backend = comm->options().backend;
-    if (opts.deviceKind == comm->device().kind()) comm->device().makeCurrent();
-    const int n = comm->nranks();
-    struct Entry {
-      int32_t color, key;
-      uint8_t id[HETCCL_UNIQUE_ID_BYTES];
-    };
-    std::vector<Entry> all(n);
-    all[comm->rank()].color = color;
-    all[comm->rank()].key = key;
-    comm->bootstrap().allGather(all.data(), sizeof(Entry));
-    std::vector<int> members;  // of my color, by (key, parent rank)
-    for (int r = 0; r < n; ++r)
-      if (color != HETCCL_SPLIT_NOCOLOR && all[r].color == color) members.push_back(r);
-    std::stable_sort(members.begin(), members.end(), [&](int a, int b) { return all[a].key < all[b].key; });
-    // The first member of each color runs the new communicator's root.
-    memset(all[comm->rank()].id, 0, HETCCL_UNIQUE_ID_BYTES);
-    if (!members.empty() && members[0] == comm->rank()) {
-      SockAddr at = SockAddr::local();
-      hetcclUniqueId uid = encodeUniqueId(startRootServer(at, newIdContents(at), opts.timeoutS));
-      memcpy(all[comm->rank()].id, uid.internal, HETCCL_UNIQUE_ID_BYTES);
-    }
-    comm->bootstrap().allGather(all.data(), sizeof(Entry));
-    if (members.empty()) return;
-    hetcclUniqueId uid;
-    memcpy(uid.internal, all[members[0]].id, HETCCL_UNIQUE_ID_BYTES);
-    int newRank = static_cast<int>(std::find(members.begin(), members.end(), comm->rank()) - members.begin());
-    *newcomm = makeComm(decodeUniqueId(uid), static_cast<int>(members.size()), newRank, opts);
+    *newcomm = splitComm(comm, color, key, opts);
   });
-  return started(r, newcomm ? *newcomm : nullptr);
+  return startedResult(r, newcomm ? *newcomm : nullptr);
+}
+
+hetcclResult_t hetcclCommShrink(hetcclComm_t comm, const int* excludeRanks, int excludeCount, hetcclComm_t* newcomm,
+                                hetcclConfig_t* config, int shrinkFlags) {
+  hetcclResult_t r = guard(comm, "hetcclCommShrink", [&] {
+    HETCCL_CHECK_ARG(newcomm, "newcomm (output pointer) is NULL");
+    *newcomm = nullptr;
+    HETCCL_CHECK_ARG(excludeCount >= 0 && (excludeCount == 0 || excludeRanks),
+                     "excludeRanks is NULL with excludeCount " + std::to_string(excludeCount));
+    CommRef ref(comm);
+    CommOptions opts = config ? readOptions(config) : inheritedOptions(*comm);
+    bool namesDevice = config && config->size >= offsetof(hetcclConfig_t, backend) + sizeof(const char*);
+    if (!namesDevice || !config->device) opts.deviceKind = comm->options().deviceKind;
+    if (!namesDevice || !config->backend) opts.backend = comm->options().backend;
+    *newcomm = shrinkComm(comm, std::vector<int>(excludeRanks, excludeRanks + excludeCount), opts, shrinkFlags);
+  });
+  return startedResult(r, newcomm ? *newcomm : nullptr);
 }
 
 hetcclResult_t hetcclCommFinalize(hetcclComm_t comm) {
   // Host ranks: blocking calls complete before they return; a non-blocking
   // communicator's queued work is flushed here.
   return guard(comm, "hetcclCommFinalize", [&] {
-    checkComm(comm);
+    CommRef ref(comm);
     comm->proxy().drain();
   });
 }
@@ -186,10 +136,8 @@ hetcclResult_t hetcclCommFinalize(hetcclComm_t comm) {
 hetcclResult_t hetcclCommDestroy(hetcclComm_t comm) {
   return guard(comm, "hetcclCommDestroy", [&] {
     if (!comm) return;  // as NCCL: destroying NULL is a no-op
-    checkComm(comm);
-    HETCCL_CHECK_USAGE(comm->activeCalls.load() == 0, "comm is in use by another thread (use hetcclCommAbort)");
+    retireIdleComm(comm);  // later calls are refused from here on
     comm->proxy().drain();  // non-blocking work still queued finishes first
-    unregisterComm(comm);
     delete comm;
   });
 }
@@ -197,19 +145,16 @@ hetcclResult_t hetcclCommDestroy(hetcclComm_t comm) {
 hetcclResult_t hetcclCommAbort(hetcclComm_t comm) {
   return guard(comm, "hetcclCommAbort", [&] {
     if (!comm) return;
-    checkComm(comm);
-    comm->abortFlag().store(true);
-    unregisterComm(comm);  // new calls are refused from here on
-    if (comm->ready()) comm->groupBackend().abort();  // vendor libraries release their waits
-    // Every wait polls the flag at least every 100 ms: the callers leave soon.
-    while (comm->activeCalls.load() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    retireComm(comm);  // later calls are refused from here on
+    comm->abort();     // releases every wait, the vendor library's included
+    waitUntilIdle(comm);
     delete comm;
   });
 }
 
 hetcclResult_t hetcclCommGetAsyncError(hetcclComm_t comm, hetcclResult_t* asyncError) {
   return guard(comm, "hetcclCommGetAsyncError", [&] {
-    checkComm(comm);
+    CommRef ref(comm);
     HETCCL_CHECK_ARG(asyncError, "asyncError is NULL");
     *asyncError = comm->asyncError();
     if (*asyncError == hetcclSuccess && comm->ready()) *asyncError = comm->groupBackend().asyncError();
@@ -226,7 +171,7 @@ hetcclResult_t hetcclCommGetAsyncError(hetcclComm_t comm, hetcclResult_t* asyncE
 
 hetcclResult_t hetcclCommCount(const hetcclComm_t comm, int* count) {
   return guard(comm, "hetcclCommCount", [&] {
-    checkComm(comm);
+    CommRef ref(comm);
     HETCCL_CHECK_ARG(count, "count is NULL");
     *count = comm->nranks();
   });
@@ -234,7 +179,7 @@ hetcclResult_t hetcclCommCount(const hetcclComm_t comm, int* count) {
 
 hetcclResult_t hetcclCommUserRank(const hetcclComm_t comm, int* rank) {
   return guard(comm, "hetcclCommUserRank", [&] {
-    checkComm(comm);
+    CommRef ref(comm);
     HETCCL_CHECK_ARG(rank, "rank is NULL");
     *rank = comm->rank();
   });
@@ -242,7 +187,7 @@ hetcclResult_t hetcclCommUserRank(const hetcclComm_t comm, int* rank) {
 
 hetcclResult_t hetcclCommGetInfo(const hetcclComm_t comm, hetcclCommInfo_t* info) {
   return guard(comm, "hetcclCommGetInfo", [&] {
-    checkComm(comm);
+    CommRef ref(comm);
     checkReady(comm);
     HETCCL_CHECK_ARG(info, "info is NULL");
     HETCCL_CHECK_ARG(info->size >= offsetof(hetcclCommInfo_t, borderPeers),
@@ -276,22 +221,35 @@ hetcclResult_t hetcclCommGetInfo(const hetcclComm_t comm, hetcclCommInfo_t* info
 hetcclResult_t hetcclRedOpCreatePreMulSum(hetcclRedOp_t* op, void* scalar, hetcclDataType_t datatype,
                                           hetcclScalarResidence_t residence, hetcclComm_t comm) {
   return guard(comm, "hetcclRedOpCreatePreMulSum", [&] {
-    checkComm(comm);
+    CommRef ref(comm);
     HETCCL_CHECK_ARG(op, "op (output pointer) is NULL");
     HETCCL_CHECK_ARG(scalar, "scalar is NULL");
     HETCCL_CHECK_ARG(dataTypeValid(datatype), "datatype " + std::to_string(static_cast<int>(datatype)) + " is not a hetccl data type");
     HETCCL_CHECK_ARG(residence == hetcclScalarHostImmediate || residence == hetcclScalarDevice,
                      "residence " + std::to_string(static_cast<int>(residence)) + " is unknown");
-    // Host ranks: device residence means the rank's own (host) memory.
-    double s = elementToDouble(scalar, datatype);
-    CallScope scope(comm);
-    *op = comm->createPreMulSum(s, datatype);
+    const void* at = nullptr;
+    if (residence == hetcclScalarDevice) {
+      // Read when each call runs, as NCCL reads it: device memory on GPU
+      // ranks, the rank's own memory on host ranks.
+      MemKind k = comm->device().pointerKind(scalar);
+      if (comm->deviceOrdered())
+        HETCCL_CHECK_ARG(k == MemKind::kDevice || k == MemKind::kPinnedHost,
+                         std::string("scalar with device residence is ") + memKindName(k) + ", but this " +
+                             comm->device().kind() + " rank's collectives read it on its device");
+      else
+        HETCCL_CHECK_ARG(k != MemKind::kOtherDevice,
+                         "scalar with device residence is GPU memory, but this rank is a host rank (device kind "
+                         "host): pass host memory");
+      at = scalar;
+    }
+    double s = at ? 1.0 : elementToDouble(scalar, datatype);
+    *op = comm->createPreMulSum(s, datatype, at);
   });
 }
 
 hetcclResult_t hetcclRedOpDestroy(hetcclRedOp_t op, hetcclComm_t comm) {
   return guard(comm, "hetcclRedOpDestroy", [&] {
-    checkComm(comm);
+    CommRef ref(comm);
     comm->destroyOp(op);
   });
 }

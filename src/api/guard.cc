@@ -1,6 +1,8 @@
 #include "api/guard.h"
 
+#include <chrono>
 #include <mutex>
+#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -42,12 +44,61 @@ void recordError(hetcclComm* comm, const char* fn, hetcclResult_t code, const st
 
 void clearError() { tlsLastError.clear(); }
 
-void checkComm(const hetcclComm* comm) {
+namespace {
+// Under the registry's lock.
+void requireLive(const Registry& r, const hetcclComm* comm) {
   if (!comm) throwError(hetcclInvalidArgument, "comm is NULL");
-  Registry& r = registry();
-  std::lock_guard<std::mutex> g(r.mu);
   if (!r.live.count(comm))
     throwError(hetcclInvalidUsage, "comm is not a live communicator (destroyed, aborted, or never created)");
+}
+}  // namespace
+
+CommRef::CommRef(hetcclComm* comm) : comm_(comm) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> g(r.mu);
+  requireLive(r, comm);
+  comm->activeCalls.fetch_add(1);
+}
+
+CommRef::~CommRef() { comm_->activeCalls.fetch_sub(1); }
+
+ExclusiveUse::ExclusiveUse(hetcclComm& comm) : comm_(comm) {
+  if (!comm.inCall.exchange(true)) return;
+  std::string msg = "communicator used by two threads at once: a call on another thread was still running on it "
+                    "(calls on one communicator must come one at a time; use one communicator per thread)";
+  comm.fail(hetcclInvalidUsage, msg);
+  throwError(hetcclInvalidUsage, msg);
+}
+
+ExclusiveUse::~ExclusiveUse() { comm_.inCall.store(false); }
+
+bool commIsLive(const hetcclComm* comm) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> g(r.mu);
+  return comm && r.live.count(comm);
+}
+
+void retireComm(hetcclComm* comm) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> g(r.mu);
+  requireLive(r, comm);
+  r.live.erase(comm);
+  r.lastError.erase(comm);
+}
+
+void waitUntilIdle(hetcclComm* comm) {
+  while (comm->activeCalls.load() > 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+}
+
+void retireIdleComm(hetcclComm* comm) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> g(r.mu);
+  requireLive(r, comm);
+  if (comm->activeCalls.load() != 0)
+    throwError(hetcclInvalidUsage, "comm is in use by a call on another thread (hetcclCommAbort ends it from any "
+                                   "thread; Destroy needs it idle)");
+  r.live.erase(comm);
+  r.lastError.erase(comm);
 }
 
 void checkReady(const hetcclComm* comm) {
@@ -62,22 +113,13 @@ void registerComm(hetcclComm* comm) {
   r.live.insert(comm);
 }
 
-void unregisterComm(hetcclComm* comm) {
-  Registry& r = registry();
-  std::lock_guard<std::mutex> g(r.mu);
-  r.live.erase(comm);
-  r.lastError.erase(comm);
-}
-
 const char* lastErrorText(const hetcclComm* comm) {
+  thread_local std::string copy;
   Registry& r = registry();
   std::lock_guard<std::mutex> g(r.mu);
   auto it = comm ? r.lastError.find(comm) : r.lastError.end();
-  if (it != r.lastError.end()) return it->second.c_str();
-  return tlsLastError.c_str();
+  copy = it != r.lastError.end() ? it->second : tlsLastError;
+  return copy.c_str();
 }
-
-CallScope::CallScope(hetcclComm* comm) : comm_(comm) { comm_->activeCalls.fetch_add(1); }
-CallScope::~CallScope() { comm_->activeCalls.fetch_sub(1); }
 
 }  // namespace hetccl

@@ -30,6 +30,9 @@ struct BackendContext {
   size_t smallBytes = 64 << 10;     // below this AllReduce is one direct exchange
   const std::atomic<bool>* abort = nullptr;  // the communicator's abort flag
   double timeoutS = 300;
+  // The communicator's: a non-blocking one's vendor init can be aborted.
+  bool blocking = true;
+  std::vector<uint8_t> vendorConfig;  // CommOptions::vendorConfig
 };
 
 // Size of the blob a vendor backend's group leader publishes at init (an
@@ -49,8 +52,9 @@ class Backend {
   // others leave it zero), connect gets the blob of the group's rank 0.
   virtual void makeId(void* out) {}
   virtual void connect(const void* leaderId) {}
-  // Releases every wait inside the library (hetcclCommAbort); the backend is
-  // unusable afterwards. Must be callable from any thread.
+  // Releases every wait inside the library (hetcclCommAbort), connect()'s
+  // included; the backend is unusable afterwards. Must be callable from any
+  // thread, at any time.
   virtual void abort() {}
   // An error of enqueued work the library has detected (hetcclSuccess if none).
   virtual hetcclResult_t asyncError() { return hetcclSuccess; }

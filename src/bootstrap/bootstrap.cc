@@ -44,6 +44,7 @@ Bootstrap::Bootstrap(const IdContents& id, int rank, int nranks, const std::vect
     ring[r].len = rr.len;
     records_[r].assign(table[r].begin() + sizeof(rr), table[r].end());
   }
+  addrs_ = ring;
   if (nranks == 1) return;
 
   int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
@@ -80,6 +81,8 @@ Bootstrap::Bootstrap(const IdContents& id, int rank, int nranks, const std::vect
   if (acceptError) std::rethrow_exception(acceptError);
   LOG_INFO(kBootstrap, "rank %d of %d: bootstrap ring connected", rank, nranks);
 }
+
+Socket Bootstrap::relisten() const { return Socket::listen(addrs_.at(rank_)); }
 
 void Bootstrap::allGather(void* data, size_t bytes) {
   if (nranks_ == 1 || bytes == 0) return;

@@ -29,6 +29,15 @@ class Bootstrap {
   void allGather(void* data, size_t bytes);
   void barrier();
 
+  // Where rank r's bootstrap listener was. It is closed once the ring is up
+  // (an open listener nobody accepts on would hold strangers' connections),
+  // but every rank knows the address, so a rank can listen there again to
+  // serve a later rendezvous of a subset of the ranks (shrink).
+  const SockAddr& listenerAddr(int r) const { return addrs_.at(r); }
+  // Listens at this rank's address again (throws SystemError naming the
+  // address when it has been taken meanwhile).
+  Socket relisten() const;
+
  private:
   Deadline deadline() const;
   void shift(const void* sendBuf, void* recvBuf, size_t bytes);
@@ -39,6 +48,7 @@ class Bootstrap {
   double timeoutS_;
   const std::atomic<bool>* abort_;
   std::vector<std::vector<uint8_t>> records_;
+  std::vector<SockAddr> addrs_;
   Socket next_, prev_;
 };
 

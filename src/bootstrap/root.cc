@@ -31,6 +31,11 @@ IdContents startRootServer(const SockAddr& listenAt, const IdContents& job, doub
   return id;
 }
 
+void startRootServerOn(Socket listener, const IdContents& job, double timeoutS) {
+  auto server = std::make_shared<RootServer>(std::move(listener), job, timeoutS);
+  std::thread([server] { server->run(); }).detach();
+}
+
 std::vector<std::vector<uint8_t>> rendezvous(const IdContents& id, int rank, int nranks,
                                              const std::vector<uint8_t>& record, const Deadline& dl) {
   std::string what = "rendezvous root " + id.root.str();

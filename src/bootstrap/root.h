@@ -15,6 +15,8 @@ namespace hetccl {
 // contents with the bound address (an unspecified bind address is replaced
 // by SockAddr::local()).
 IdContents startRootServer(const SockAddr& listenAt, const IdContents& job, double timeoutS);
+// The same on a listener that is open already; `job` is used as it is.
+void startRootServerOn(Socket listener, const IdContents& job, double timeoutS);
 
 // Client side: sends this rank's record, returns all ranks' records in rank
 // order. Every record has the same size (checked by the root).

@@ -139,7 +139,14 @@ void Comm::init(const IdContents& id) {
   bc.smallBytes = smallBytes_;
   bc.abort = &abort_;
   bc.timeoutS = opts_.timeoutS;
-  backend_ = createBackend(opts_.backend.empty() ? defaultBackendFor(device_->kind()) : opts_.backend, bc);
+  bc.blocking = opts_.blocking;
+  bc.vendorConfig = opts_.vendorConfig;
+  {
+    auto be = createBackend(opts_.backend.empty() ? defaultBackendFor(device_->kind()) : opts_.backend, bc);
+    std::lock_guard<std::mutex> g(backendMu_);
+    backend_ = std::move(be);
+  }
+  if (abort_.load()) throwError(hetcclInvalidUsage, "the communicator was aborted during init");
   // Vendor backends: each group's rank 0 publishes its library's unique id.
   std::vector<uint8_t> ids(static_cast<size_t>(nranks) * kBackendIdBytes, 0);
   if (myLocal() == 0) backend_->makeId(ids.data() + static_cast<size_t>(rank) * kBackendIdBytes);
@@ -198,6 +205,26 @@ void Comm::chooseGpuPath() {
   }
 }
 
+void Comm::fail(hetcclResult_t code, const std::string& text) {
+  {
+    std::lock_guard<std::mutex> g(failMu_);
+    if (failText_.empty()) failText_ = text;
+  }
+  setAsyncError(code == hetcclSuccess || code == hetcclInProgress ? hetcclInternalError : code);
+  if (transport_) transport_->poison(text);
+}
+
+std::string Comm::failureText() const {
+  std::lock_guard<std::mutex> g(failMu_);
+  return failText_.empty() ? "see the log" : failText_;
+}
+
+void Comm::abort() {
+  abort_.store(true);
+  std::lock_guard<std::mutex> g(backendMu_);
+  if (backend_) backend_->abort();
+}
+
 Comm::~Comm() {
   // Jobs still queued on the proxy end at once: the abort flag is set by
   // hetcclCommAbort, and hetcclCommDestroy drains first.
@@ -232,17 +259,18 @@ ReduceOp Comm::resolveOp(hetcclRedOp_t op, DataType dt) const {
                                           ", used with " + dataTypeName(dt));
   r.preMul = true;
   r.scalar = premul_[idx].scalar;
+  r.scalarAt = premul_[idx].at;
   return r;
 }
 
-hetcclRedOp_t Comm::createPreMulSum(double scalar, DataType dt) {
+hetcclRedOp_t Comm::createPreMulSum(double scalar, DataType dt, const void* at) {
   for (size_t i = 0; i < premul_.size(); ++i) {
     if (!premul_[i].live) {
-      premul_[i] = PreMul{true, scalar, dt};
+      premul_[i] = PreMul{true, scalar, dt, at};
       return static_cast<hetcclRedOp_t>(hetcclNumOps + i);
     }
   }
-  premul_.push_back(PreMul{true, scalar, dt});
+  premul_.push_back(PreMul{true, scalar, dt, at});
   return static_cast<hetcclRedOp_t>(hetcclNumOps + premul_.size() - 1);
 }
 

@@ -33,6 +33,9 @@ struct CommOptions {
   std::string transport;  // empty: HETCCL_TRANSPORT
   std::string deviceKind = "host";
   std::string backend;  // empty: the device kind's default (HETCCL_BACKEND)
+  // The caller's ncclConfig_t, byte for byte (the drop-in's callers): the
+  // vendor library of the group gets it as its own init config.
+  std::vector<uint8_t> vendorConfig;
 };
 
 // Reads hetcclConfig_t by its size and version; null is all defaults.
@@ -101,17 +104,24 @@ class Comm {
   void setChunkHooks(ChunkHooks* h) { chunkHooks_ = h; }
   bool checkMismatch() const { return checkMismatch_; }
   std::atomic<bool>& abortFlag() { return abort_; }
+  // hetcclCommAbort's part, from any thread, also while init runs on the
+  // proxy: sets the abort flag, which every wait polls, and has the group
+  // backend release the vendor library's waits (its init's too).
+  void abort();
 
   // The call in progress: its tag goes on every message of the call.
   MsgTag& callTag() { return callTag_; }
   uint64_t nextSeq() { return ++seq_; }
+  // Shrinks made from this communicator so far (their rendezvous ids).
+  uint64_t nextShrinkSeq() { return ++shrinkSeq_; }
   uint64_t nextSendSeq(int peer) { return ++sendSeq_[peer]; }
   uint64_t nextRecvSeq(int peer) { return ++recvSeq_[peer]; }
 
   // Resolves a user op to what runs; throws InvalidArgument on an op that is
   // neither built in nor a live PreMulSum of this communicator.
   ReduceOp resolveOp(hetcclRedOp_t op, DataType dt) const;
-  hetcclRedOp_t createPreMulSum(double scalar, DataType dt);
+  // `at` non-null: the scalar is read from there when each call runs.
+  hetcclRedOp_t createPreMulSum(double scalar, DataType dt, const void* at = nullptr);
   void destroyOp(hetcclRedOp_t op);
 
   // The first error of a failed call sticks: later calls report it.
@@ -120,6 +130,12 @@ class Comm {
     asyncError_.compare_exchange_strong(expect, r);
   }
   hetcclResult_t asyncError() const { return asyncError_.load(); }
+  // A call failed after it began to move data: this rank is out of step with
+  // its peers. The communicator fails for good here (the first failure's
+  // code and text stick), and the transport tells the peers, whose waits
+  // then fail at once instead of at their timeout. Any thread.
+  void fail(hetcclResult_t code, const std::string& text);
+  std::string failureText() const;
 
   // Scratch memory for border staging, bounded by HETCCL_BUFFSIZE per use.
   uint8_t* scratch(size_t bytes);
@@ -128,18 +144,23 @@ class Comm {
 
   // API calls in flight on this communicator (Abort waits for them to leave).
   std::atomic<int> activeCalls{0};
+  // A data call is running (ExclusiveUse).
+  std::atomic<bool> inCall{false};
 
  private:
   CommOptions opts_;
   int rank_, nranks_;
   std::atomic<bool> abort_{false};
   std::atomic<hetcclResult_t> asyncError_{hetcclSuccess};
+  mutable std::mutex failMu_;
+  std::string failText_;
   std::atomic<bool> ready_{false};
   std::unique_ptr<Bootstrap> bootstrap_;
   Topology topo_;
   std::unique_ptr<DeviceRuntime> device_;
   std::unique_ptr<Transport> transport_;
   std::unique_ptr<Backend> backend_;
+  std::mutex backendMu_;  // orders abort() with init's creation of backend_
   Backend* active_ = nullptr;
   std::unique_ptr<DeviceState> deviceState_;
   std::string transportName_;
@@ -151,12 +172,13 @@ class Comm {
   const hetcclKernelsApi_t* kernels_ = nullptr;
   LocalOps* localOps_ = nullptr;
   MsgTag callTag_;
-  uint64_t seq_ = 0;
+  uint64_t seq_ = 0, shrinkSeq_ = 0;
   std::map<int, uint64_t> sendSeq_, recvSeq_;
   struct PreMul {
     bool live;
     double scalar;
     DataType dt;
+    const void* at;
   };
   std::vector<PreMul> premul_;
   std::vector<uint8_t> scratch_;

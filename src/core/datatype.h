@@ -33,6 +33,12 @@ struct ReduceOp {
   RedKind kind = RedKind::kSum;
   bool preMul = false;   // multiply each rank's input by scalar before combining
   double scalar = 1.0;
+  // PreMulSum whose scalar lives in memory (NCCL's ncclScalarDevice): an
+  // element of the call's type, read when the call runs, not when the op
+  // was made. Device memory on GPU ranks (a vendor library reads it there;
+  // the staged path copies it in stream order); host memory on host ranks.
+  // Plans read `scalar`, which runCollective sets from it.
+  const void* scalarAt = nullptr;
   bool postDiv = false;  // divide the final sum by divisor (integer Avg)
   int divisor = 1;
   hetcclRedOp_t userOp = hetcclSum;  // as the caller named it (for messages)

@@ -107,6 +107,11 @@ class Transport {
   // after a failed collective.
   virtual void drain() {}
   virtual void forgetLazy() {}
+  // This rank's communicator has failed (`why`): the peers' waits on it end
+  // at once with an error naming this rank, and their later run()s fail.
+  // Callable from any thread, also while run() is in progress on another.
+  // A transport that cannot tell its peers leaves them to their timeout.
+  virtual void poison(const std::string& why) { (void)why; }
   // Whether the transport can move memory of this device kind ("cuda",
   // "hip") itself, as UCX built with CUDA or ROCm support reports. Then a
   // GPU rank's AllReduce across groups hands it device pointers

@@ -1,7 +1,9 @@
 // backend/nccl: the NCCL-ABI backend's loader (no GPU: no communicator is
 // made) and its call mapping, over a table of fake library functions.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -10,6 +12,7 @@
 #include "backend/backend.h"
 #include "backend/nccl/nccl_api.h"
 #include "backend/nccl/nccl_backend.h"
+#include "backend/nccl/self_bind.h"
 #include "unit_util.h"
 
 namespace hetccl {
@@ -270,8 +273,10 @@ TEST(NcclBackendFake, FailuresNameTheFunctionAndTheLibraryText) {
     EXPECT_HETCCL_ERROR(be->recv(nullptr, 1, hetcclInt8, 0, nullptr), hc, "last error: fake last error");
   }
   fake.next = nccl::ncclSuccess;
+  // A non-blocking library communicator's work in flight: in progress, as
+  // NCCL reports it (the communicator's own status then says so too).
   fake.async = nccl::ncclInProgress;
-  EXPECT_EQ(be->asyncError(), hetcclSuccess);
+  EXPECT_EQ(be->asyncError(), hetcclInProgress);
   fake.async = nccl::ncclRemoteError;
   EXPECT_EQ(be->asyncError(), hetcclRemoteError);
   // Without ncclGetLastError (old libraries) the message still names the call.
@@ -331,3 +336,62 @@ TEST(NcclBackendFake, FailedInitAbortsWhatTheLibraryLeft) {
 
 }  // namespace
 }  // namespace hetccl
+
+// What a vendor library calls through its own PLT must reach it even when an
+// NCCL-ABI library with the same names comes first in the process's lookup,
+// as hetccl's drop-in does under LD_PRELOAD (self_bind.h).
+namespace hetccl::selfbind {
+
+bool has(const std::vector<std::string>& v, const char* name) {
+  return std::find(v.begin(), v.end(), name) != v.end();
+}
+
+TEST(NcclSelfBind, NothingToDoWhenNothingComesFirst) {
+  void* stub = dlopen(HETCCL_TEST_STUB_NCCL, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(stub, nullptr) << dlerror();
+  nccl::RebindResult r = nccl::rebindOwnApi(stub, {"nccl", "pnccl"});
+  EXPECT_TRUE(r.supported);
+  EXPECT_TRUE(r.rebound.empty()) << r.rebound.front();
+  EXPECT_GE(r.alreadyHome, 4) << "the stub calls ncclCommGetAsyncError, ncclGetVersion, ncclBroadcast, "
+                                 "ncclCommInitRankConfig through its PLT";
+}
+
+TEST(NcclSelfBind, StubCallsComeHomeBehindAGlobalDropin) {
+  ASSERT_NE(dlopen(HETCCL_TEST_DROPIN_LIB, RTLD_NOW | RTLD_GLOBAL), nullptr) << dlerror();
+  void* stub = dlopen(HETCCL_TEST_STUB_NCCL, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(stub, nullptr) << dlerror();
+  nccl::RebindResult r = nccl::rebindOwnApi(stub, {"nccl", "pnccl"});
+  for (const char* fn : {"ncclCommGetAsyncError", "ncclGetVersion", "ncclBroadcast", "ncclCommInitRankConfig"})
+    EXPECT_TRUE(has(r.rebound, fn)) << fn << " was not rebound";
+  nccl::RebindResult again = nccl::rebindOwnApi(stub, {"nccl", "pnccl"});
+  EXPECT_TRUE(again.rebound.empty());
+  EXPECT_EQ(again.alreadyHome, r.alreadyHome + static_cast<int>(r.rebound.size()));
+  // The stub's collectives now see its own communicator check: through the
+  // loader's table (which rebinds once more, finding nothing to do).
+  const nccl::NcclApi& api = nccl::loadNcclApiFromPath(HETCCL_TEST_STUB_NCCL, "nccl");
+  int v = 0;
+  EXPECT_EQ(api.getVersion(&v), nccl::ncclSuccess);
+  EXPECT_EQ(v, 22809);
+}
+
+// NCCL 2.28.9 itself (the CUDA prefix has it): no GPU is needed to load it
+// and read its relocations.
+TEST(NcclSelfBind, RealNcclCallsComeHomeBehindAGlobalDropin) {
+  const char* real = "/usr/local/cuda/lib64/libnccl.so.2";
+  void* h = dlopen(real, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+  if (!h) {
+    ASSERT_NE(dlopen(HETCCL_TEST_DROPIN_LIB, RTLD_NOW | RTLD_GLOBAL), nullptr) << dlerror();
+    h = dlopen(real, RTLD_NOW | RTLD_LOCAL);
+  }
+  if (!h) GTEST_SKIP() << "no NCCL at " << real;
+  if (dlsym(h, "hetcclDropinFlavor")) GTEST_SKIP() << real << " is hetccl's drop-in";
+  nccl::RebindResult r = nccl::rebindOwnApi(h, {"nccl", "pnccl"});
+  // The calls NCCL 2.28.9 makes to its own API through its PLT (readelf -r).
+  for (const char* fn : {"ncclCommGetAsyncError", "ncclGetVersion", "ncclBroadcast", "ncclMemAlloc", "ncclMemFree",
+                         "ncclCommRegister", "ncclCommDeregister", "ncclGetUniqueId", "ncclGetErrorString",
+                         "ncclCommWindowDeregister", "ncclDevCommDestroy"})
+    EXPECT_TRUE(has(r.rebound, fn)) << fn << " was not rebound";
+  EXPECT_TRUE(nccl::rebindOwnApi(h, {"nccl", "pnccl"}).rebound.empty());
+}
+
+}  // namespace hetccl::selfbind

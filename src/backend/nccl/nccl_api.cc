@@ -10,6 +10,7 @@
 #include <mutex>
 #include <vector>
 
+#include "backend/nccl/self_bind.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -57,6 +58,29 @@ void bind(void* handle, const char* name, Fn& fn, std::vector<std::string>* miss
   if (!fn && missing) missing->push_back(name);
 }
 
+void bindOptional(void* h, NcclApi* api) {
+  bind(h, "ncclCommInitRankConfig", api->commInitRankConfig, nullptr);
+  bind(h, "ncclCommRegister", api->commRegister, nullptr);
+  bind(h, "ncclCommDeregister", api->commDeregister, nullptr);
+  bind(h, "ncclCommWindowRegister", api->commWindowRegister, nullptr);
+  bind(h, "ncclCommWindowDeregister", api->commWindowDeregister, nullptr);
+  bind(h, "ncclWinGetUserPtr", api->winGetUserPtr, nullptr);
+  bind(h, "ncclMemAlloc", api->memAlloc, nullptr);
+  bind(h, "ncclMemFree", api->memFree, nullptr);
+  bind(h, "ncclDevCommCreate", api->devCommCreate, nullptr);
+  bind(h, "ncclDevCommDestroy", api->devCommDestroy, nullptr);
+  bind(h, "ncclCommQueryProperties", api->commQueryProperties, nullptr);
+  bind(h, "ncclCommRevoke", api->commRevoke, nullptr);
+  bind(h, "ncclCommSuspend", api->commSuspend, nullptr);
+  bind(h, "ncclCommResume", api->commResume, nullptr);
+  bind(h, "ncclCommMemStats", api->commMemStats, nullptr);
+  bind(h, "ncclPutSignal", api->putSignal, nullptr);
+  bind(h, "ncclSignal", api->signal, nullptr);
+  bind(h, "ncclWaitSignal", api->waitSignal, nullptr);
+  bind(h, "ncclResetDebugInit", api->resetDebugInit, nullptr);
+  dlerror();
+}
+
 // Fills and checks the table of an opened library; throws if it is not a
 // usable NCCL-ABI library. The handle stays open either way. `source`
 // names where the path came from (" (HETCCL_NCCL_LIB)") or is empty.
@@ -88,6 +112,7 @@ std::unique_ptr<NcclApi> makeTable(void* h, const std::string& path, const std::
   bind(h, "ncclGetLastError", api->getLastError, nullptr);
   bind(h, "ncclAlltoAll", api->allToAll, nullptr);
   if (!api->allToAll) bind(h, "ncclAllToAll", api->allToAll, nullptr);
+  bindOptional(h, api.get());
   if (!missing.empty()) {
     std::string names;
     for (const auto& n : missing) names += (names.empty() ? "" : ", ") + n;
@@ -108,6 +133,28 @@ std::unique_ptr<NcclApi> makeTable(void* h, const std::string& path, const std::
   LOG_INFO(kBackend, "%s: loaded %s version %s (code %d)%s", flavor.c_str(), api->path.c_str(),
            ncclVersionString(v).c_str(), v, api->getLastError ? "" : ", without ncclGetLastError");
   return api;
+}
+
+// The vendor library's calls to its own API must reach its own definitions,
+// not a preloaded NCCL-ABI library (hetccl's drop-in): see self_bind.h.
+void bindToItself(void* h, const std::string& path) {
+  RebindResult r = rebindOwnApi(h, {"nccl", "pnccl", "rccl"});
+  if (!r.supported) {
+    // Without the rewrite, a preloaded drop-in would receive the library's own calls.
+    void* global = dlsym(RTLD_DEFAULT, "ncclCommGetAsyncError");
+    void* own = dlsym(h, "ncclCommGetAsyncError");
+    dlerror();
+    if (global && own && global != own)
+      throwError(hetcclInvalidUsage, "'" + path + "': another library's ncclCommGetAsyncError comes first in this "
+                                     "process's symbol lookup, and hetccl cannot rebind the vendor library's own "
+                                     "calls on this processor; do not preload an NCCL-ABI library here");
+    return;
+  }
+  std::string names;
+  for (const auto& n : r.rebound) names += (names.empty() ? "" : " ") + n;
+  if (!r.rebound.empty())
+    LOG_INFO(kBackend, "%s: %zu of its calls to its own API were bound to another library (a preloaded "
+             "NCCL-ABI library) and now reach it again: %s", path.c_str(), r.rebound.size(), names.c_str());
 }
 
 // Under cacheMutex. Returns nullptr (and the dlerror text) when dlopen fails.
@@ -133,6 +180,7 @@ const NcclApi* openCached(const std::string& path, const std::string& flavor, co
   if (dlinfo(h, RTLD_DI_LINKMAP, &lm) == 0 && lm && lm->l_name && *lm->l_name) resolved = lm->l_name;
   it = c.find(cacheKey(resolved, flavor));
   if (it == c.end()) {
+    bindToItself(h, resolved);
     const NcclApi* api = makeTable(h, resolved, flavor, source).release();  // never freed
     it = c.emplace(cacheKey(resolved, flavor), api).first;
   }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,21 @@ struct ncclUniqueId {
   char internal[kUniqueIdBytes];
 };
 
+// The head of ncclConfig_t that every NCCL since 2.17 reads (later fields
+// follow in later versions; the library reads `size` bytes and fills what a
+// caller of `version` could not set). Unset ints are INT_MIN.
+struct ncclConfigHead {
+  size_t size;
+  unsigned magic;    // 0xcafebeef
+  unsigned version;  // the NCCL version the caller was built for
+  int blocking;
+  int cgaClusterSize, minCTAs, maxCTAs;
+  const char* netName;
+  int splitShare;
+};
+constexpr unsigned kConfigMagic = 0xcafebeef;
+constexpr size_t kConfigBlockingOffset = offsetof(ncclConfigHead, blocking);
+
 // Version codes as ncclGetVersion returns them (2.28.5 -> 22805).
 constexpr int kMinVersion = 21200;  // ncclRedOpCreatePreMulSum, ncclAvg, bfloat16
 constexpr int kFp8Version = 22400;  // ncclFloat8e4m3, ncclFloat8e5m2
@@ -91,6 +107,33 @@ struct NcclApi {
   // Optional: NCCL >= 2.28 names it ncclAlltoAll, RCCL ncclAllToAll.
   ncclResult_t (*allToAll)(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                            ncclComm_t comm, cudaStream_t stream) = nullptr;
+
+  // Optional (2.14+): init with an ncclConfig_t, e.g. non-blocking.
+  ncclResult_t (*commInitRankConfig)(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
+                                     void* config) = nullptr;
+  // Optional, by version: what the drop-in passes through to the library of
+  // a one-group communicator. Struct and window arguments are opaque here.
+  ncclResult_t (*commRegister)(ncclComm_t comm, void* buff, size_t size, void** handle) = nullptr;
+  ncclResult_t (*commDeregister)(ncclComm_t comm, void* handle) = nullptr;
+  ncclResult_t (*commWindowRegister)(ncclComm_t comm, void* buff, size_t size, void** win, int winFlags) = nullptr;
+  ncclResult_t (*commWindowDeregister)(ncclComm_t comm, void* win) = nullptr;
+  ncclResult_t (*winGetUserPtr)(ncclComm_t comm, void* win, void** userPtr) = nullptr;
+  ncclResult_t (*memAlloc)(void** ptr, size_t size) = nullptr;
+  ncclResult_t (*memFree)(void* ptr) = nullptr;
+  ncclResult_t (*devCommCreate)(ncclComm_t comm, const void* reqs, void* outDevComm) = nullptr;
+  ncclResult_t (*devCommDestroy)(ncclComm_t comm, const void* devComm) = nullptr;
+  ncclResult_t (*commQueryProperties)(ncclComm_t comm, void* props) = nullptr;
+  ncclResult_t (*commRevoke)(ncclComm_t comm, int revokeFlags) = nullptr;
+  ncclResult_t (*commSuspend)(ncclComm_t comm, int flags) = nullptr;
+  ncclResult_t (*commResume)(ncclComm_t comm) = nullptr;
+  ncclResult_t (*commMemStats)(ncclComm_t comm, int stat, uint64_t* value) = nullptr;
+  ncclResult_t (*putSignal)(const void* localbuff, size_t count, ncclDataType_t datatype, int peer, void* peerWin,
+                            size_t peerWinOffset, int sigIdx, int ctx, unsigned flags, ncclComm_t comm,
+                            cudaStream_t stream) = nullptr;
+  ncclResult_t (*signal)(int peer, int sigIdx, int ctx, unsigned flags, ncclComm_t comm,
+                         cudaStream_t stream) = nullptr;
+  ncclResult_t (*waitSignal)(int nDesc, void* signalDescs, ncclComm_t comm, cudaStream_t stream) = nullptr;
+  void (*resetDebugInit)() = nullptr;
 };
 
 // The library of `flavor` ("nccl" or "rccl"): HETCCL_NCCL_LIB / HETCCL_RCCL_LIB

@@ -2,7 +2,10 @@
 // library's (see nccl_backend.h).
 #include "backend/nccl/nccl_backend.h"
 
+#include <chrono>
+#include <climits>
 #include <cstring>
+#include <thread>
 
 #include "algorithm/lowp.h"
 #include "core/error.h"
@@ -105,6 +108,22 @@ void NcclBackend::withOp(const ReduceOp& op, DataType dt, ncclComm_t c, Enqueue&
     enqueue(ncclAvg);
     return;
   }
+  if (op.scalarAt) {
+    // The caller's scalar in device memory: the library reads it when the
+    // collective runs (ncclScalarDevice), as it would without hetccl.
+    ncclRedOp_t dop = ncclSum;
+    check(api_.redOpCreatePreMulSum(&dop, const_cast<void*>(op.scalarAt), static_cast<ncclDataType_t>(dt),
+                                    ncclScalarDevice, c),
+          "ncclRedOpCreatePreMulSum");
+    try {
+      enqueue(dop);
+    } catch (...) {
+      api_.redOpDestroy(dop, c);
+      throw;
+    }
+    check(api_.redOpDestroy(dop, c), "ncclRedOpDestroy");
+    return;
+  }
   // The scalar in the element type's own representation, read at once
   // (ncclScalarHostImmediate).
   union {
@@ -140,13 +159,31 @@ void NcclBackend::makeId(void* out) {
   memcpy(out, id.internal, kUniqueIdBytes);
 }
 
+// The config the vendor's init gets: the caller's own ncclConfig_t where the
+// drop-in passed one, else a 2.17 head; `blocking` is the communicator's.
+std::vector<uint8_t> NcclBackend::initConfig() const {
+  std::vector<uint8_t> cfg = ctx_.vendorConfig;
+  if (cfg.size() < sizeof(ncclConfigHead)) {
+    ncclConfigHead h{sizeof(ncclConfigHead), kConfigMagic, 21700, 1, INT_MIN, INT_MIN, INT_MIN, nullptr, INT_MIN};
+    cfg.assign(reinterpret_cast<const uint8_t*>(&h), reinterpret_cast<const uint8_t*>(&h) + sizeof(h));
+  }
+  int blocking = ctx_.blocking ? 1 : 0;
+  memcpy(cfg.data() + kConfigBlockingOffset, &blocking, sizeof(blocking));
+  return cfg;
+}
+
 void NcclBackend::connect(const void* leaderId) {
   if (comm_.load()) throwError(hetcclInternalError, std::string(name()) + " backend: connect called twice");
   if (aborted_.load()) throwError(hetcclInvalidUsage, std::string(name()) + " backend: aborted before connect");
   ncclUniqueId id;
   memcpy(id.internal, leaderId, kUniqueIdBytes);
   ncclComm_t c = nullptr;
-  ncclResult_t r = api_.commInitRank(&c, nranks(), id, rank());
+  // A blocking init cannot be interrupted; a non-blocking communicator's is
+  // non-blocking in the library too, so that abort() can end it.
+  const bool withConfig = api_.commInitRankConfig && (!ctx_.blocking || !ctx_.vendorConfig.empty());
+  std::vector<uint8_t> cfg = withConfig ? initConfig() : std::vector<uint8_t>{};
+  ncclResult_t r = withConfig ? api_.commInitRankConfig(&c, nranks(), id, rank(), cfg.data())
+                              : api_.commInitRank(&c, nranks(), id, rank());
   if (r != ncclSuccess && r != ncclInProgress) {
     std::string msg = failureText(r, "ncclCommInitRank");
     if (c) api_.commAbort(c);  // a communicator left in an error state
@@ -154,24 +191,43 @@ void NcclBackend::connect(const void* leaderId) {
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!aborted_.load()) {
-      comm_.store(c);
-      LOG_INFO(kBackend, "%s: group rank %d of %d connected (%s %s)", name(), rank(), nranks(),
-               ncclLibName(api_.flavor).c_str(), ncclVersionString(api_.version).c_str());
-      return;
+    if (aborted_.load()) {  // abort() came during init and found no communicator to abort
+      if (c) api_.commAbort(c);
+      throwError(hetcclInvalidUsage, std::string(name()) + " backend: aborted during connect");
     }
+    comm_.store(c);
   }
-  api_.commAbort(c);  // abort() came during init and found no communicator to abort
-  throwError(hetcclInvalidUsage, std::string(name()) + " backend: aborted during connect");
+  if (r == ncclInProgress) waitInit();
+  LOG_INFO(kBackend, "%s: group rank %d of %d connected (%s %s)", name(), rank(), nranks(),
+           ncclLibName(api_.flavor).c_str(), ncclVersionString(api_.version).c_str());
+}
+
+// Polls a non-blocking init to its end, bounded by the timeout; abort()
+// (which aborts the communicator under mu_) ends it at once.
+void NcclBackend::waitInit() {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(ctx_.timeoutS);
+  for (;;) {
+    ncclResult_t state = ncclInProgress, r;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (aborted_.load()) throwError(hetcclInvalidUsage, std::string(name()) + " backend: aborted during init");
+      r = api_.commGetAsyncError(comm_.load(), &state);
+    }
+    if (r != ncclSuccess) check(r, "ncclCommGetAsyncError (init)");
+    if (state == ncclSuccess) return;
+    if (state != ncclInProgress) check(state, "ncclCommInitRankConfig (non-blocking)");
+    if (std::chrono::steady_clock::now() > deadline)
+      throwError(hetcclRemoteError, std::string(name()) + " backend: the library's init did not finish within " +
+                                        std::to_string(static_cast<int>(ctx_.timeoutS)) + " s (HETCCL_TIMEOUT_S)");
+    std::this_thread::sleep_for(std::chrono::microseconds(500));
+  }
 }
 
 void NcclBackend::abort() {
-  ncclComm_t c;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (aborted_.exchange(true)) return;
-    c = comm_.load();
-  }
+  // Under mu_: connect's polling and asyncError() never see a freed communicator.
+  std::lock_guard<std::mutex> lock(mu_);
+  if (aborted_.exchange(true)) return;
+  ncclComm_t c = comm_.load();
   if (!c) return;
   ncclResult_t r = api_.commAbort(c);
   if (r != ncclSuccess) LOG_WARN(kBackend, "%s", failureText(r, "ncclCommAbort").c_str());
@@ -187,7 +243,7 @@ hetcclResult_t NcclBackend::asyncError() {
   if (r != ncclSuccess) return r == ncclInProgress ? hetcclSuccess : ncclToHetccl(r);
   if (e != ncclSuccess && e != ncclInProgress)
     LOG_WARN(kBackend, "%s", failureText(e, "enqueued work (ncclCommGetAsyncError)").c_str());
-  return e == ncclInProgress ? hetcclSuccess : ncclToHetccl(e);
+  return ncclToHetccl(e);
 }
 
 void NcclBackend::allReduce(const void* send, void* recv, size_t count, DataType dt, const ReduceOp& op, Stream s) {

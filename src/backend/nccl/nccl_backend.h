@@ -7,6 +7,7 @@
 #include <atomic>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "backend/backend.h"
 #include "backend/nccl/nccl_api.h"
@@ -26,6 +27,9 @@ class NcclBackend : public Backend {
 
   const char* name() const override { return api_.flavor.c_str(); }
   const nccl::NcclApi& api() const { return api_; }
+  // The library's communicator (null before connect and after abort): the
+  // drop-in hands it calls that hetccl passes through in one group.
+  nccl::ncclComm_t vendorComm() const { return aborted_.load() ? nullptr : comm_.load(); }
 
   void makeId(void* out) override;
   void connect(const void* leaderId) override;
@@ -50,6 +54,8 @@ class NcclBackend : public Backend {
   // r is success (or in progress).
   void check(nccl::ncclResult_t r, const char* fn) const;
   std::string failureText(nccl::ncclResult_t r, const char* fn) const;
+  std::vector<uint8_t> initConfig() const;
+  void waitInit();
   nccl::ncclDataType_t ncclType(DataType dt) const;
   // Runs enqueue(ncclOp) with `op` as an NCCL op: a built-in one, ncclAvg, or
   // a PreMulSum op made for this call and destroyed once enqueued.

@@ -33,6 +33,10 @@ struct alignas(64) ShmInbox {
   uint64_t jobId;
   alignas(64) std::atomic<uint32_t> doorbell;
   std::atomic<uint32_t> sleeping;
+  // 1 + the rank of a peer whose communicator failed (poison()); 0: none.
+  std::atomic<int32_t> failedBy;
+  // Why this rank's communicator failed (its own poison(); read by peers).
+  char failReason[160];
   // rings follow at offset kInboxHeader
 };
 
@@ -247,6 +251,30 @@ void ShmTransport::checkPeersAlive(const Xfer& waitingFor) const {
                                       waitingFor.tag.describe());
 }
 
+void ShmTransport::poison(const std::string& why) {
+  ShmInbox* mine = inbox_[ctx_.rank];
+  if (!mine) return;
+  snprintf(mine->failReason, sizeof(mine->failReason), "%s", why.c_str());
+  std::atomic_thread_fence(std::memory_order_release);
+  for (int peer : ctx_.peers) {
+    if (!inbox_[peer]) continue;
+    int32_t none = 0;
+    inbox_[peer]->failedBy.compare_exchange_strong(none, ctx_.rank + 1, std::memory_order_acq_rel);
+    ring(peer);
+  }
+}
+
+void ShmTransport::checkNotPoisoned(const Xfer* during) const {
+  int32_t by = inbox_[ctx_.rank]->failedBy.load(std::memory_order_acquire);
+  if (by <= 0 || by > ctx_.nranks || !inbox_[by - 1]) return;
+  char reason[sizeof(ShmInbox::failReason)];
+  memcpy(reason, inbox_[by - 1]->failReason, sizeof(reason));
+  reason[sizeof(reason) - 1] = 0;
+  throwError(hetcclRemoteError, "shm: rank " + std::to_string(by - 1) + "'s communicator failed" +
+                                    (during ? " during " + during->tag.describe() : std::string()) + " (" + reason +
+                                    "); this communicator can no longer be used");
+}
+
 void ShmTransport::drain() {
   if (lazyAcks_.empty()) return;
   std::vector<std::pair<Xfer, uint64_t>> pending;
@@ -272,6 +300,7 @@ void ShmTransport::progress(std::span<Xfer> xfers, std::vector<std::pair<Xfer, u
   }
   const size_t stride = sizeof(SlotHeader) + slotBytes_;
   ShmInbox* me = inbox_[ctx_.rank];
+  checkNotPoisoned(xfers.empty() ? nullptr : &xfers[0]);
   ProgressWatch watch(ctx_.abort, ctx_.timeoutS, "shm");
   auto spinStart = std::chrono::steady_clock::now();
   for (;;) {
@@ -368,6 +397,7 @@ void ShmTransport::progress(std::span<Xfer> xfers, std::vector<std::pair<Xfer, u
       continue;
     }
     watch.check(*waiting);
+    checkNotPoisoned(waiting);
     auto spun = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - spinStart);
     if (spun.count() < spinUs_) {
       // With more ranks than cores, hand the core to a peer that may be

@@ -29,6 +29,9 @@ class ShmTransport : public Transport {
   void run(std::span<Xfer> xfers) override;
   void drain() override;
   void forgetLazy() override { lazyAcks_.clear(); }
+  // Writes `why` into this rank's inbox and marks every peer's inbox as
+  // failed by this rank; their waits check that mark.
+  void poison(const std::string& why) override;
   // Test hook (fuzzing the receive side's slot checks): drops what is unread
   // in this rank's ring from `peer`, then writes raw slots into it as that
   // peer would (each: a 64-byte slot header, then the slot's data; cut to
@@ -41,6 +44,8 @@ class ShmTransport : public Transport {
   ShmRing* ringFrom(int peer);  // in my inbox, written by peer
   void ring(int rank);          // wake `rank` if it sleeps
   void checkPeersAlive(const Xfer& waitingFor) const;
+  // Throws when a peer marked this rank's inbox as failed (poison()).
+  void checkNotPoisoned(const Xfer* during) const;
   // run() and drain(): moves `xfers` and waits for the acks in `lazy`.
   void progress(std::span<Xfer> xfers, std::vector<std::pair<Xfer, uint64_t>>* lazy);
   void probeCma();

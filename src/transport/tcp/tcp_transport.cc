@@ -1,5 +1,7 @@
 #include "transport/tcp/tcp_transport.h"
 
+#include <sys/socket.h>
+
 #include <poll.h>
 #include <sys/uio.h>
 
@@ -88,6 +90,10 @@ TcpTransport::PeerConn& TcpTransport::conn(int peer) {
   if (it == conns_.end())
     throwError(hetcclInternalError, "tcp: no connection to rank " + std::to_string(peer));
   return it->second;
+}
+
+void TcpTransport::poison(const std::string&) {
+  for (auto& [peer, c] : conns_) ::shutdown(c.sock.fd(), SHUT_RDWR);
 }
 
 namespace {

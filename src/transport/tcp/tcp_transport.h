@@ -19,6 +19,8 @@ class TcpTransport : public Transport {
   TcpTransport(const TransportContext& ctx, std::map<int, Socket> connected);
   const char* name() const override { return "tcp"; }
   void run(std::span<Xfer> xfers) override;
+  // Shuts every connection down: the peers read end-of-stream at once.
+  void poison(const std::string& why) override;
 
  private:
   struct PeerConn {
