@@ -158,6 +158,7 @@ void acceptPeers(const Socket& listener, const Secret& secret, uint64_t jobId, S
   std::atomic<bool> cancel{false};  // set when this call returns: vetting threads give up
   std::vector<std::thread> vetting;
   std::exception_ptr error;
+  Waker vetted;  // a vetting thread finished: done() may hold now
   auto finished = [&] {
     std::lock_guard<std::mutex> g(mu);
     return done();
@@ -167,9 +168,13 @@ void acceptPeers(const Socket& listener, const Secret& secret, uint64_t jobId, S
       if (stop && stop->load()) break;
       if (dl.aborted()) throwError(hetcclRemoteError, timeoutWhat + " (communicator aborted)");
       if (dl.passed()) throwError(hetcclRemoteError, timeoutWhat);
-      Socket s = listener.accept(dl.sliceMs());
+      Socket s = listener.accept(dl.sliceMs(), &vetted);
       if (!s.valid()) continue;
       vetting.emplace_back([&, s = std::move(s)]() mutable {
+        struct Notify {
+          const Waker& w;
+          ~Notify() { w.notify(); }
+        } notify{vetted};
         Deadline hs = Deadline::in(10, &cancel);
         if (hs.at > dl.at) hs.at = dl.at;
         try {

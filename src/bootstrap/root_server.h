@@ -38,11 +38,14 @@ class RootServer {
   void run() {
     std::vector<std::thread> helpers;
     while (!done() && !deadline_.passed()) {
-      Socket s = listener_.accept(100);
+      Socket s = listener_.accept(100, &admitted_);
       if (!s.valid()) continue;
       // Each connection is vetted on its own thread so a silent or hostile
       // client cannot stall the others.
-      helpers.emplace_back([this, sock = std::move(s)]() mutable { admit(std::move(sock)); });
+      helpers.emplace_back([this, sock = std::move(s)]() mutable {
+        admit(std::move(sock));
+        admitted_.notify();  // the last rank may be in: reply at once
+      });
     }
     // Reply before joining the helpers: one still vetting a silent or slow
     // stray client must not hold up the job (arrived_ no longer changes once
@@ -129,6 +132,7 @@ class RootServer {
   Deadline deadline_;
   std::mutex mu_;
   std::atomic<bool> stop_{false};  // run() is done: helpers stop vetting
+  Waker admitted_;                 // a helper finished admitting a connection
   int nranks_ = 0;
   uint32_t recordBytes_ = 0;
   std::vector<Arrival> arrived_;

@@ -148,13 +148,38 @@ SockAddr Socket::boundAddr() const {
   return a;
 }
 
-Socket Socket::accept(int waitMs) const {
-  pollfd p{fd_, POLLIN, 0};
-  int rc = ::poll(&p, 1, waitMs);
+Waker::Waker() {
+  if (::pipe2(fds_, O_NONBLOCK | O_CLOEXEC) != 0) throwSystemError("pipe2", errno);
+}
+
+Waker::~Waker() {
+  ::close(fds_[0]);
+  ::close(fds_[1]);
+}
+
+void Waker::notify() const {
+  char b = 1;
+  ssize_t r = ::write(fds_[1], &b, 1);  // a full pipe already wakes the poller
+  (void)r;
+}
+
+void Waker::drain() const {
+  char buf[64];
+  while (::read(fds_[0], buf, sizeof(buf)) > 0) {
+  }
+}
+
+Socket Socket::accept(int waitMs, const Waker* wake) const {
+  pollfd p[2] = {{fd_, POLLIN, 0}, {wake ? wake->fd() : -1, POLLIN, 0}};
+  int rc = ::poll(p, wake ? 2 : 1, waitMs);
   if (rc <= 0) return Socket();
+  if (wake && (p[1].revents & POLLIN)) wake->drain();
+  if (!(p[0].revents & POLLIN)) return Socket();
   int fd = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
   if (fd < 0) return Socket();
-  return Socket(fd);
+  Socket s(fd);
+  s.setNoDelay();  // handshakes and control messages are small: no Nagle delay
+  return s;
 }
 
 Socket Socket::connect(const SockAddr& addr, const Deadline& dl, const std::string& what) {
@@ -164,7 +189,10 @@ Socket Socket::connect(const SockAddr& addr, const Deadline& dl, const std::stri
     int fd = ::socket(addr.ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) throwSystemError("socket", errno);
     Socket s(fd);
-    if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr.ss), addr.len) == 0) return s;
+    if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr.ss), addr.len) == 0) {
+      s.setNoDelay();  // handshakes and control messages are small: no Nagle delay
+      return s;
+    }
     int err = errno;
     if (err != ECONNREFUSED && err != ETIMEDOUT && err != EHOSTUNREACH && err != ENETUNREACH && err != EAGAIN)
       throwSystemError("connect to " + what + " at " + addr.str(), err);

@@ -43,6 +43,22 @@ struct Deadline {
   int sliceMs() const;
 };
 
+// A self-pipe: notify() from any thread ends a wait that polls fd(), so an
+// accept loop learns at once that a helper thread finished its part.
+class Waker {
+ public:
+  Waker();
+  ~Waker();
+  Waker(const Waker&) = delete;
+  Waker& operator=(const Waker&) = delete;
+  int fd() const { return fds_[0]; }
+  void notify() const;
+  void drain() const;
+
+ private:
+  int fds_[2] = {-1, -1};
+};
+
 class Socket {
  public:
   Socket() = default;
@@ -61,8 +77,9 @@ class Socket {
   static Socket listen(const SockAddr& addr, int backlog = 512);
   SockAddr boundAddr() const;
   // Waits for a connection; returns an invalid Socket if none came by the
-  // deadline's slice `waitMs` (so accept loops can check other state).
-  Socket accept(int waitMs) const;
+  // deadline's slice `waitMs` or `wake` was notified (so accept loops can
+  // check other state).
+  Socket accept(int waitMs, const Waker* wake = nullptr) const;
   // Connects, retrying refused connections until the deadline (the listener
   // may not be up yet). `what` names the peer in errors.
   static Socket connect(const SockAddr& addr, const Deadline& dl, const std::string& what);
