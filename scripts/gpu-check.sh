@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # GPU checks, for a machine with an NVIDIA GPU, CUDA, NCCL and (for the
 # benchmark) PyTorch. Builds what the GPU tests need and runs them:
-#   bash scripts/gpu-check.sh [STEP...]     steps: build unit matrix torch c10d train bench matrix2 ucx ucxbench
-#                                           (default: all but ucx, ucxbench)
+#   bash scripts/gpu-check.sh [STEP...]     steps: build unit matrix torch torchcalls overhead c10d train bench
+#                                           matrix2 ucx ucxbench (default: all but ucx, ucxbench)
 # UCX_PREFIX: a UCX install (include/, lib/) to build the ucx transport
 # against where the machine has none, e.g. Debian's libucx0 and libucx-dev
 # unpacked with dpkg -x, or one built with CUDA (--with-cuda) for the direct
@@ -14,7 +14,7 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD:-$here/build-gpu}
 logs=${LOGDIR:-$build/logs}
-steps=${*:-build unit matrix torch c10d train bench matrix2}  # ucx, ucxbench: on request
+steps=${*:-build unit matrix torch torchcalls overhead c10d train bench matrix2}  # ucx, ucxbench: on request
 export NCCL_NVLS_ENABLE=0  # never NVLink multicast
 mkdir -p "$logs"
 status=0
@@ -38,11 +38,14 @@ for s in $steps; do
       [ -n "${UCX_PREFIX:-}" ] && gtest+=(-DUCX_INCLUDE_DIR="$UCX_PREFIX/include")
       step configure 120 cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo "${gtest[@]}"
       step build 400 cmake --build "$build" -j "$(nproc)" --target hetccl hetccl-perf gpu_matrix test_kernels \
-        hetccl-gpu-passthrough unit_device unit_backend hetccl-info nccl_dropin test_dropin hetccl-membw
+        hetccl-gpu-passthrough unit_device unit_backend unit_nccl hetccl-info nccl_dropin test_dropin hetccl-membw
       ;;
     unit)
       step unit_device 60 "$build/tests/unit/unit_device"
       step unit_backend 60 "$build/tests/unit/unit_backend"
+      # One process per test (as ctest runs them): some load libraries for good.
+      step unit_nccl 120 bash -c "for t in \$('$build/tests/unit/unit_nccl' --gtest_list_tests | awk '/^[^ ]/{s=\$1} /^  /{print s \$1}'); do '$build/tests/unit/unit_nccl' --gtest_filter=\$t --gtest_brief=1 || exit 1; done"
+      step test_dropin 120 bash -c "for t in \$('$build/tests/dropin/test_dropin' --gtest_list_tests | awk '/^[^ ]/{s=\$1} /^  /{print s \$1}'); do '$build/tests/dropin/test_dropin' --gtest_filter=\$t --gtest_brief=1 || exit 1; done"
       step kernels 120 "$build/tests/gpu/test_kernels"
       step smoke 120 "$build/tools/hetccl-perf" --np 4 -g 1 -o allreduce -b 8 -e 64M -f 8 -n 3 -w 1 -c 1
       ;;
@@ -59,6 +62,18 @@ for s in $steps; do
     torch)
       step torch_dropin 200 env HETCCL_DROPIN_LIB="$build/dropin/libnccl.so.2" "$here/tools/hetccl-torch-run" \
         python3 "$here/tests/gpu/torch_dropin.py"
+      ;;
+    torchcalls)  # every c10d call of the nccl backend: one group of one rank (straight to NCCL: the same results
+                 # as NCCL alone), then two groups
+      step torch_calls_nccl_alone 300 env HETCCL_EXPECT_DROPIN=0 python3 "$here/tests/gpu/torch_dropin_calls.py" \
+        --world 1 --record "$logs/torch_calls_nccl_alone.json"
+      step torch_calls_1group 300 env HETCCL_DROPIN_LIB="$build/dropin/libnccl.so.2" "$here/tools/hetccl-torch-run" \
+        python3 "$here/tests/gpu/torch_dropin_calls.py" --world 1 --compare "$logs/torch_calls_nccl_alone.json"
+      step torch_calls_2groups 300 env HETCCL_DROPIN_LIB="$build/dropin/libnccl.so.2" \
+        "$here/tools/hetccl-torch-run" python3 "$here/tests/gpu/torch_dropin_calls.py" --world 2 --groups g0,g1
+      ;;
+    overhead)  # one-group overhead of the drop-in against NCCL alone, in torch
+      TAIL=12 step torch_dropin_overhead 400 bash "$here/bench/torch_dropin_overhead.sh" "$build"
       ;;
     c10d)  # the native torch backend: pip-install python/, then a CUDA rank and a CPU rank
       rm -rf "$build/pysite"

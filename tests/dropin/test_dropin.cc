@@ -69,7 +69,7 @@ TEST_F(DropIn, ExportsEveryFunctionOfNcclHAndTheLaterOnesWithTheirTwins) {
   std::smatch m;
   while (std::getline(h, line))
     if (std::regex_search(line, m, decl)) names.push_back(m[2]);
-  EXPECT_GE(names.size(), 41u) << "nccl.h 2.28.9 declares 41 functions";
+  EXPECT_GE(names.size(), 38u) << "nccl.h declares the 38 functions torch imports and more";
 #endif
   for (const char* later : {"ncclCommRevoke", "ncclCommSuspend", "ncclCommResume", "ncclCommMemStats", "ncclCommGrow",
                             "ncclCommGetUniqueId", "ncclCommQueryProperties", "ncclPutSignal", "ncclSignal",
