@@ -48,12 +48,12 @@ void runExchange(Comm& c, const std::vector<CollArgs>& ops, bool collectiveTags)
   for (const CollArgs& op : ops)
     if (op.root == c.rank()) (op.isSend ? selfSend : selfRecv).push_back(&op);
   if (selfSend.size() != selfRecv.size())
-    throwError(hetcclInvalidUsage, std::to_string(selfSend.size()) + " sends to self but " +
+    throwRefused(hetcclInvalidUsage, std::to_string(selfSend.size()) + " sends to self but " +
                                        std::to_string(selfRecv.size()) + " receives from self in one group call");
   for (size_t i = 0; i < selfSend.size(); ++i) {
     size_t sb = selfSend[i]->count * dataTypeSize(selfSend[i]->dt), rb = selfRecv[i]->count * dataTypeSize(selfRecv[i]->dt);
     if (sb != rb)
-      throwError(hetcclInvalidUsage, "send to self of " + std::to_string(sb) + " bytes meets a receive of " +
+      throwRefused(hetcclInvalidUsage, "send to self of " + std::to_string(sb) + " bytes meets a receive of " +
                                          std::to_string(rb) + " bytes");
     copyBytes(selfRecv[i]->recv, selfSend[i]->send, sb);
   }

@@ -2,6 +2,8 @@
 // argument checks, then run now or queue until hetcclGroupEnd.
 #include <algorithm>
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <limits>
 #include <vector>
 
@@ -9,6 +11,7 @@
 #include "algorithm/device_exec.h"
 #include "api/comm_create.h"
 #include "api/guard.h"
+#include "core/log.h"
 
 using namespace hetccl;
 
@@ -103,6 +106,70 @@ bool runCalls(hetcclComm* comm, const std::vector<CollArgs>& calls, bool mayWait
   checkReady(comm);
   failOnError(*comm, [&] { runGroup(*comm, calls); });
   return false;
+}
+
+// A group over several communicators, from one thread: host ranks' calls run
+// on their communicators' proxies, all at once, and the group waits for the
+// blocking ones; GPU ranks' enqueue in stream order (one vendor group around
+// all of them, as NCCL needs when one thread drives several devices).
+// Returns whether non-blocking work was queued. Throws the first failure.
+bool runTogether(const std::vector<hetcclComm*>& comms,
+                 const std::function<std::vector<CollArgs>(hetcclComm*)>& callsOf) {
+  std::vector<std::unique_ptr<CommRef>> refs;
+  for (hetcclComm* c : comms) refs.push_back(std::make_unique<CommRef>(c));
+  // The vendor library's group spans every one-group GPU communicator here.
+  std::vector<Backend*> vendorGroups;
+  struct EndVendorGroups {
+    std::vector<Backend*>& v;
+    ~EndVendorGroups() {
+      for (auto it = v.rbegin(); it != v.rend(); ++it) {
+        try {
+          (*it)->groupEnd();
+        } catch (const Error& e) {
+          LOG_WARN(kColl, "group of several communicators: ending the vendor group: %s", e.what());
+        }
+      }
+    }
+  } endVendorGroups{vendorGroups};
+  for (hetcclComm* c : comms)
+    if (c->deviceOrdered() && c->ready() && c->topo().ngroups() == 1 && c->asyncError() == hetcclSuccess) {
+      c->groupBackend().groupStart();
+      vendorGroups.push_back(&c->groupBackend());
+    }
+  bool anyNonBlocking = false;
+  std::vector<hetcclComm*> waitFor;
+  for (hetcclComm* comm : comms) {
+    std::vector<CollArgs> calls = callsOf(comm);
+    hetcclResult_t r = guard(comm, "hetcclGroupEnd", [&] {
+      if (comm->deviceOrdered() || !comm->options().blocking) {
+        if (runCalls(comm, calls, false)) anyNonBlocking = true;
+        return;
+      }
+      checkUsable(comm);
+      checkReady(comm);
+      comm->proxy().submit([comm, calls] {
+        ExclusiveUse use(*comm);
+        failOnError(*comm, [&] { runGroup(*comm, calls); });
+      });
+      waitFor.push_back(comm);
+    });
+    if (r != hetcclSuccess) {
+      for (hetcclComm* w : waitFor) w->proxy().drain();
+      throw Error(r, lastErrorText(comm));
+    }
+  }
+  std::string firstError;
+  hetcclResult_t firstCode = hetcclSuccess;
+  for (hetcclComm* w : waitFor) {
+    w->proxy().drain();
+    hetcclResult_t r = w->proxy().status();
+    if (r != hetcclSuccess && firstCode == hetcclSuccess) {
+      firstCode = r;
+      firstError = "rank " + std::to_string(w->rank()) + ": " + w->proxy().errorText();
+    }
+  }
+  if (firstCode != hetcclSuccess) throwError(firstCode, firstError);
+  return anyNonBlocking;
 }
 
 hetcclResult_t submit(hetcclComm* comm, const char* fn, CollArgs a, hetcclRedOp_t op, bool reduces) {
@@ -213,15 +280,22 @@ hetcclResult_t hetcclGroupEnd(void) {
     std::vector<hetcclComm*> comms;
     for (const PendingCall& p : ops)
       if (std::find(comms.begin(), comms.end(), p.comm) == comms.end()) comms.push_back(p.comm);
+    auto callsOf = [&](hetcclComm* comm) {
+      std::vector<CollArgs> calls;
+      for (const PendingCall& p : ops)
+        if (p.comm == comm) calls.push_back(p.args);
+      return calls;
+    };
+    if (comms.size() > 1) {
+      // One thread drives several ranks (ncclCommInitAll's pattern): their
+      // calls must run at once, or the first would wait for the others.
+      if (runTogether(comms, callsOf)) anyNonBlocking = true;
+      return;
+    }
     for (hetcclComm* comm : comms) {
       hetcclResult_t r = guard(comm, "hetcclGroupEnd", [&] {
         CommRef ref(comm);
-        std::vector<CollArgs> calls;
-        for (const PendingCall& p : ops)
-          if (p.comm == comm) calls.push_back(p.args);
-        // The direct path waits on this thread: not while other communicators of
-        // the group wait their turn (ranks may list them in another order).
-        if (runCalls(comm, calls, comms.size() == 1)) anyNonBlocking = true;
+        if (runCalls(comm, callsOf(comm), true)) anyNonBlocking = true;
       });
       if (r != hetcclSuccess) throw Error(r, lastErrorText(comm));
     }

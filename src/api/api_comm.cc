@@ -9,7 +9,7 @@
 #include "api/guard.h"
 #include "bootstrap/launcher.h"
 #include "bootstrap/root.h"
-#include "core/config.h"
+#include "core/settings.h"
 #include "core/log.h"
 #include "topology/border.h"
 
@@ -45,7 +45,7 @@ hetcclResult_t hetcclGetUniqueId(hetcclUniqueId* uniqueId) {
   return guard(nullptr, "hetcclGetUniqueId", [&] {
     HETCCL_CHECK_ARG(uniqueId, "uniqueId is NULL");
     SockAddr at = SockAddr::local();
-    IdContents id = startRootServer(at, newIdContents(at), static_cast<double>(config().getInt("HETCCL_TIMEOUT_S")));
+    IdContents id = startRootServer(at, newIdContents(at), static_cast<double>(settings::kTimeoutS.get()));
     *uniqueId = encodeUniqueId(id);
   });
 }
@@ -55,8 +55,8 @@ hetcclResult_t hetcclCommInitRankConfig(hetcclComm_t* comm, int nranks, hetcclUn
   hetcclResult_t r = guard(nullptr, "hetcclCommInitRank", [&] {
     HETCCL_CHECK_ARG(comm, "comm (output pointer) is NULL");
     *comm = nullptr;
-    CommOptions opts = readOptions(config);
     IdContents id = decodeUniqueId(commId);
+    CommOptions opts = readOptionsOrReport(config, id, rank, nranks);
     *comm = createComm(id, nranks, rank, opts);
   });
   return startedResult(r, comm ? *comm : nullptr);
@@ -70,20 +70,14 @@ hetcclResult_t hetcclCommInitFromEnv(hetcclComm_t* comm, hetcclConfig_t* config)
   hetcclResult_t r = guard(nullptr, "hetcclCommInitFromEnv", [&] {
     HETCCL_CHECK_ARG(comm, "comm (output pointer) is NULL");
     *comm = nullptr;
-    CommOptions opts = readOptions(config);
     LaunchInfo li = detectLauncher();
-    if (li.weakSecret)
-      LOG_INFO(kBootstrap, "job secret derived from launcher variables; set HETCCL_JOB_SECRET for a strong one");
     IdContents id;
     id.root = li.root;
     id.jobId = li.jobId;
     id.secret = li.secret;
-    if (li.rank == 0) {
-      // The root listens on every address at the agreed port.
-      SockAddr any = SockAddr::parse(li.root.ss.ss_family == AF_INET6 ? "[::]:0" : "0.0.0.0:0");
-      any.setPort(li.root.port());
-      startRootServer(any, id, opts.timeoutS);
-    }
+    if (li.rank == 0) startLauncherRoot(id, li.weakSecret);
+    // After the root is up: a rank whose settings are bad tells the others.
+    CommOptions opts = readOptionsOrReport(config, id, li.rank, li.nranks);
     LOG_INFO(kBootstrap, "%s: rank %d of %d, rendezvous at %s", li.launcher.c_str(), li.rank, li.nranks,
              li.root.str().c_str());
     *comm = createComm(id, li.nranks, li.rank, opts);

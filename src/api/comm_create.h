@@ -18,6 +18,17 @@ namespace hetccl {
 // Throws on bad arguments or a failed blocking init (nothing is left).
 hetcclComm* createComm(const IdContents& id, int nranks, int rank, const CommOptions& opts);
 
+// readOptions(config) for rank `rank` of job `id`; a failure (a bad setting
+// or config) is reported to the rendezvous root first, so that the other
+// ranks fail at once too.
+CommOptions readOptionsOrReport(const hetcclConfig_t* config, const IdContents& id, int rank, int nranks);
+
+// Rank 0's rendezvous root under a launcher: it listens on the address the
+// launcher gave (MASTER_ADDR; loopback stays loopback), or on every
+// address where that one is not this host's. With a secret derived from
+// launcher variables and a listener other hosts can reach, warns once.
+void startLauncherRoot(const IdContents& id, bool weakSecret);
+
 // NCCL's convention: a call on a non-blocking communicator that started
 // fine says hetcclInProgress.
 hetcclResult_t startedResult(hetcclResult_t r, const hetcclComm* comm);

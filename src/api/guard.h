@@ -71,6 +71,8 @@ template <class F>
 void failOnError(hetcclComm& comm, F&& body) {
   try {
     body();
+  } catch (const RefusedError&) {
+    throw;  // refused before anything moved: the communicator is as it was
   } catch (const Error& e) {
     comm.fail(e.code(), e.what());
     throw;

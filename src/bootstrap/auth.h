@@ -15,7 +15,7 @@
 namespace hetccl {
 
 constexpr uint32_t kProtocolMagic = 0x4c435448;  // "HTCL"
-constexpr uint32_t kProtocolVersion = 1;
+constexpr uint32_t kProtocolVersion = 2;  // 2: rendezvous failure reports, longer refusals
 
 using Secret = std::array<uint8_t, 32>;
 

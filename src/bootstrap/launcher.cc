@@ -3,7 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "core/config.h"
+#include "core/settings.h"
 #include "core/error.h"
 
 namespace hetccl {
@@ -50,8 +50,8 @@ LaunchInfo detectLauncher() {
                         "SLURM_STEP_ID", "MASTER_ADDR", "MASTER_PORT", "HETCCL_COMM_ID"})
     if (env(v)) job += std::string("/") + v + "=" + env(v);
 
-  if (config().isSet("HETCCL_COMM_ID")) {
-    li.root = SockAddr::parse(config().getString("HETCCL_COMM_ID"));
+  if (settings::kCommId.isSet()) {
+    li.root = SockAddr::parse(settings::kCommId.get());
   } else if (env("MASTER_ADDR") && env("MASTER_PORT")) {
     // torchrun's own store listens on MASTER_PORT: the root takes the next one.
     int port = envInt("MASTER_PORT") + 1;
@@ -67,7 +67,7 @@ LaunchInfo detectLauncher() {
                                        ": set HETCCL_COMM_ID=host:port (rank 0's host) or MASTER_ADDR and MASTER_PORT");
   }
 
-  std::string secret = config().getString("HETCCL_JOB_SECRET");
+  std::string secret = settings::kJobSecret.get();
   li.weakSecret = secret.empty();
   if (secret.empty()) secret = job;
   const uint8_t k1[16] = {'h', 'e', 't', 'c', 'c', 'l', '-', 's', '1'};

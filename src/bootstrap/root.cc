@@ -1,5 +1,6 @@
 #include "bootstrap/root.h"
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -34,6 +35,28 @@ IdContents startRootServer(const SockAddr& listenAt, const IdContents& job, doub
 void startRootServerOn(Socket listener, const IdContents& job, double timeoutS) {
   auto server = std::make_shared<RootServer>(std::move(listener), job, timeoutS);
   std::thread([server] { server->run(); }).detach();
+}
+
+void reportInitFailure(const IdContents& id, int rank, int nranks, const std::string& why, double timeoutS) {
+  try {
+    Deadline dl = Deadline::in(std::min(timeoutS, 10.0));
+    std::string what = "rendezvous root " + id.root.str();
+    Socket s = Socket::connect(id.root, dl, what);
+    PeerHello me;
+    me.jobId = id.jobId;
+    me.rank = rank;
+    me.nranks = nranks;
+    me.service = static_cast<uint32_t>(Service::kRoot);
+    clientHandshake(s, id.secret, me, dl, what);
+    std::string msg = why.substr(0, kMaxFailureBytes);
+    uint32_t len = kFailedRecord | static_cast<uint32_t>(msg.size());
+    s.sendAll(&len, sizeof(len), dl, what);
+    s.sendAll(msg.data(), msg.size(), dl, what);
+    ReplyHeader h{};
+    s.recvAll(&h, sizeof(h), dl, what);  // the root's acknowledgement (a refusal)
+  } catch (const Error& e) {
+    LOG_INFO(kBootstrap, "rank %d: could not report its init failure to the rendezvous root: %s", rank, e.what());
+  }
 }
 
 std::vector<std::vector<uint8_t>> rendezvous(const IdContents& id, int rank, int nranks,

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "bootstrap/unique_id.h"
@@ -23,7 +24,17 @@ void startRootServerOn(Socket listener, const IdContents& job, double timeoutS);
 std::vector<std::vector<uint8_t>> rendezvous(const IdContents& id, int rank, int nranks,
                                              const std::vector<uint8_t>& record, const Deadline& dl);
 
+// A rank that fails before it can join (bad settings, a bad group map)
+// reports it instead of a record: the root then refuses every rank with its
+// message, so all fail at once instead of waiting out the timeout. Best
+// effort: errors are swallowed (the caller is failing anyway).
+void reportInitFailure(const IdContents& id, int rank, int nranks, const std::string& why, double timeoutS);
+
 constexpr uint32_t kMaxRecordBytes = 64 * 1024;
+// The record-size word of a failure report has this bit set; the rest is
+// the message's length (at most kMaxFailureBytes).
+constexpr uint32_t kFailedRecord = 0x80000000u;
+constexpr uint32_t kMaxFailureBytes = 400;
 constexpr int kMaxRanks = 1 << 20;
 
 }  // namespace hetccl

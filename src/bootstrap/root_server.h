@@ -7,6 +7,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "bootstrap/auth.h"
@@ -21,7 +22,7 @@ struct ReplyHeader {
   uint32_t nranks;
   uint32_t recordBytes;
   uint32_t reserved;
-  char msg[128];
+  char msg[480];
 };
 
 struct Arrival {
@@ -51,7 +52,7 @@ class RootServer {
     // stray client must not hold up the job (arrived_ no longer changes once
     // every rank is in). Then the stragglers give up at once.
     const bool complete = done();
-    if (complete) reply();
+    if (complete && !failed_) reply();
     stop_.store(true);
     for (auto& t : helpers) t.join();
     if (!complete)
@@ -61,9 +62,10 @@ class RootServer {
 
   // run()'s steps, public for tests: whether every rank arrived, refusing,
   // one connection's admission (run() gives each its own thread), the reply.
+  // Every rank came: with its record, or (failed_) to be told of a failure.
   bool done() {
     std::lock_guard<std::mutex> g(mu_);
-    return nranks_ > 0 && static_cast<int>(arrived_.size()) == nranks_;
+    return nranks_ > 0 && static_cast<int>(seen_.size()) == nranks_;
   }
 
   void refuse(const Socket& s, const std::string& why) {
@@ -83,10 +85,15 @@ class RootServer {
       PeerHello hello = serverHandshake(s, id_.secret, id_.jobId, Service::kRoot, dl);
       uint32_t len = 0;
       s.recvAll(&len, sizeof(len), dl, "rendezvous record size");
+      if (len & kFailedRecord) return admitFailure(std::move(s), hello, len & ~kFailedRecord, dl);
       if (len == 0 || len > kMaxRecordBytes) return refuse(s, "record size " + std::to_string(len) + " out of range");
       std::vector<uint8_t> rec(len);
       s.recvAll(rec.data(), len, dl, "rendezvous record");
       std::lock_guard<std::mutex> g(mu_);
+      if (failed_) {  // a rank failed before it could join: tell every later one
+        if (hello.rank >= 0 && hello.rank < nranks_) seen_.insert(hello.rank);
+        return refuse(s, failure_);
+      }
       // Check everything before anything is committed: a refused client
       // must not decide what the ranks after it are held to.
       if (hello.nranks <= 0 || hello.nranks > kMaxRanks)
@@ -98,14 +105,36 @@ class RootServer {
         return refuse(s, "rank " + std::to_string(hello.rank) + " out of range");
       if (recordBytes_ != 0 && len != recordBytes_)
         return refuse(s, "record size differs between ranks (mixed library versions?)");
-      for (const auto& a : arrived_)
-        if (a.rank == hello.rank) return refuse(s, "rank " + std::to_string(hello.rank) + " joined twice");
+      if (seen_.count(hello.rank)) return refuse(s, "rank " + std::to_string(hello.rank) + " joined twice");
       nranks_ = hello.nranks;
       recordBytes_ = len;
+      seen_.insert(hello.rank);
       arrived_.push_back(Arrival{std::move(s), hello.rank, std::move(rec)});
     } catch (const Error& e) {
       LOG_INFO(kBootstrap, "rendezvous root: dropped a connection: %s", e.what());
     }
+  }
+
+  // A rank that failed before it could join (reportInitFailure): every rank
+  // that arrived is refused with its message, and so is every later one.
+  void admitFailure(Socket s, const PeerHello& hello, uint32_t msgLen, const Deadline& dl) {
+    if (msgLen > kMaxFailureBytes) return refuse(s, "failure report too long");
+    std::string why(msgLen, '\0');
+    s.recvAll(why.data(), msgLen, dl, "failure report");
+    std::lock_guard<std::mutex> g(mu_);
+    if (hello.nranks <= 0 || hello.nranks > kMaxRanks || hello.rank < 0 || hello.rank >= hello.nranks ||
+        (nranks_ != 0 && hello.nranks != nranks_))
+      return refuse(s, "failure report of a rank outside this job");
+    nranks_ = hello.nranks;
+    seen_.insert(hello.rank);
+    if (!failed_) {
+      failed_ = true;
+      failure_ = "rank " + std::to_string(hello.rank) + " could not initialise: " + why;
+      LOG_WARN(kBootstrap, "rendezvous root: %s", failure_.c_str());
+      for (const auto& a : arrived_) refuse(a.sock, failure_);
+      arrived_.clear();
+    }
+    refuse(s, failure_);
   }
 
   void reply() {
@@ -136,6 +165,9 @@ class RootServer {
   int nranks_ = 0;
   uint32_t recordBytes_ = 0;
   std::vector<Arrival> arrived_;
+  std::set<int> seen_;       // ranks that came, with a record or a failure
+  bool failed_ = false;      // a rank reported a failure: everyone is refused
+  std::string failure_;
 };
 
 }  // namespace hetccl::rootimpl

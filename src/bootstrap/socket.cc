@@ -13,7 +13,7 @@
 #include <cstring>
 #include <thread>
 
-#include "core/config.h"
+#include "core/settings.h"
 #include "core/error.h"
 
 namespace hetccl {
@@ -28,6 +28,13 @@ std::string SockAddr::str() const {
   auto* a = reinterpret_cast<const sockaddr_in6*>(&ss);
   inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof(host));
   return "[" + std::string(host) + "]:" + std::to_string(ntohs(a->sin6_port));
+}
+
+bool SockAddr::isLoopback() const {
+  if (ss.ss_family == AF_INET)
+    return (ntohl(reinterpret_cast<const sockaddr_in*>(&ss)->sin_addr.s_addr) >> 24) == 127;
+  if (ss.ss_family == AF_INET6) return IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<const sockaddr_in6*>(&ss)->sin6_addr);
+  return false;
 }
 
 uint16_t SockAddr::port() const {
@@ -73,7 +80,7 @@ SockAddr SockAddr::parse(const std::string& hostPort) {
 }
 
 SockAddr SockAddr::local() {
-  std::string want = config().getString("HETCCL_SOCKET_IFNAME");
+  std::string want = settings::kSocketIfname.get();
   ifaddrs* list = nullptr;
   SockAddr out;
   if (getifaddrs(&list) == 0) {

@@ -22,6 +22,8 @@ struct SockAddr {
   std::string str() const;  // "1.2.3.4:5678" or "[::1]:5678"
   uint16_t port() const;
   void setPort(uint16_t port);
+  // 127.0.0.0/8 or ::1: only this host can reach it.
+  bool isLoopback() const;
   // "host:port", "[v6]:port"; host may be a name. Throws InvalidArgument.
   static SockAddr parse(const std::string& hostPort);
   // The address this host's listeners publish: HETCCL_SOCKET_IFNAME's

@@ -6,8 +6,10 @@
 #include <cmath>
 #include <cstring>
 
-#include "core/config.h"
+#include "core/settings.h"
 #include "core/error.h"
+#include "bootstrap/auth.h"
+#include "bootstrap/root.h"
 #include "core/gpu_path.h"
 #include "core/log.h"
 #include "device/kernels.h"
@@ -17,9 +19,9 @@ namespace hetccl {
 
 CommOptions readOptions(const hetcclConfig_t* cfg) {
   CommOptions o;
-  o.deviceKind = config().getString("HETCCL_DEVICE");
-  o.backend = config().getString("HETCCL_BACKEND");
-  o.timeoutS = static_cast<double>(config().getInt("HETCCL_TIMEOUT_S"));
+  o.deviceKind = settings::kDevice.get();
+  o.backend = settings::kBackend.get();
+  o.timeoutS = static_cast<double>(settings::kTimeoutS.get());
   if (!cfg) return o;
   if (cfg->magic != HETCCL_CONFIG_MAGIC)
     throwError(hetcclInvalidArgument, "config: bad magic (initialise it with HETCCL_CONFIG_INITIALIZER)");
@@ -30,7 +32,9 @@ CommOptions readOptions(const hetcclConfig_t* cfg) {
   if (cfg->blocking != HETCCL_CONFIG_UNDEF_INT) o.blocking = cfg->blocking != 0;
   if (cfg->size >= v1Size) {
     if (cfg->timeoutSeconds != HETCCL_CONFIG_UNDEF_INT) {
-      if (cfg->timeoutSeconds <= 0) throwError(hetcclInvalidArgument, "config: timeoutSeconds must be positive");
+      if (cfg->timeoutSeconds <= 0 || cfg->timeoutSeconds > 31536000)
+        throwError(hetcclInvalidArgument, "config: timeoutSeconds " + std::to_string(cfg->timeoutSeconds) +
+                                              " is not from 1 to 31536000");
       o.timeoutS = cfg->timeoutSeconds;
     }
     if (cfg->groupName) o.groupName = cfg->groupName;
@@ -46,39 +50,54 @@ CommOptions readOptions(const hetcclConfig_t* cfg) {
 
 Comm::Comm(int nranks, int rank, const CommOptions& opts) : opts_(opts), rank_(rank), nranks_(nranks) {
   logSetRank(rank);
-  if (opts_.timeoutS <= 0) throwError(hetcclInvalidArgument, "HETCCL_TIMEOUT_S must be positive");
-  buffBytes_ = config().getBytes("HETCCL_BUFFSIZE");
-  if (buffBytes_ < 4096) throwError(hetcclInvalidArgument, "HETCCL_BUFFSIZE must be at least 4096");
-  smallBytes_ = config().getBytes("HETCCL_SMALL_BYTES");
-  chunkBytes_ = config().getBytes("HETCCL_CHUNK_BYTES");
-  checkMismatch_ = config().getBool("HETCCL_CHECK_MISMATCH");
-  planFolds_ = config().getBool("HETCCL_PLAN_FOLDS");
-  gpuDirectWant_ = config().getString("HETCCL_GPU_DIRECT");  // used at init by GPU ranks
-  if (gpuDirectWant_ != "auto" && gpuDirectWant_ != "0" && gpuDirectWant_ != "1")
-    throwError(hetcclInvalidArgument, "HETCCL_GPU_DIRECT is '" + gpuDirectWant_ + "'; expected auto, 0 or 1");
-  gpuDirectMin_ = config().getBytes("HETCCL_GPU_DIRECT_MIN");
+  if (opts_.timeoutS <= 0) throwError(hetcclInvalidArgument, "the timeout must be positive");
+  buffBytes_ = settings::kBuffSize.get();
+  smallBytes_ = settings::kSmallBytes.get();
+  chunkBytes_ = settings::kChunkBytes.get();
+  checkMismatch_ = settings::kCheckMismatch.get();
+  planFolds_ = settings::kPlanFolds.get();
+  gpuDirectWant_ = settings::kGpuDirect.get();  // used at init by GPU ranks
+  gpuDirectMin_ = settings::kGpuDirectMin.get();
   device_ = createDeviceRuntime(opts_.deviceKind);
 }
 
 void Comm::init(const IdContents& id) {
   const int rank = rank_, nranks = nranks_;
-  device_->makeCurrent();  // GPU ranks: init may run on the proxy thread
-
   PeerInfo me;
-  me.rank = rank;
-  me.pid = getpid();
-  me.hostHash = localHostHash();
-  snprintf(me.hostname, sizeof(me.hostname), "%s", localHostName().c_str());
-  snprintf(me.deviceKind, sizeof(me.deviceKind), "%s", device_->kind());
-  std::string group = resolveGroupName(rank, device_->kind(), opts_.groupName.c_str());
-  snprintf(me.group, sizeof(me.group), "%s", group.c_str());
+  std::string group;
+  try {
+    device_->makeCurrent();  // GPU ranks: init may run on the proxy thread
+    me.rank = rank;
+    me.pid = getpid();
+    me.hostHash = localHostHash();
+    snprintf(me.hostname, sizeof(me.hostname), "%s", localHostName().c_str());
+    snprintf(me.deviceKind, sizeof(me.deviceKind), "%s", device_->kind());
+    group = resolveGroupName(rank, nranks, device_->kind(), opts_.groupName.c_str());
+    snprintf(me.group, sizeof(me.group), "%s", group.c_str());
+    if (settings::kGroupMap.isSet()) {
+      const std::string map = settings::kGroupMap.get();
+      const uint8_t key[16] = {'g', 'r', 'o', 'u', 'p', '-', 'm', 'a', 'p'};
+      me.groupMapHash = sipHash24(key, map.data(), map.size()) | 1;
+    }
+  } catch (const Error& e) {
+    // The others would wait for this rank until their timeout: the
+    // rendezvous root tells them now, with this message.
+    reportInitFailure(id, rank, nranks, e.what(), opts_.timeoutS);
+    throw;
+  }
 
   bootstrap_ = std::make_unique<Bootstrap>(id, rank, nranks, me.serialize(), opts_.timeoutS, &abort_);
   std::vector<PeerInfo> peers;
   for (int r = 0; r < nranks; ++r) peers.push_back(PeerInfo::deserialize(bootstrap_->records()[r], r));
+  for (int r = 0; r < nranks; ++r)
+    if (peers[r].groupMapHash != me.groupMapHash)
+      throwError(hetcclInvalidUsage, std::string("HETCCL_GROUP_MAP differs between ranks: rank ") +
+                                         std::to_string(rank) + (me.groupMapHash ? " has '" + settings::kGroupMap.get() + "'" : " has none") +
+                                         ", rank " + std::to_string(r) + (peers[r].groupMapHash ? " another" : " none") +
+                                         " (every rank must see the same map)");
   topo_ = buildTopology(peers);
 
-  std::string want = opts_.transport.empty() ? config().getString("HETCCL_TRANSPORT") : opts_.transport;
+  std::string want = opts_.transport.empty() ? settings::kTransport.get() : opts_.transport;
   if (want == "auto") {
     // One host: shm. Several: ucx when every rank has UCX and an RDMA
     // device, else tcp (every rank decides alike from the same facts).
@@ -154,7 +173,7 @@ void Comm::init(const IdContents& id) {
   backend_->connect(ids.data() + static_cast<size_t>(topo_.groupOfRank(rank).ranks[0]) * kBackendIdBytes);
 
   if (deviceOrdered() && topo_.ngroups() > 1) {
-    deviceState_ = std::make_unique<DeviceState>(*device_, config().getBytes("HETCCL_STAGING_MAX"));
+    deviceState_ = std::make_unique<DeviceState>(*device_, settings::kStagingMax.get());
     chooseGpuPath();
   }
 

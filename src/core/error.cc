@@ -10,4 +10,6 @@ void throwSystemError(const std::string& what, int err) {
   throw Error(hetcclSystemError, what + ": " + strerror(err));
 }
 
+void throwRefused(hetcclResult_t code, std::string msg) { throw RefusedError(code, std::move(msg)); }
+
 }  // namespace hetccl

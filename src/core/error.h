@@ -19,7 +19,17 @@ class Error : public std::runtime_error {
   hetcclResult_t code_;
 };
 
+// A call refused by its own checks before it moved anything (a send to self
+// with no receive from self, say): the communicator's connections are as
+// they were, so it stays usable (the data path fails the communicator on
+// any other error).
+class RefusedError : public Error {
+ public:
+  using Error::Error;
+};
+
 [[noreturn]] void throwError(hetcclResult_t code, std::string msg);
+[[noreturn]] void throwRefused(hetcclResult_t code, std::string msg);
 // errno-based system error: "<what>: <strerror(errno)>".
 [[noreturn]] void throwSystemError(const std::string& what, int err);
 

@@ -9,7 +9,8 @@
 #include <mutex>
 #include <string>
 
-#include "core/config.h"
+#include "core/error.h"
+#include "core/settings.h"
 
 namespace hetccl {
 namespace {
@@ -58,16 +59,19 @@ unsigned parseMask(const std::string& spec) {
 
 void readEnv() {
   LogState& s = state();
-  std::string lvl = config().getString("HETCCL_DEBUG");
-  if (lvl.empty()) {
-    const char* nccl = getenv("NCCL_DEBUG");
-    if (nccl) lvl = nccl;
+  // The logger never throws: a level the table refuses logs warnings, once
+  // saying why.
+  std::string lvl = "WARN";
+  try {
+    lvl = settings::kDebug.get();  // HETCCL_DEBUG, else NCCL_DEBUG
+  } catch (const Error& e) {
+    fprintf(stderr, "hetccl: %s; logging warnings\n", e.what());
   }
   int level = 0;
-  if (strcasecmp(lvl.c_str(), "WARN") == 0) level = 1;
+  if (strcasecmp(lvl.c_str(), "WARN") == 0 || strcasecmp(lvl.c_str(), "VERSION") == 0) level = 1;
   else if (strcasecmp(lvl.c_str(), "INFO") == 0) level = 2;
   else if (strcasecmp(lvl.c_str(), "TRACE") == 0) level = 3;
-  s.mask = parseMask(config().getString("HETCCL_DEBUG_SUBSYS"));
+  s.mask = parseMask(settings::kDebugSubsys.get());
   gethostname(s.host, sizeof(s.host) - 1);
   s.level = level;
 }

@@ -10,12 +10,12 @@
 #include <mutex>
 #include <thread>
 
-#include "core/config.h"
+#include "core/settings.h"
 
 namespace hetccl {
 namespace {
 
-constexpr int kMaxThreads = 16;
+constexpr int kMaxThreads = 64;  // HETCCL_HOST_THREADS allows up to this
 
 class Pool {
  public:
@@ -121,8 +121,8 @@ int usableCores() {
 }  // namespace
 
 int hostThreadsFor(int localRanks) {
-  int64_t set = config().getInt("HETCCL_HOST_THREADS");
-  if (set > 0) return static_cast<int>(std::min<int64_t>(set, kMaxThreads));
+  int64_t set = settings::kHostThreads.get();
+  if (set > 0) return static_cast<int>(set);  // the table bounds it by kMaxThreads
   return std::clamp(usableCores() / std::max(localRanks, 1), 1, 8);
 }
 

@@ -8,7 +8,7 @@
 #include <mutex>
 #include <vector>
 
-#include "core/config.h"
+#include "core/settings.h"
 #include "core/error.h"
 #include "core/log.h"
 
@@ -16,13 +16,14 @@ namespace hetccl {
 namespace {
 
 struct Flavor {
-  const char* var;                       // the override variable
+  StringSetting setting;                 // the override variable
+  const char* var;                       // its name
   std::vector<const char*> libs;         // tried in order
   std::map<std::string, std::string> names;  // table field -> symbol
 };
 
 const Flavor& flavor(const std::string& kind) {
-  static const Flavor cuda{"HETCCL_CUDA_LIB",
+  static const Flavor cuda{settings::kCudaLib, settings::kCudaLib.name,
                            {"libcudart.so.13", "libcudart.so.12", "libcudart.so", "/usr/local/cuda/lib64/libcudart.so"},
                            {{"GetDeviceCount", "cudaGetDeviceCount"},
                             {"GetDevice", "cudaGetDevice"},
@@ -45,7 +46,7 @@ const Flavor& flavor(const std::string& kind) {
                             {"GetLastError", "cudaGetLastError"},
                             {"GetErrorString", "cudaGetErrorString"},
                             {"RuntimeGetVersion", "cudaRuntimeGetVersion"}}};
-  static const Flavor hip{"HETCCL_HIP_LIB",
+  static const Flavor hip{settings::kHipLib, settings::kHipLib.name,
                           {"libamdhip64.so.6", "libamdhip64.so.5", "libamdhip64.so", "/opt/rocm/lib/libamdhip64.so"},
                           {{"GetDeviceCount", "hipGetDeviceCount"},
                            {"GetDevice", "hipGetDevice"},
@@ -146,7 +147,7 @@ const GpuApi& loadGpuApi(const std::string& kind) {
   auto it = cache().find(kind);
   if (it != cache().end()) return *it->second;
   const Flavor& f = flavor(kind);
-  std::string given = config().getString(f.var);
+  std::string given = f.setting.get();
   std::vector<std::string> tries;
   if (!given.empty()) tries.push_back(given);
   else

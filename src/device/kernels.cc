@@ -7,7 +7,7 @@
 #include <map>
 #include <mutex>
 
-#include "core/config.h"
+#include "core/settings.h"
 #include "core/error.h"
 #include "core/log.h"
 
@@ -99,7 +99,7 @@ std::string kernelsLibName(const std::string& kind) { return "libhetccl-" + kind
 const hetcclKernelsApi_t* loadKernels(const std::string& kind) {
   if (kind != "cuda" && kind != "hip")
     throwError(hetcclInvalidArgument, "no kernels plugin for device kind '" + kind + "' (known: cuda, hip)");
-  std::string given = config().getString("HETCCL_KERNELS_LIB");
+  std::string given = settings::kKernelsLib.get();
   std::string key = kind + '\n' + given;
   std::lock_guard<std::mutex> g(gMu);
   auto it = cache().find(key);

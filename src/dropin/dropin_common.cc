@@ -6,14 +6,14 @@
 #include <cstring>
 
 #include "backend/nccl/nccl_backend.h"
-#include "core/config.h"
+#include "core/settings.h"
 #include "core/log.h"
 #include "dropin/dropin.h"
 
 namespace hetccl::dropin {
 
 std::string deviceKind() {
-  return config().isSet("HETCCL_DEVICE") ? config().getString("HETCCL_DEVICE") : std::string(DROPIN_DEVICE);
+  return settings::kDevice.isSet() ? settings::kDevice.get() : std::string(DROPIN_DEVICE);
 }
 
 CommOptions optionsFrom(const void* ncclConfig) {

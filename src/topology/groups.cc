@@ -1,43 +1,89 @@
 #include "topology/groups.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <sstream>
 
-#include "core/config.h"
+#include "core/settings.h"
 #include "core/error.h"
 
 namespace hetccl {
 
-std::string groupFromMap(const std::string& map, int rank) {
-  // The whole map is checked on every rank, so a bad map fails everywhere
-  // at once instead of leaving the ranks it names waiting for the others.
-  std::string found;
+namespace {
+
+struct MapItem {
+  int64_t lo, hi;
+  std::string name, text;
+};
+
+// Every item of "0-1:a,2-3:b,4:c", checked: well formed, ranges that do not
+// overlap. Throws InvalidArgument naming the map and the item.
+std::vector<MapItem> parseMap(const std::string& map) {
+  std::vector<MapItem> items;
   std::stringstream ss(map);
   std::string item;
   while (std::getline(ss, item, ',')) {
     if (item.empty()) continue;
     size_t colon = item.find(':');
     if (colon == std::string::npos || colon == 0 || colon + 1 == item.size())
-      throwError(hetcclInvalidArgument, "HETCCL_GROUP_MAP: '" + item + "' is not <ranks>:<name>");
+      throwError(hetcclInvalidArgument, "HETCCL_GROUP_MAP '" + map + "': '" + item + "' is not <ranks>:<name>");
     std::string range = item.substr(0, colon), name = item.substr(colon + 1);
     size_t dash = range.find('-');
     int64_t lo = parseInt(range.substr(0, dash), "HETCCL_GROUP_MAP rank");
     int64_t hi = dash == std::string::npos ? lo : parseInt(range.substr(dash + 1), "HETCCL_GROUP_MAP rank");
-    if (lo < 0 || hi < lo) throwError(hetcclInvalidArgument, "HETCCL_GROUP_MAP: bad rank range '" + range + "'");
-    if (found.empty() && rank >= lo && rank <= hi) found = name;
+    if (lo < 0 || hi < lo)
+      throwError(hetcclInvalidArgument, "HETCCL_GROUP_MAP '" + map + "': bad rank range '" + range + "'");
+    for (const MapItem& o : items)
+      if (lo <= o.hi && o.lo <= hi)
+        throwError(hetcclInvalidArgument, "HETCCL_GROUP_MAP '" + map + "': '" + item + "' and '" + o.text +
+                                              "' both name rank " + std::to_string(std::max(lo, o.lo)));
+    items.push_back(MapItem{lo, hi, name, item});
   }
-  return found;
+  return items;
 }
 
-std::string resolveGroupName(int rank, const std::string& deviceKind, const char* configName) {
+std::string ranksText(const std::vector<int64_t>& r) {
+  std::string out;
+  for (size_t i = 0; i < r.size() && i < 8; ++i) out += (i ? "," : "") + std::to_string(r[i]);
+  if (r.size() > 8) out += ",... (" + std::to_string(r.size()) + " ranks)";
+  return out;
+}
+
+}  // namespace
+
+std::string groupFromMap(const std::string& map, int rank) {
+  // The whole map is checked on every rank, so a bad map fails everywhere
+  // at once instead of leaving the ranks it names waiting for the others.
+  for (const MapItem& it : parseMap(map))
+    if (rank >= it.lo && rank <= it.hi) return it.name;
+  return "";
+}
+
+void checkMapCovers(const std::string& map, int nranks) {
+  std::vector<MapItem> items = parseMap(map);
+  std::vector<int64_t> missing, extra;
+  for (int r = 0; r < nranks; ++r)
+    if (std::none_of(items.begin(), items.end(), [&](const MapItem& i) { return r >= i.lo && r <= i.hi; }))
+      missing.push_back(r);
+  for (const MapItem& i : items)
+    if (i.hi >= nranks) extra.push_back(i.hi);
+  if (!missing.empty())
+    throwError(hetcclInvalidArgument, "HETCCL_GROUP_MAP '" + map + "' does not name rank" +
+                                          (missing.size() > 1 ? "s " : " ") + ranksText(missing) + " of " +
+                                          std::to_string(nranks) + " (it must name every rank once)");
+  if (!extra.empty())
+    throwError(hetcclInvalidArgument, "HETCCL_GROUP_MAP '" + map + "' names rank " + std::to_string(extra[0]) +
+                                          " but the communicator has " + std::to_string(nranks) + " ranks");
+}
+
+std::string resolveGroupName(int rank, int nranks, const std::string& deviceKind, const char* configName) {
   std::string name;
   if (configName && *configName) name = configName;
-  else if (config().isSet("HETCCL_GROUP")) name = config().getString("HETCCL_GROUP");
-  else if (config().isSet("HETCCL_GROUP_MAP")) {
-    name = groupFromMap(config().getString("HETCCL_GROUP_MAP"), rank);
-    if (name.empty())
-      throwError(hetcclInvalidArgument, "HETCCL_GROUP_MAP does not name rank " + std::to_string(rank));
+  else if (settings::kGroup.isSet()) name = settings::kGroup.get();
+  else if (settings::kGroupMap.isSet()) {
+    checkMapCovers(settings::kGroupMap.get(), nranks);
+    name = groupFromMap(settings::kGroupMap.get(), rank);
   } else {
     name = deviceKind;
   }

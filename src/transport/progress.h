@@ -30,7 +30,8 @@ class ProgressWatch {
                      " s without progress in " + pending.tag.describe() + ": " +
                      (pending.kind == Xfer::Kind::kSend ? "sending to" : "receiving from") + " rank " +
                      std::to_string(pending.peer) + " (" + std::to_string(pending.done) + " of " +
-                     std::to_string(pending.bytes) + " bytes moved; is that rank alive and in the same call?)");
+                     std::to_string(pending.bytes) + " bytes moved; that rank is stalled, in another call, or itself "
+                     "waiting for another rank)");
   }
 
  private:

@@ -12,7 +12,7 @@ import struct
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MAGIC = 0x4C435448  # "HTCL"
-VERSION = 1
+VERSION = 2
 
 
 def write(target, name, data):
@@ -41,7 +41,7 @@ def seeds_unique_id():
     write("unique_id", "valid_ipv4", unique_id())
     write("unique_id", "valid_ipv6", unique_id(family=10, addr=bytes(15) + b"\1"))
     write("unique_id", "bad_magic_nccl_like", unique_id(magic=0x00000002))
-    write("unique_id", "other_version", unique_id(version=2))
+    write("unique_id", "other_version", unique_id(version=3))
     write("unique_id", "bad_family", unique_id(family=1))
     write("unique_id", "short", unique_id()[:40])
 
@@ -85,7 +85,7 @@ def seeds_client_handshake():
     write("client_handshake", "wrong_secret", client_hs(0x07 | (1 << 3), bit=9))
     write("client_handshake", "mac_one_bit_off", client_hs(0x07 | (2 << 3), bit=63))
     write("client_handshake", "other_service", client_hs(0x03, fields=u32(1)))
-    write("client_handshake", "other_version", client_hs(0x05, fields=u32(2)))
+    write("client_handshake", "other_version", client_hs(0x05, fields=u32(3)))
     write("client_handshake", "hello_cut_short", client_hs(0x47, cut_at=10))
     write("client_handshake", "no_proof", client_hs(0x87))
     raw = u32(MAGIC) + u32(VERSION) + u32(3) + u32(0) + bytes(16) + u64(0x42)

@@ -113,7 +113,7 @@ struct Child {
   try {
     if (opt.initComm) {
       hetcclConfig_t cfg = HETCCL_CONFIG_INITIALIZER;
-      cfg.groupName = r.group.c_str();
+      if (r.group != "-") cfg.groupName = r.group.c_str();  // "-": the environment's (HETCCL_GROUP_MAP...)
       cfg.transport = r.transport.c_str();
       if (opt.beforeInit) opt.beforeInit(rank);
       r.progress("hetcclCommInitRankConfig");

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <string>
 
 #include "harness.h"
@@ -69,27 +70,28 @@ TEST(BadComm, InitArguments) {
     EXPECT_HC_ERROR(hetcclCommInitRank(&c, 2, id, -1), kArg, nullptr, "rank");
     hetcclConfig_t cfg = HETCCL_CONFIG_INITIALIZER;
     cfg.magic = 0;
-    EXPECT_HC_ERROR(hetcclCommInitRankConfig(&c, 1, id, 0, &cfg), kArg, nullptr, "config");
+    EXPECT_HC_ERROR(hetcclCommInitRankConfig(&c, 1, freshId(), 0, &cfg), kArg, nullptr, "config");
     cfg = HETCCL_CONFIG_INITIALIZER;
     cfg.size = 1;
-    EXPECT_HC_ERROR(hetcclCommInitRankConfig(&c, 1, id, 0, &cfg), kArg, nullptr, "size");
+    EXPECT_HC_ERROR(hetcclCommInitRankConfig(&c, 1, freshId(), 0, &cfg), kArg, nullptr, "size");
     cfg = HETCCL_CONFIG_INITIALIZER;
     cfg.timeoutSeconds = -1;
-    EXPECT_HC_ERROR(hetcclCommInitRankConfig(&c, 1, id, 0, &cfg), kArg, nullptr, "timeoutSeconds");
+    EXPECT_HC_ERROR(hetcclCommInitRankConfig(&c, 1, freshId(), 0, &cfg), kArg, nullptr, "timeoutSeconds");
     cfg = HETCCL_CONFIG_INITIALIZER;
     cfg.groupName = "a-group-name-much-longer-than-31-characters";
-    EXPECT_HC_ERROR(hetcclCommInitRankConfig(&c, 1, id, 0, &cfg), kArg, nullptr, "group name");
-    // The checks above come before the rendezvous: the id is still unused.
+    EXPECT_HC_ERROR(hetcclCommInitRankConfig(&c, 1, freshId(), 0, &cfg), kArg, nullptr, "group name");
+    // A rank whose config or settings are bad tells the id's rendezvous root
+    // (so that its peers fail at once): each such try takes a fresh id.
     cfg = HETCCL_CONFIG_INITIALIZER;
     cfg.transport = "carrier-pigeon";
-    EXPECT_HC_ERROR(hetcclCommInitRankConfig(&c, 1, id, 0, &cfg), kArg, nullptr, "transport");
+    EXPECT_HC_ERROR(hetcclCommInitRankConfig(&c, 1, freshId(), 0, &cfg), kArg, nullptr, "transport");
     EXPECT_EQ(c, nullptr);
     // Checked on every rank, host ranks too (GPU ranks use it).
     setenv("HETCCL_GPU_DIRECT", "yes", 1);
-    EXPECT_HC_ERROR(hetcclCommInitRank(&c, 1, id, 0), kArg, nullptr, "HETCCL_GPU_DIRECT");
+    EXPECT_HC_ERROR(hetcclCommInitRank(&c, 1, freshId(), 0), kArg, nullptr, "HETCCL_GPU_DIRECT");
     unsetenv("HETCCL_GPU_DIRECT");
     setenv("HETCCL_GPU_DIRECT_MIN", "16 apples", 1);
-    EXPECT_HC_ERROR(hetcclCommInitRank(&c, 1, id, 0), kArg, nullptr, "HETCCL_GPU_DIRECT_MIN");
+    EXPECT_HC_ERROR(hetcclCommInitRank(&c, 1, freshId(), 0), kArg, nullptr, "HETCCL_GPU_DIRECT_MIN");
     unsetenv("HETCCL_GPU_DIRECT_MIN");
     EXPECT_EQ(c, nullptr);
   });
@@ -108,6 +110,51 @@ TEST(BadComm, ChunkBytesMustAgreeOnEveryRank) {
     EXPECT_NE(r.initError.find("HETCCL_CHUNK_BYTES"), std::string::npos) << r.initError;
     EXPECT_EQ(r.comm, nullptr);
   });
+}
+
+// A rank that cannot initialise (here: a bad group map, a bad setting) tells
+// the rendezvous root, which refuses every rank with its message: all fail
+// at once, naming the cause, instead of waiting HETCCL_TIMEOUT_S (30 s here;
+// the job is killed after 20 s).
+void expectEveryRankFailsFast(const std::vector<std::pair<std::string, std::string>>& env,
+                              const std::function<void(int)>& beforeInit, const std::string& word) {
+  JobOptions opt;
+  opt.initMayFail = true;
+  opt.deadlineS = 20;
+  opt.env = env;
+  opt.beforeInit = beforeInit;
+  runJob("-,-,-,-", opt, [&](Rank& r) {
+    EXPECT_TRUE(r.initResult == hetcclInvalidArgument || r.initResult == hetcclInvalidUsage)
+        << r.initResult << ": " << r.initError;
+    EXPECT_NE(r.initError.find(word), std::string::npos) << r.initError;
+    EXPECT_EQ(r.comm, nullptr);
+  });
+}
+
+TEST(BadComm, GroupMapThatLeavesRanksOutFailsEveryRankAtOnce) {
+  expectEveryRankFailsFast({{"HETCCL_GROUP_MAP", "0:a"}}, nullptr, "HETCCL_GROUP_MAP '0:a' does not name ranks 1,2,3");
+}
+
+TEST(BadComm, OverlappingGroupMapFailsEveryRank) {
+  expectEveryRankFailsFast({{"HETCCL_GROUP_MAP", "0-1:a,1-3:b"}}, nullptr, "both name rank 1");
+}
+
+TEST(BadComm, GroupMapsThatDifferFailEveryRank) {
+  expectEveryRankFailsFast({{"HETCCL_GROUP_MAP", "0-1:a,2-3:b"}},
+                           [](int rank) {
+                             if (rank == 2) setenv("HETCCL_GROUP_MAP", "0-2:a,3:b", 1);
+                           },
+                           "HETCCL_GROUP_MAP differs between ranks");
+}
+
+// One rank's out-of-range setting: it fails naming the setting, the others
+// hear it from the root ("rank 2 could not initialise: HETCCL_TIMEOUT_S...").
+TEST(BadComm, OneRanksBadSettingFailsEveryRankAtOnce) {
+  expectEveryRankFailsFast({{"HETCCL_GROUP_MAP", "0-1:a,2-3:b"}},
+                           [](int rank) {
+                             if (rank == 2) setenv("HETCCL_TIMEOUT_S", "10000000000", 1);
+                           },
+                           "HETCCL_TIMEOUT_S is '10000000000'");
 }
 
 TEST(BadComm, UniqueIdGarbage) {

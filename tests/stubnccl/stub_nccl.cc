@@ -13,8 +13,12 @@
 // Streams must be NULL (host memory, calls complete before they return).
 // stubSelfCalls() counts the PLT calls that reached this library with one of
 // its own handles, so tests can tell that they came home.
+// HETCCL_STUB_INIT_DELAY_S=N: a non-blocking init stays in progress for N
+// seconds (a vendor init that waits long), until ncclCommAbort ends it.
 #include <atomic>
+#include <chrono>
 #include <climits>
+#include <cstdlib>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -31,6 +35,7 @@ struct StubComm {
   uint64_t magic = kMagic;
   hetcclComm_t inner = nullptr;
   int blocking = 1;
+  std::chrono::steady_clock::time_point readyAt{};  // non-blocking init: in progress until then
 };
 
 std::atomic<long> selfCalls{0};
@@ -69,9 +74,11 @@ ncclResult_t ncclGetUniqueId(void* id) { return hetcclGetUniqueId(static_cast<he
 ncclResult_t ncclCommGetAsyncError(void* comm, ncclResult_t* err) {
   if (!ours(comm)) return fail(5, "ncclCommGetAsyncError: not a communicator of this library");
   selfCalls.fetch_add(1);
+  auto* c = static_cast<StubComm*>(comm);
   hetcclResult_t e = hetcclSuccess;
-  hetcclResult_t r = hetcclCommGetAsyncError(static_cast<StubComm*>(comm)->inner, &e);
+  hetcclResult_t r = hetcclCommGetAsyncError(c->inner, &e);
   if (r != hetcclSuccess) return r;
+  if (e == hetcclSuccess && std::chrono::steady_clock::now() < c->readyAt) e = hetcclInProgress;
   *err = e;
   return 0;
 }
@@ -87,6 +94,10 @@ ncclResult_t ncclCommInitRankConfig(void** comm, int nranks, hetcclUniqueId id, 
     }
     if (h.blocking != INT_MIN) c->blocking = h.blocking;
   }
+  if (!c->blocking)
+    if (const char* d = getenv("HETCCL_STUB_INIT_DELAY_S"))
+      c->readyAt = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                         std::chrono::duration<double>(atof(d)));
   hetcclConfig_t cfg = HETCCL_CONFIG_INITIALIZER;
   cfg.device = "host";
   cfg.backend = "host";

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "core/config.h"
+#include "core/settings.h"
 #include "core/datatype.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -27,7 +28,19 @@ using test::EnvGuard;
 
 // ---- config registry ----
 
-TEST(Config, EveryVariableIsDeclaredOnceWithTypeDefaultAndHelp) {
+// The value a spec's own type reads (throws as the typed handles do).
+std::string readAsTyped(const VarSpec& v) {
+  switch (v.type) {
+    case VarType::kString: return StringSetting(v.name).get();
+    case VarType::kInt: return std::to_string(IntSetting(v.name).get());
+    case VarType::kBytes: return std::to_string(BytesSetting(v.name).get());
+    case VarType::kBool: return BoolSetting(v.name).get() ? "1" : "0";
+    case VarType::kChoice: return ChoiceSetting(v.name).get();
+  }
+  return "";
+}
+
+TEST(Config, EveryVariableIsDeclaredOnceWithTypeDefaultAllowedValuesAndHelp) {
   std::set<std::string> names;
   for (const VarSpec& v : config().vars()) {
     ASSERT_NE(v.name, nullptr);
@@ -36,81 +49,122 @@ TEST(Config, EveryVariableIsDeclaredOnceWithTypeDefaultAndHelp) {
     ASSERT_NE(v.defaultValue, nullptr) << v.name;
     ASSERT_NE(v.help, nullptr) << v.name;
     EXPECT_GT(strlen(v.help), 0u) << v.name;
-    // Every default parses as its own type.
-    EnvGuard unset(v.name, nullptr);
-    if (v.type == VarType::kInt) { EXPECT_NO_THROW(config().getInt(v.name)) << v.name; }
-    if (v.type == VarType::kBytes) { EXPECT_NO_THROW(config().getBytes(v.name)) << v.name; }
+    if (v.type == VarType::kInt || v.type == VarType::kBytes) {
+      EXPECT_LT(v.min, v.max) << v.name << ": no range";
+    }
+    if (v.type == VarType::kChoice) {
+      EXPECT_NE(v.choices, nullptr) << v.name;
+    }
+    // Every default is allowed by its own entry.
+    EnvGuard unset(v.name, nullptr), noFallback(v.fallback ? v.fallback : "HETCCL_UNUSED_FALLBACK", nullptr);
+    EXPECT_NO_THROW(readAsTyped(v)) << v.name;
   }
-  for (const char* n : {"HETCCL_DEBUG", "HETCCL_TIMEOUT_S", "HETCCL_TRANSPORT", "HETCCL_GROUP", "HETCCL_GROUP_MAP",
-                        "HETCCL_BUFFSIZE", "HETCCL_SOCKET_IFNAME"})
-    EXPECT_TRUE(names.count(n)) << n;
+}
+
+// Each handle of settings.h names an entry of the table of its own type.
+TEST(Config, EveryHandleReadsItsEntry) {
+  using namespace settings;
+  for (const StringSetting& s : {kDebugSubsys, kCommId, kJobSecret, kSocketIfname, kGroup, kGroupMap, kCudaLib,
+                                 kHipLib, kNcclLib, kRcclLib, kUcxLib, kKernelsLib})
+    EXPECT_NO_THROW(s.get()) << s.name;
+  for (const IntSetting& s : {kTimeoutS, kHostThreads, kSpinUs}) EXPECT_NO_THROW(s.get()) << s.name;
+  for (const BytesSetting& s : {kBuffSize, kShmSlotBytes, kShmMax, kSocketBuffer, kUcxRmaMin, kChunkBytes,
+                                kSmallBytes, kGpuDirectMin, kStagingMax})
+    EXPECT_NO_THROW(s.get()) << s.name;
+  for (const BoolSetting& s : {kShmCma, kCheckMismatch, kPlanFolds}) EXPECT_NO_THROW(s.get()) << s.name;
+  for (const ChoiceSetting& s : {kDebug, settings::kDevice, settings::kBackend, settings::kTransport, kGpuDirect})
+    EXPECT_NO_THROW(s.get()) << s.name;
+  EXPECT_HETCCL_ERROR(IntSetting("HETCCL_TRANSPORT").get(), hetcclInternalError, "wrong type");
 }
 
 TEST(Config, DefaultsWhenUnset) {
   EnvGuard a("HETCCL_TIMEOUT_S", nullptr), b("HETCCL_BUFFSIZE", nullptr), c("HETCCL_TRANSPORT", nullptr),
       d("HETCCL_DEBUG_SUBSYS", nullptr);
-  EXPECT_EQ(config().getInt("HETCCL_TIMEOUT_S"), 300);
-  EXPECT_EQ(config().getBytes("HETCCL_BUFFSIZE"), 4u << 20);
-  EXPECT_EQ(config().getString("HETCCL_TRANSPORT"), "auto");
-  EXPECT_EQ(config().getString("HETCCL_DEBUG_SUBSYS"), "ALL");
-  EXPECT_FALSE(config().isSet("HETCCL_TIMEOUT_S"));
+  EXPECT_EQ(settings::kTimeoutS.get(), 300);
+  EXPECT_EQ(settings::kBuffSize.get(), 4u << 20);
+  EXPECT_EQ(settings::kTransport.get(), "auto");
+  EXPECT_EQ(settings::kDebugSubsys.get(), "ALL");
+  EXPECT_FALSE(settings::kTimeoutS.isSet());
 }
 
 TEST(Config, EnvironmentOverridesDefault) {
-  EnvGuard a("HETCCL_TIMEOUT_S", "17"), b("HETCCL_BUFFSIZE", "3M"), c("HETCCL_TRANSPORT", "tcp");
-  EXPECT_EQ(config().getInt("HETCCL_TIMEOUT_S"), 17);
-  EXPECT_EQ(config().getBytes("HETCCL_BUFFSIZE"), 3u << 20);
-  EXPECT_EQ(config().getString("HETCCL_TRANSPORT"), "tcp");
-  EXPECT_TRUE(config().isSet("HETCCL_TIMEOUT_S"));
+  EnvGuard a("HETCCL_TIMEOUT_S", "17"), b("HETCCL_BUFFSIZE", "3M"), c("HETCCL_TRANSPORT", "TCP");
+  EXPECT_EQ(settings::kTimeoutS.get(), 17);
+  EXPECT_EQ(settings::kBuffSize.get(), 3u << 20);
+  EXPECT_EQ(settings::kTransport.get(), "tcp") << "choices match in any case, read as the table spells them";
+  EXPECT_TRUE(settings::kTimeoutS.isSet());
 }
 
 TEST(Config, EmptyValueCountsAsUnset) {
   EnvGuard a("HETCCL_TIMEOUT_S", "");
-  EXPECT_FALSE(config().isSet("HETCCL_TIMEOUT_S"));
-  EXPECT_EQ(config().getInt("HETCCL_TIMEOUT_S"), 300);
+  EXPECT_FALSE(settings::kTimeoutS.isSet());
+  EXPECT_EQ(settings::kTimeoutS.get(), 300);
 }
 
 TEST(Config, NcclDebugIsTheFallbackOfHetcclDebug) {
   EnvGuard a("HETCCL_DEBUG", nullptr), b("NCCL_DEBUG", "INFO");
-  EXPECT_EQ(config().getString("HETCCL_DEBUG"), "INFO");
-  EXPECT_TRUE(config().isSet("HETCCL_DEBUG"));
+  EXPECT_EQ(settings::kDebug.get(), "INFO");
+  EXPECT_TRUE(settings::kDebug.isSet());
   {
     EnvGuard c("HETCCL_DEBUG", "TRACE");  // the hetccl name wins
-    EXPECT_EQ(config().getString("HETCCL_DEBUG"), "TRACE");
+    EXPECT_EQ(settings::kDebug.get(), "TRACE");
   }
   EnvGuard d("NCCL_DEBUG", nullptr);
-  EXPECT_EQ(config().getString("HETCCL_DEBUG"), "");
-  EXPECT_FALSE(config().isSet("HETCCL_DEBUG"));
+  EXPECT_EQ(settings::kDebug.get(), "");
+  EXPECT_FALSE(settings::kDebug.isSet());
 }
 
 TEST(Config, FallbackIsOnlyForDeclaredPairs) {
   // NCCL_TIMEOUT_S is no fallback of anything: it must not leak in.
   EnvGuard a("HETCCL_TIMEOUT_S", nullptr), b("NCCL_TIMEOUT_S", "5");
-  EXPECT_EQ(config().getInt("HETCCL_TIMEOUT_S"), 300);
+  EXPECT_EQ(settings::kTimeoutS.get(), 300);
 }
 
-TEST(Config, BadIntegerInEnvironmentIsInvalidArgument) {
-  EnvGuard a("HETCCL_TIMEOUT_S", "12x");
-  EXPECT_HETCCL_ERROR(config().getInt("HETCCL_TIMEOUT_S"), hetcclInvalidArgument, "HETCCL_TIMEOUT_S");
+// What the table does not allow is refused, naming the variable, the value
+// and what is allowed: nothing is clamped in silence.
+TEST(Config, ValuesOutsideTheTableAreRefusedNamingWhatIsAllowed) {
+  struct Bad {
+    const char* name;
+    const char* value;
+    const char* says;
+  } bad[] = {{"HETCCL_TIMEOUT_S", "12x", "an integer from 1 to 31536000"},
+             {"HETCCL_TIMEOUT_S", "10000000000", "an integer from 1 to 31536000"},
+             {"HETCCL_TIMEOUT_S", "0", "an integer from 1 to 31536000"},
+             {"HETCCL_SHM_SLOT_BYTES", "1", "a size from 4096"},
+             {"HETCCL_SHM_SLOT_BYTES", "1G", "a size from 4096"},
+             {"HETCCL_HOST_THREADS", "1000", "an integer from 0 to 64"},
+             {"HETCCL_BUFFSIZE", "5G", "a size from 4096"},
+             {"HETCCL_TRANSPORT", "infiniband", "one of auto, shm, tcp, ucx"},
+             {"HETCCL_DEVICE", "gpu", "one of host, cuda, hip"},
+             {"HETCCL_GPU_DIRECT", "yes", "one of auto, 0, 1"},
+             {"HETCCL_SHM_CMA", "maybe", "1 or 0"}};
+  for (const Bad& b : bad) {
+    EnvGuard e(b.name, b.value);
+    const VarSpec& v = config().spec(b.name);
+    auto err = test::catchError([&] { readAsTyped(v); });
+    ASSERT_TRUE(err.has_value()) << b.name << "=" << b.value << " was accepted";
+    EXPECT_EQ(err->code(), hetcclInvalidArgument);
+    std::string m = err->what();
+    EXPECT_NE(m.find(b.name), std::string::npos) << m;
+    EXPECT_NE(m.find(std::string("'") + b.value + "'"), std::string::npos) << m;
+    EXPECT_NE(m.find(b.says), std::string::npos) << m;
+  }
 }
 
-TEST(Config, GetBoolSpellings) {
-  // HETCCL_GROUP is a string setting; getBool reads any value.
-  for (const char* f : {"0", "false", "FALSE", "no", "No"}) {
-    EnvGuard a("HETCCL_GROUP", f);
-    EXPECT_FALSE(config().getBool("HETCCL_GROUP")) << f;
+TEST(Config, BoolSpellings) {
+  for (const char* f : {"0", "false", "FALSE", "no", "No", "off"}) {
+    EnvGuard a("HETCCL_SHM_CMA", f);
+    EXPECT_FALSE(settings::kShmCma.get()) << f;
   }
-  for (const char* t : {"1", "yes", "true", "on"}) {
-    EnvGuard a("HETCCL_GROUP", t);
-    EXPECT_TRUE(config().getBool("HETCCL_GROUP")) << t;
+  for (const char* t : {"1", "yes", "true", "on", "ON"}) {
+    EnvGuard a("HETCCL_SHM_CMA", t);
+    EXPECT_TRUE(settings::kShmCma.get()) << t;
   }
-  EnvGuard a("HETCCL_GROUP", nullptr);
-  EXPECT_FALSE(config().getBool("HETCCL_GROUP"));  // default ""
 }
 
 TEST(Config, UnknownNameIsInternalError) {
-  EXPECT_HETCCL_ERROR(config().getString("HETCCL_NO_SUCH_THING"), hetcclInternalError, "HETCCL_NO_SUCH_THING");
-  EXPECT_HETCCL_ERROR(config().getInt("NOT_DECLARED"), hetcclInternalError, "NOT_DECLARED");
+  EXPECT_HETCCL_ERROR(StringSetting("HETCCL_NO_SUCH_THING").get(), hetcclInternalError, "HETCCL_NO_SUCH_THING");
+  EXPECT_HETCCL_ERROR(IntSetting("NOT_DECLARED").get(), hetcclInternalError, "NOT_DECLARED");
   EXPECT_HETCCL_ERROR(config().isSet("HETCCL_DEBUGX"), hetcclInternalError, "HETCCL_DEBUGX");
 }
 
@@ -135,7 +189,7 @@ TEST(ParseBytes, GarbageIsInvalidArgumentNamingTheSetting) {
     EXPECT_HETCCL_ERROR(parseBytes(bad, "HETCCL_BUFFSIZE"), hetcclInvalidArgument, "HETCCL_BUFFSIZE");
   }
   EnvGuard a("HETCCL_BUFFSIZE", "lots");
-  EXPECT_HETCCL_ERROR(config().getBytes("HETCCL_BUFFSIZE"), hetcclInvalidArgument, "lots");
+  EXPECT_HETCCL_ERROR(settings::kBuffSize.get(), hetcclInvalidArgument, "lots");
 }
 
 // A suffix alone, or a sign hidden behind blanks, is no size either.
@@ -258,7 +312,8 @@ TEST_F(Log, SilentWhenUnset) {
 }
 
 TEST_F(Log, LevelsAreCumulative) {
-  const std::pair<const char*, int> levels[] = {{"WARN", 1}, {"info", 2}, {"TRACE", 3}, {"bogus", 0}};
+  // A level the registry refuses logs warnings (and says why once on stderr).
+  const std::pair<const char*, int> levels[] = {{"WARN", 1}, {"info", 2}, {"TRACE", 3}, {"bogus", 1}};
   for (auto [spec, level] : levels) {
     setenv("HETCCL_DEBUG", spec, 1);
     logReset();

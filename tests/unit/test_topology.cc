@@ -67,22 +67,34 @@ TEST(GroupMap, MalformedItemFailsEvenForRanksNamedBeforeIt) {
   EXPECT_HETCCL_ERROR(groupFromMap("0-1:a,2-3:b,4-x:c", 2), hetcclInvalidArgument, "HETCCL_GROUP_MAP");
 }
 
+// Every rank can tell on its own that a map leaves ranks out, names too
+// many or names one twice: it fails at once, naming the map.
+TEST(GroupMap, MapMustNameEveryRankOnce) {
+  EXPECT_NO_THROW(checkMapCovers("0-1:a,2-3:b", 4));
+  EXPECT_HETCCL_ERROR(checkMapCovers("0:a", 4), hetcclInvalidArgument, "does not name ranks 1,2,3 of 4");
+  EXPECT_HETCCL_ERROR(checkMapCovers("0:a", 4), hetcclInvalidArgument, "'0:a'");
+  EXPECT_HETCCL_ERROR(checkMapCovers("0-7:a", 4), hetcclInvalidArgument, "names rank 7");
+  EXPECT_HETCCL_ERROR(groupFromMap("0-1:a,1-3:b", 0), hetcclInvalidArgument, "both name rank 1");
+  EnvGuard m("HETCCL_GROUP_MAP", "0:a"), g("HETCCL_GROUP", nullptr);
+  EXPECT_HETCCL_ERROR(resolveGroupName(0, 4, "host", nullptr), hetcclInvalidArgument, "HETCCL_GROUP_MAP '0:a'");
+}
+
 TEST(GroupName, Precedence) {
   EnvGuard a("HETCCL_GROUP", "fromenv"), b("HETCCL_GROUP_MAP", "0:mapped0,1:mapped1");
-  EXPECT_EQ(resolveGroupName(1, "host", "fromconfig"), "fromconfig");
-  EXPECT_EQ(resolveGroupName(1, "host", nullptr), "fromenv");
-  EXPECT_EQ(resolveGroupName(1, "host", ""), "fromenv");
+  EXPECT_EQ(resolveGroupName(1, 2, "host", "fromconfig"), "fromconfig");
+  EXPECT_EQ(resolveGroupName(1, 2, "host", nullptr), "fromenv");
+  EXPECT_EQ(resolveGroupName(1, 2, "host", ""), "fromenv");
   {
     EnvGuard c("HETCCL_GROUP", nullptr);
-    EXPECT_EQ(resolveGroupName(1, "host", nullptr), "mapped1");
-    EXPECT_EQ(resolveGroupName(0, "cuda", nullptr), "mapped0");
-    EXPECT_HETCCL_ERROR(resolveGroupName(2, "host", nullptr), hetcclInvalidArgument, "rank 2");
+    EXPECT_EQ(resolveGroupName(1, 2, "host", nullptr), "mapped1");
+    EXPECT_EQ(resolveGroupName(0, 2, "cuda", nullptr), "mapped0");
+    EXPECT_HETCCL_ERROR(resolveGroupName(2, 3, "host", nullptr), hetcclInvalidArgument, "rank 2");
     EnvGuard d("HETCCL_GROUP_MAP", nullptr);
-    EXPECT_EQ(resolveGroupName(1, "cuda", nullptr), "cuda");
-    EXPECT_EQ(resolveGroupName(1, "host", nullptr), "host");
+    EXPECT_EQ(resolveGroupName(1, 2, "cuda", nullptr), "cuda");
+    EXPECT_EQ(resolveGroupName(1, 2, "host", nullptr), "host");
   }
-  EXPECT_HETCCL_ERROR(resolveGroupName(0, "host", std::string(32, 'n').c_str()), hetcclInvalidArgument, "31");
-  EXPECT_EQ(resolveGroupName(0, "host", std::string(31, 'n').c_str()), std::string(31, 'n'));
+  EXPECT_HETCCL_ERROR(resolveGroupName(0, 2, "host", std::string(32, 'n').c_str()), hetcclInvalidArgument, "31");
+  EXPECT_EQ(resolveGroupName(0, 2, "host", std::string(31, 'n').c_str()), std::string(31, 'n'));
 }
 
 // ---- topology ----

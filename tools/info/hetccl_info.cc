@@ -20,6 +20,7 @@ const char* typeName(hetccl::VarType t) {
     case hetccl::VarType::kInt: return "int";
     case hetccl::VarType::kBytes: return "bytes";
     case hetccl::VarType::kBool: return "bool";
+    case hetccl::VarType::kChoice: return "choice";
   }
   return "?";
 }
@@ -28,11 +29,11 @@ void printRegistry() {
   const hetccl::Config& c = hetccl::config();
   printf("# settings (environment variables)\n");
   for (const auto& v : c.vars()) {
-    std::string value = c.getString(v.name);
+    std::string value = c.raw(v.name);
     const char* source = c.isSet(v.name) ? "env" : "default";
-    printf("%-22s = %-10s [%s, %s; default '%s'%s%s]\n    %s\n", v.name, value.empty() ? "''" : value.c_str(),
-           typeName(v.type), source, v.defaultValue, v.fallback ? "; also read: " : "", v.fallback ? v.fallback : "",
-           v.help);
+    printf("%-22s = %-10s [%s, %s; default '%s'%s%s]\n    %s\n    allowed: %s\n", v.name,
+           value.empty() ? "''" : value.c_str(), typeName(v.type), source, v.defaultValue,
+           v.fallback ? "; also read: " : "", v.fallback ? v.fallback : "", v.help, c.allowed(v).c_str());
   }
 }
 

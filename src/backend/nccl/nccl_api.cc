@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "backend/nccl/self_bind.h"
-#include "core/config.h"
+#include "core/settings.h"
 #include "core/error.h"
 #include "core/log.h"
 
@@ -20,13 +20,14 @@ namespace {
 
 struct Flavor {
   const char* lib;     // "NCCL"
-  const char* envVar;  // "HETCCL_NCCL_LIB"
+  StringSetting setting;  // HETCCL_NCCL_LIB
+  const char* envVar;     // its name
   const char* soname;  // what to point the variable at
 };
 
 Flavor flavorOf(const std::string& flavor) {
-  if (flavor == "nccl") return {"NCCL", "HETCCL_NCCL_LIB", "libnccl.so.2"};
-  if (flavor == "rccl") return {"RCCL", "HETCCL_RCCL_LIB", "librccl.so.1"};
+  if (flavor == "nccl") return {"NCCL", settings::kNcclLib, settings::kNcclLib.name, "libnccl.so.2"};
+  if (flavor == "rccl") return {"RCCL", settings::kRcclLib, settings::kRcclLib.name, "librccl.so.1"};
   throwError(hetcclInternalError, "NCCL-ABI flavor '" + flavor + "' is neither nccl nor rccl");
 }
 
@@ -243,7 +244,7 @@ const NcclApi& loadNcclApiFromPath(const std::string& path, const std::string& f
 
 const NcclApi& loadNcclApi(const std::string& flavor) {
   const Flavor f = flavorOf(flavor);
-  std::string explicitPath = config().getString(f.envVar);
+  std::string explicitPath = f.setting.get();
   if (!explicitPath.empty()) return loadFromPath(explicitPath, flavor, std::string(" (") + f.envVar + ")");
   std::lock_guard<std::mutex> lock(cacheMutex());
   std::string tried;

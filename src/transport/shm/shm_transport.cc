@@ -20,11 +20,12 @@
 #include "algorithm/host_reduce.h"
 #include "bootstrap/auth.h"
 #include "bootstrap/bootstrap.h"
-#include "core/config.h"
+#include "core/settings.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/workers.h"
 #include "transport/progress.h"
+#include "transport/shm/shm_segment.h"
 
 namespace hetccl {
 
@@ -60,17 +61,11 @@ struct alignas(64) ShmRing {
 namespace {
 
 constexpr uint64_t kMagic = 0x48544c4353484d31ull;  // "HTLCSHM1"
-constexpr size_t kInboxHeader = 256;
-constexpr size_t kRingHeader = 128;
+constexpr size_t kInboxHeader = kShmInboxHeader;
+constexpr size_t kRingHeader = kShmRingHeader;
 constexpr size_t kCmaStagingBytes = 256 * 1024;  // per part, receive-reduce: stays in cache
 constexpr size_t kCmaMinPart = 512 << 10;         // smallest share of a message a helper thread takes
 static_assert(sizeof(ShmInbox) <= kInboxHeader && sizeof(ShmRing) <= kRingHeader, "layout");
-
-std::string segName(uint64_t jobId, int rank) {
-  char buf[64];
-  snprintf(buf, sizeof(buf), "/hetccl-%016llx-%d", static_cast<unsigned long long>(jobId), rank);
-  return buf;
-}
 
 int futexWait(std::atomic<uint32_t>* addr, uint32_t expect, int ms) {
   timespec ts{ms / 1000, (ms % 1000) * 1000000L};
@@ -86,17 +81,37 @@ inline size_t ringIndex(int sender, int receiver) { return sender < receiver ? s
 }  // namespace
 
 ShmTransport::ShmTransport(const TransportContext& ctx) : ctx_(ctx) {
-  slotBytes_ = std::max<size_t>(config().getBytes("HETCCL_SHM_SLOT_BYTES"), 4096);
-  slots_ = static_cast<uint32_t>(std::clamp<size_t>(ctx.buffBytes / slotBytes_, 2, 1024));
-  ringBytes_ = kRingHeader + static_cast<size_t>(slots_) * (sizeof(SlotHeader) + slotBytes_);
-  segBytes_ = kInboxHeader + static_cast<size_t>(std::max(ctx.nranks - 1, 1)) * ringBytes_;
-  spinUs_ = static_cast<int>(config().getInt("HETCCL_SPIN_US"));
+  const ShmGeometry geo = shmGeometry(ctx.nranks, ctx.buffBytes);
+  slotBytes_ = geo.slotBytes;
+  slots_ = geo.slots;
+  ringBytes_ = geo.ringBytes;
+  segBytes_ = geo.segBytes;
+  spinUs_ = static_cast<int>(settings::kSpinUs.get());
   oversubscribed_ = ctx.nranks > static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
   inbox_.assign(ctx.nranks, nullptr);
 
+  // Every rank must lay its rings out alike (same settings): their pids and
+  // geometry in one allgather.
+  struct Peer {
+    int32_t pid;
+    uint32_t slots;
+    uint64_t slotBytes;
+  };
+  std::vector<Peer> peers(ctx.nranks, Peer{});
+  peers[ctx.rank] = Peer{static_cast<int32_t>(getpid()), slots_, slotBytes_};
+  ctx.bootstrap->allGather(peers.data(), sizeof(Peer));
   pids_.assign(ctx.nranks, 0);
-  pids_[ctx.rank] = getpid();
-  ctx.bootstrap->allGather(pids_.data(), sizeof(int));
+  for (int r = 0; r < ctx.nranks; ++r) {
+    pids_[r] = peers[r].pid;
+    if (peers[r].slots != slots_ || peers[r].slotBytes != slotBytes_)
+      throwError(hetcclInvalidUsage, "shm: rank " + std::to_string(r) + " lays its rings out as " +
+                                         std::to_string(peers[r].slots) + " slots of " +
+                                         std::to_string(peers[r].slotBytes) + " bytes but rank " +
+                                         std::to_string(ctx.rank) + " as " + std::to_string(slots_) + " of " +
+                                         std::to_string(slotBytes_) + " (HETCCL_BUFFSIZE, HETCCL_SHM_SLOT_BYTES "
+                                         "and HETCCL_SHM_MAX must agree)");
+  }
+  if (ctx.rank == 0) removeStaleShmSegments();
 
   // Segment names: the job id plus a nonce of rank 0's, so two runs of one
   // job configuration never meet.
@@ -104,15 +119,8 @@ ShmTransport::ShmTransport(const TransportContext& ctx) : ctx_(ctx) {
   randomBytes(&nonce[ctx.rank], sizeof(uint64_t));
   ctx.bootstrap->allGather(nonce.data(), sizeof(uint64_t));
   uint64_t jobId = ctx.bootstrap->id().jobId ^ nonce[0];
-  std::string mine = segName(jobId, ctx.rank);
-  int fd = shm_open(mine.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-  if (fd < 0) throwSystemError("shm_open " + mine, errno);
-  if (ftruncate(fd, static_cast<off_t>(segBytes_)) != 0) {
-    int e = errno;
-    close(fd);
-    shm_unlink(mine.c_str());
-    throwSystemError("ftruncate " + mine + " to " + std::to_string(segBytes_) + " bytes (is /dev/shm full?)", e);
-  }
+  std::string mine = shmSegmentName(pids_[ctx.rank], jobId, ctx.rank);
+  int fd = createShmSegment(mine, segBytes_);
   // Populated now: first touches of ring pages would otherwise cost
   // milliseconds inside the first collectives.
   void* p = mmap(nullptr, segBytes_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
@@ -132,7 +140,7 @@ ShmTransport::ShmTransport(const TransportContext& ctx) : ctx_(ctx) {
   try {
     ctx.bootstrap->barrier();
     for (int peer : ctx.peers) {
-      std::string name = segName(jobId, peer);
+      std::string name = shmSegmentName(pids_[peer], jobId, peer);
       int pfd = shm_open(name.c_str(), O_RDWR, 0600);
       if (pfd < 0) throwSystemError("shm_open " + name + " (rank " + std::to_string(peer) + " on another host?)", errno);
       void* q = mmap(nullptr, segBytes_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, pfd, 0);
@@ -163,7 +171,7 @@ void ShmTransport::probeCma() {
   addr[ctx_.rank] = reinterpret_cast<uint64_t>(&probe);
   ctx_.bootstrap->allGather(addr.data(), sizeof(uint64_t));
   std::vector<uint8_t> ok(ctx_.nranks, 0);
-  ok[ctx_.rank] = config().getBool("HETCCL_SHM_CMA") ? 1 : 0;
+  ok[ctx_.rank] = settings::kShmCma.get() ? 1 : 0;
   for (int peer : ctx_.peers) {
     uint64_t got = 0;
     iovec local{&got, sizeof(got)}, remote{reinterpret_cast<void*>(addr[peer]), sizeof(got)};
@@ -185,9 +193,18 @@ void ShmTransport::cmaReadRange(const Xfer& x, uint64_t addr, size_t lo, size_t 
     uint8_t* into = reduce ? staging : dst + off;
     iovec local{into, n}, remote{reinterpret_cast<void*>(addr + off), n};
     ssize_t r = process_vm_readv(pids_[x.peer], &local, 1, &remote, 1, 0);
-    if (r <= 0)
-      throwError(hetcclRemoteError, "shm: reading rank " + std::to_string(x.peer) + "'s memory in " + x.tag.describe() +
-                                        " failed: " + strerror(errno) + " (did it exit?)");
+    if (r <= 0) {
+      const int e = errno;
+      if (!processAlive(pids_[x.peer]))
+        throwError(hetcclRemoteError, "shm: rank " + std::to_string(x.peer) + " (pid " +
+                                          std::to_string(pids_[x.peer]) + ") exited during " + x.tag.describe());
+      if (e == EFAULT)
+        throwError(hetcclInvalidArgument, "shm: rank " + std::to_string(x.peer) + "'s buffer (or this rank's) ends "
+                                              "before the " + std::to_string(x.bytes) + " bytes that " +
+                                              x.tag.describe() + " moves: is a count larger than its buffer?");
+      throwError(hetcclRemoteError, "shm: reading rank " + std::to_string(x.peer) + "'s memory in " +
+                                        x.tag.describe() + " failed: " + strerror(e));
+    }
     size_t got = static_cast<size_t>(r) / es * es;
     if (reduce) reduceArrays(dst + off, x.operand(off), into, got / es, x.dtype, x.redKind);
     off += got;
@@ -396,8 +413,8 @@ void ShmTransport::progress(std::span<Xfer> xfers, std::vector<std::pair<Xfer, u
       spinStart = std::chrono::steady_clock::now();
       continue;
     }
+    checkNotPoisoned(waiting);  // a peer's own failure names the cause better than our timeout
     watch.check(*waiting);
-    checkNotPoisoned(waiting);
     auto spun = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - spinStart);
     if (spun.count() < spinUs_) {
       // With more ranks than cores, hand the core to a peer that may be

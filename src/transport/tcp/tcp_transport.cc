@@ -12,7 +12,7 @@
 #include "algorithm/host_reduce.h"
 #include "bootstrap/auth.h"
 #include "bootstrap/bootstrap.h"
-#include "core/config.h"
+#include "core/settings.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "transport/progress.h"
@@ -37,7 +37,7 @@ TcpTransport::TcpTransport(const TransportContext& ctx) : ctx_(ctx) {
   ctx.bootstrap->allGather(addrs.data(), sizeof(AddrBlock));
 
   const IdContents& id = ctx.bootstrap->id();
-  size_t sockBuf = config().getBytes("HETCCL_SOCKET_BUFFER");
+  size_t sockBuf = settings::kSocketBuffer.get();
   auto setup = [&](Socket& s, int peer) {
     s.setNoDelay();
     s.setBuffers(sockBuf);

@@ -5,7 +5,7 @@
 #include <memory>
 #include <mutex>
 
-#include "core/config.h"
+#include "core/settings.h"
 #include "core/error.h"
 #include "core/log.h"
 
@@ -19,7 +19,7 @@ void bind(void* lib, F& f, const char* name, const std::string& path) {
 }
 
 std::unique_ptr<UcxApi> open() {
-  std::string path = config().isSet("HETCCL_UCX_LIB") ? config().getString("HETCCL_UCX_LIB") : "libucp.so.0";
+  std::string path = settings::kUcxLib.get();
   void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     const char* e = dlerror();

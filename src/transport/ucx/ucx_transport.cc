@@ -11,7 +11,7 @@
 
 #include "algorithm/host_reduce.h"
 #include "bootstrap/bootstrap.h"
-#include "core/config.h"
+#include "core/settings.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "topology/peer.h"
@@ -116,7 +116,7 @@ UcxTransport::UcxTransport(const TransportContext& ctx)
     uint64_t rmaMin;
   };
   std::vector<Who> who(ctx.nranks);
-  rmaMin_ = config().getBytes("HETCCL_UCX_RMA_MIN");
+  rmaMin_ = settings::kUcxRmaMin.get();
   who[ctx.rank] = {localHostHash(), static_cast<int64_t>(getpid()), rmaMin_};
   ctx.bootstrap->allGather(who.data(), sizeof(Who));
   for (int r = 0; r < ctx.nranks; ++r)

@@ -1,0 +1,51 @@
+// The typed handle of every HETCCL_* setting (config.h says how they read;
+// settings_table.cc holds each one's type, default, allowed values and
+// meaning). tests/unit checks that the handles and the table name the same
+// variables with the same types.
+#pragma once
+
+#include "core/config.h"
+
+namespace hetccl::settings {
+
+// Logging
+inline constexpr ChoiceSetting kDebug{"HETCCL_DEBUG"};
+inline constexpr StringSetting kDebugSubsys{"HETCCL_DEBUG_SUBSYS"};
+// Bootstrap and rendezvous
+inline constexpr IntSetting kTimeoutS{"HETCCL_TIMEOUT_S"};
+inline constexpr StringSetting kCommId{"HETCCL_COMM_ID"};
+inline constexpr StringSetting kJobSecret{"HETCCL_JOB_SECRET"};
+inline constexpr StringSetting kSocketIfname{"HETCCL_SOCKET_IFNAME"};
+// Topology
+inline constexpr StringSetting kGroup{"HETCCL_GROUP"};
+inline constexpr StringSetting kGroupMap{"HETCCL_GROUP_MAP"};
+inline constexpr ChoiceSetting kDevice{"HETCCL_DEVICE"};
+inline constexpr ChoiceSetting kBackend{"HETCCL_BACKEND"};
+// Transports
+inline constexpr ChoiceSetting kTransport{"HETCCL_TRANSPORT"};
+inline constexpr BytesSetting kBuffSize{"HETCCL_BUFFSIZE"};
+inline constexpr BytesSetting kShmSlotBytes{"HETCCL_SHM_SLOT_BYTES"};
+inline constexpr BytesSetting kShmMax{"HETCCL_SHM_MAX"};
+inline constexpr BoolSetting kShmCma{"HETCCL_SHM_CMA"};
+inline constexpr IntSetting kHostThreads{"HETCCL_HOST_THREADS"};
+inline constexpr IntSetting kSpinUs{"HETCCL_SPIN_US"};
+inline constexpr BytesSetting kSocketBuffer{"HETCCL_SOCKET_BUFFER"};
+inline constexpr BytesSetting kUcxRmaMin{"HETCCL_UCX_RMA_MIN"};
+// Algorithms
+inline constexpr BytesSetting kChunkBytes{"HETCCL_CHUNK_BYTES"};
+inline constexpr BytesSetting kSmallBytes{"HETCCL_SMALL_BYTES"};
+inline constexpr BoolSetting kCheckMismatch{"HETCCL_CHECK_MISMATCH"};
+inline constexpr BoolSetting kPlanFolds{"HETCCL_PLAN_FOLDS"};
+// GPU ranks
+inline constexpr ChoiceSetting kGpuDirect{"HETCCL_GPU_DIRECT"};
+inline constexpr BytesSetting kGpuDirectMin{"HETCCL_GPU_DIRECT_MIN"};
+inline constexpr BytesSetting kStagingMax{"HETCCL_STAGING_MAX"};
+// Libraries loaded at run time
+inline constexpr StringSetting kCudaLib{"HETCCL_CUDA_LIB"};
+inline constexpr StringSetting kHipLib{"HETCCL_HIP_LIB"};
+inline constexpr StringSetting kNcclLib{"HETCCL_NCCL_LIB"};
+inline constexpr StringSetting kRcclLib{"HETCCL_RCCL_LIB"};
+inline constexpr StringSetting kUcxLib{"HETCCL_UCX_LIB"};
+inline constexpr StringSetting kKernelsLib{"HETCCL_KERNELS_LIB"};
+
+}  // namespace hetccl::settings

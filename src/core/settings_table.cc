@@ -1,0 +1,100 @@
+// Every HETCCL_* setting: type, default, fallback, meaning, allowed values.
+// The handles in settings.h name these entries; hetccl-info prints them.
+#include "core/config.h"
+
+namespace hetccl {
+
+// Never destroyed: a detached rendezvous thread may still log (and so read
+// settings) while the process exits.
+const std::vector<VarSpec>& settingsTable() {
+  constexpr int64_t kTiB = int64_t{1} << 40;
+  static const auto* vars = new std::vector<VarSpec>{
+    {"HETCCL_DEBUG", VarType::kChoice, "", "NCCL_DEBUG", "log level: WARN, INFO or TRACE (unset: silent; NCCL_DEBUG=VERSION counts as WARN)", 0, 0,
+     "|WARN|INFO|TRACE|VERSION"},
+    {"HETCCL_DEBUG_SUBSYS", VarType::kString, "ALL", nullptr,
+     "subsystems to log: comma list of INIT,BOOTSTRAP,TOPO,TRANSPORT,BACKEND,COLL,DEVICE; ^ negates"},
+    {"HETCCL_TIMEOUT_S", VarType::kInt, "300", nullptr,
+     "seconds a wait may go without progress before it fails with a remote error naming the peer", 1, 31536000},
+    {"HETCCL_TRANSPORT", VarType::kChoice, "auto", nullptr,
+     "border and host-group transport: auto (one host: shm; else ucx where every rank has UCX and an RDMA device, "
+     "else tcp), shm, tcp, ucx", 0, 0, "auto|shm|tcp|ucx"},
+    {"HETCCL_GROUP", VarType::kString, "", nullptr,
+     "this rank's group name (default: its device kind: host, cuda, hip)"},
+    {"HETCCL_GROUP_MAP", VarType::kString, "", nullptr,
+     "group names by global rank, e.g. 0-1:a,2-3:b, naming every rank once; for launchers that give every rank "
+     "one environment (every rank must see the same map)"},
+    {"HETCCL_COMM_ID", VarType::kString, "", nullptr,
+     "host:port of the rendezvous root for hetcclCommInitFromEnv (default MASTER_ADDR:MASTER_PORT+1)"},
+    {"HETCCL_JOB_SECRET", VarType::kString, "", nullptr,
+     "job secret for hetcclCommInitFromEnv; unset: derived from the launcher's job id (weak)"},
+    {"HETCCL_SOCKET_IFNAME", VarType::kString, "", "NCCL_SOCKET_IFNAME",
+     "network interface (prefix) whose address the TCP listeners use; default: the host name's address"},
+    {"HETCCL_BUFFSIZE", VarType::kBytes, "4M", nullptr,
+     "staging memory per communicator per peer connection (TCP receive staging; the shm ring size, which "
+     "HETCCL_SHM_MAX bounds)", 4096, int64_t{1} << 30},
+    {"HETCCL_SHM_SLOT_BYTES", VarType::kBytes, "256K", nullptr,
+     "shm ring slot size; HETCCL_BUFFSIZE/slot = slots (2 to 1024)", 4096, int64_t{64} << 20},
+    {"HETCCL_SHM_MAX", VarType::kBytes, "1G", nullptr,
+     "most shared memory one communicator's shm rings take on one host, all its ranks there together: "
+     "n x (n - 1) rings for n ranks on the host. Rings are HETCCL_BUFFSIZE each; where that is unset and they would "
+     "not fit, smaller (down to 2 slots); init fails naming this setting where even those do not fit or where an "
+     "explicit HETCCL_BUFFSIZE does not", int64_t{1} << 20, kTiB},
+    {"HETCCL_SHM_CMA", VarType::kBool, "1", nullptr,
+     "shm: read messages larger than a slot straight from the sender's memory (process_vm_readv) when permitted"},
+    {"HETCCL_HOST_THREADS", VarType::kInt, "0", nullptr,
+     "threads a rank uses to read and fold large messages of peers on its host (shm single-copy reads); "
+     "0: the usable cores divided by the ranks on this host, at most 8", 0, 64},
+    {"HETCCL_SPIN_US", VarType::kInt, "300", nullptr,
+     "microseconds a waiting rank spins before it sleeps on a futex or poll", 0, 1000000},
+    {"HETCCL_CHUNK_BYTES", VarType::kBytes, "0", nullptr,
+     "AllReduce across groups larger than this runs as chunks of this size, one after another (GPU ranks copy "
+     "chunk k+1 in and chunk k-1 out while chunk k crosses the border); 0: one piece (measured faster on one host); "
+     "every rank must set the same", 0, kTiB},
+    {"HETCCL_SMALL_BYTES", VarType::kBytes, "64K", nullptr,
+     "AllReduce below this size: group AllReduce plus one direct border exchange (latency plan)", 0, int64_t{1} << 30},
+    {"HETCCL_CHECK_MISMATCH", VarType::kBool, "0", nullptr,
+     "compare every collective call across all ranks before it runs (one small allgather per call); "
+     "border messages are always checked, and rooted calls check their ring neighbours"},
+    {"HETCCL_DEVICE", VarType::kChoice, "host", nullptr,
+     "this rank's device kind: host (CPU memory), cuda or hip (the calling thread's current GPU). Unset: host for "
+     "the C API and hetccl-perf; cuda for the NCCL drop-in (hip for librccl); hetccl_torch follows the device of "
+     "the process's tensors", 0, 0, "host|cuda|hip"},
+    {"HETCCL_BACKEND", VarType::kChoice, "", nullptr,
+     "group backend (default by device kind: host -> host, cuda -> nccl, hip -> rccl)", 0, 0, "|host|nccl|rccl"},
+    {"HETCCL_CUDA_LIB", VarType::kString, "", nullptr,
+     "path of the CUDA runtime to load (default: libcudart.so.13, .12, then libcudart.so)"},
+    {"HETCCL_HIP_LIB", VarType::kString, "", nullptr, "path of the HIP runtime to load (default: libamdhip64.so)"},
+    {"HETCCL_NCCL_LIB", VarType::kString, "", nullptr,
+     "path of the NCCL library the nccl backend loads (default: libnccl.so.2 from the loader's search path, "
+     "then /usr/local/cuda/lib64, then beside a loaded CUDA runtime)"},
+    {"HETCCL_RCCL_LIB", VarType::kString, "", nullptr, "path of the RCCL library the rccl backend loads"},
+    {"HETCCL_UCX_LIB", VarType::kString, "libucp.so.0", nullptr,
+     "path of UCX's libucp the ucx transport loads; UCX_TLS, UCX_NET_DEVICES pass through"},
+    {"HETCCL_UCX_RMA_MIN", VarType::kBytes, "0", nullptr,
+     "ucx transport: plain receives of this size and up take the payload by RMA put into their registered buffer "
+     "(0: never, tagged parts only; every rank must set the same)", 0, kTiB},
+    {"HETCCL_KERNELS_LIB", VarType::kString, "", nullptr,
+     "path of the device reduction kernels plugin (default: libhetccl-<kind>-kernels.so beside libhetccl)"},
+    {"HETCCL_GPU_DIRECT", VarType::kChoice, "auto", nullptr,
+     "GPU ranks' AllReduce, Broadcast and AllGather across groups: hand device memory straight to the transport "
+     "(the direct path; the calling thread waits for the call) where it reports that memory type (ucx built "
+     "with CUDA/ROCm) and the kernels plugin loads. auto: only where no group holds host memory and either all "
+     "ranks share a host and every group is of this rank's device kind, or a GPU peer-memory module (GPUDirect "
+     "RDMA) is loaded, for calls of HETCCL_GPU_DIRECT_MIN and "
+     "up; 1: every such call (init fails naming why it cannot); 0: always stage through pinned memory",
+     0, 0, "auto|0|1"},
+    {"HETCCL_GPU_DIRECT_MIN", VarType::kBytes, "16M", nullptr,
+     "HETCCL_GPU_DIRECT=auto: smallest call (AllReduce/Broadcast bytes, AllGather output bytes) that goes "
+     "direct; smaller ones stage", 0, kTiB},
+    {"HETCCL_PLAN_FOLDS", VarType::kBool, "0", nullptr,
+     "host ranks fold border data after receiving it whole, as GPU ranks on the direct path do, instead of in "
+     "the transport as it arrives (a test setting: it runs the direct path's plan on CPUs)"},
+    {"HETCCL_STAGING_MAX", VarType::kBytes, "2G", nullptr,
+     "GPU ranks: most pinned host memory one communicator keeps for staging border data", int64_t{1} << 20, kTiB},
+    {"HETCCL_SOCKET_BUFFER", VarType::kBytes, "4M", nullptr, "SO_SNDBUF/SO_RCVBUF of TCP transport sockets", 4096,
+     int64_t{1} << 30},
+  };
+  return *vars;
+}
+
+}  // namespace hetccl
