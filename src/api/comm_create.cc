@@ -86,6 +86,8 @@ void startLauncherRoot(const IdContents& id, bool weakSecret) {
 }
 
 hetcclResult_t startedResult(hetcclResult_t r, const hetcclComm* comm) {
+  // Inside a group the init waits for the group's end, which says so.
+  if (threadGroup().depth > 0) return r;
   return (r == hetcclSuccess && comm && !comm->options().blocking) ? hetcclInProgress : r;
 }
 
