@@ -522,6 +522,8 @@ TEST_F(DropIn, ForeignHandlesAndConfigsAreRefused) {
   EXPECT_NE(std::string(lastError(nullptr)).find("not a live communicator"), std::string::npos) << lastError(nullptr);
   // ... and the reverse: the vendor library refuses the drop-in's.
   EXPECT_EQ(stubAllReduce(&x, &x, 1, 7, 0, c, nullptr), 5);
+  auto stubDestroy = reinterpret_cast<int (*)(Comm)>(dlsym(stub, "ncclCommDestroy"));
+  EXPECT_EQ(stubDestroy(foreign), 0);
   // A config of a later NCCL: larger, another version; its head is read.
   struct {
     size_t size;

@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 
 #include "checks.h"
@@ -110,6 +111,49 @@ TEST_P(Torchrun, InitFromEnv) {
     r.progress("hetcclCommInitFromEnv");
     HC_ASSERT_OK(hetcclCommInitFromEnv(&r.comm, nullptr), nullptr);
     checkComm(r);
+  });
+}
+
+// The address of whatever listens on TCP `port` of this host (from
+// /proc/net/tcp), "" if nothing does.
+std::string listenerAddress(uint16_t port) {
+  FILE* f = fopen("/proc/net/tcp", "r");
+  if (!f) return "";
+  char line[512];
+  std::string found;
+  while (fgets(line, sizeof(line), f)) {
+    unsigned addr = 0, p = 0, state = 0;
+    if (sscanf(line, " %*d: %8X:%4X %*8X:%*4X %2X", &addr, &p, &state) == 3 && p == port && state == 0x0A) {
+      in_addr a{};
+      a.s_addr = addr;
+      found = inet_ntoa(a);
+    }
+  }
+  fclose(f);
+  return found;
+}
+
+// With MASTER_ADDR=127.0.0.1 the rendezvous root listens on loopback only,
+// not on every address (the job secret may be derived from launcher
+// variables anyone on the network could guess).
+TEST(Launchers, LoopbackMasterAddrKeepsTheRootOnLoopback) {
+  const uint16_t port = freePortPair();
+  ASSERT_NE(port, 0) << "no two adjacent free ports";
+  JobOptions opt;
+  opt.initComm = false;
+  runJob("a", opt, [&](Rank& r) {
+    setEnv("RANK", "0");
+    setEnv("WORLD_SIZE", "2");  // rank 1 never comes: the root keeps listening
+    setEnv("MASTER_ADDR", "127.0.0.1");
+    setEnv("MASTER_PORT", std::to_string(port));
+    hetcclConfig_t cfg = HETCCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;
+    EXPECT_EQ(hetcclCommInitFromEnv(&r.comm, &cfg), hetcclInProgress) << hetcclGetLastError(nullptr);
+    EXPECT_EQ(listenerAddress(static_cast<uint16_t>(port + 1)), "127.0.0.1");
+    if (r.comm) {
+      EXPECT_EQ(hetcclCommAbort(r.comm), hetcclSuccess);
+    }
+    r.comm = nullptr;
   });
 }
 

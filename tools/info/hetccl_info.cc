@@ -37,6 +37,22 @@ void printRegistry() {
   }
 }
 
+// The README's settings table, from the registry itself (a test checks
+// that the README carries exactly this).
+void printMarkdown() {
+  const hetccl::Config& c = hetccl::config();
+  printf("| variable | default | allowed | meaning |\n|---|---|---|---|\n");
+  for (const auto& v : c.vars()) {
+    std::string help = v.help;
+    for (size_t p = 0; (p = help.find('|', p)) != std::string::npos; p += 2) help.replace(p, 1, "\\|");
+    std::string allowed = c.allowed(v);
+    std::string dflt = *v.defaultValue ? std::string("`") + v.defaultValue + "`" : "(unset)";
+    printf("| `%s`%s | %s | %s | %s |\n", v.name,
+           v.fallback ? (std::string(" (else `") + v.fallback + "`)").c_str() : "", dflt.c_str(), allowed.c_str(),
+           help.c_str());
+  }
+}
+
 void printBuild() {
   int version = 0;
   hetcclGetVersion(&version);
@@ -92,10 +108,14 @@ int main(int argc, char** argv) {
       topo = true;
     } else if (!strcmp(argv[i], "--settings")) {
       topo = false;
+    } else if (!strcmp(argv[i], "--markdown")) {
+      printMarkdown();
+      return 0;
     } else {
-      printf("usage: hetccl-info [--settings | --topology]\n"
+      printf("usage: hetccl-info [--settings | --topology | --markdown]\n"
              "  prints the HETCCL_* settings and what this build can load; under a launcher\n"
-             "  (torchrun, mpirun, srun) or with --topology it also joins the job and prints its topology\n");
+             "  (torchrun, mpirun, srun) or with --topology it also joins the job and prints its topology;\n"
+             "  --markdown prints the settings as the README's table\n");
       return strcmp(argv[i], "-h") && strcmp(argv[i], "--help") ? 2 : 0;
     }
   }
