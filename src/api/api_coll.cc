@@ -100,7 +100,7 @@ bool runCalls(hetcclComm* comm, const std::vector<CollArgs>& calls, bool mayWait
     return false;
   }
   if (!comm->options().blocking) {  // runs on the proxy, after init and earlier calls
-    comm->proxy().submit([comm, calls] { failOnError(*comm, [&] { runGroup(*comm, calls); }); });
+    comm->proxy().submit([comm, calls] { runGroup(*comm, calls); });  // a failure fails the communicator
     return true;
   }
   checkReady(comm);
@@ -149,7 +149,7 @@ bool runTogether(const std::vector<hetcclComm*>& comms,
       checkReady(comm);
       comm->proxy().submit([comm, calls] {
         ExclusiveUse use(*comm);
-        failOnError(*comm, [&] { runGroup(*comm, calls); });
+        runGroup(*comm, calls);  // a failure fails the communicator (the proxy's hook)
       });
       waitFor.push_back(comm);
     });

@@ -59,6 +59,9 @@ Comm::Comm(int nranks, int rank, const CommOptions& opts) : opts_(opts), rank_(r
   gpuDirectWant_ = settings::kGpuDirect.get();  // used at init by GPU ranks
   gpuDirectMin_ = settings::kGpuDirectMin.get();
   device_ = createDeviceRuntime(opts_.deviceKind);
+  // A proxy job that fails (a GPU rank's border step, a non-blocking call)
+  // fails the communicator and tells the peers, as a failed call does.
+  proxy_.setFailureHook([this](hetcclResult_t code, const std::string& text) { fail(code, text); });
 }
 
 void Comm::init(const IdContents& id) {

@@ -55,8 +55,13 @@ void Proxy::loop() {
     l.unlock();
     hetcclResult_t code = hetcclSuccess;
     std::string text;
+    bool refused = false;
     try {
       job.run();
+    } catch (const RefusedError& e) {
+      code = e.code();
+      text = e.what();
+      refused = true;
     } catch (const Error& e) {
       code = e.code();
       text = e.what();
@@ -64,6 +69,7 @@ void Proxy::loop() {
       code = hetcclInternalError;
       text = e.what();
     }
+    if (code != hetcclSuccess && !refused && onFailure_) onFailure_(code, text);
     if (job.finally) job.finally();
     l.lock();
     running_ = false;

@@ -39,6 +39,10 @@ class Proxy {
   // Runs what is queued (each job sees the communicator's abort flag) and
   // joins the thread. The destructor calls it too.
   void stop();
+  // Called (on the proxy thread) with the code and text of a job that
+  // failed, unless it was refused before it moved anything (RefusedError):
+  // the communicator fails (Comm::fail). Set once, before the first job.
+  void setFailureHook(std::function<void(hetcclResult_t, const std::string&)> hook) { onFailure_ = std::move(hook); }
 
  private:
   void loop();
@@ -54,6 +58,7 @@ class Proxy {
   hetcclResult_t error_ = hetcclSuccess;
   std::string errorText_;
   std::thread thread_;
+  std::function<void(hetcclResult_t, const std::string&)> onFailure_;
 };
 
 }  // namespace hetccl
