@@ -176,7 +176,11 @@ void Comm::init(const IdContents& id) {
   backend_->connect(ids.data() + static_cast<size_t>(topo_.groupOfRank(rank).ranks[0]) * kBackendIdBytes);
 
   if (deviceOrdered() && topo_.ngroups() > 1) {
-    deviceState_ = std::make_unique<DeviceState>(*device_, settings::kStagingMax.get());
+    auto ds = std::make_unique<DeviceState>(*device_, settings::kStagingMax.get());
+    {
+      std::lock_guard<std::mutex> g(backendMu_);  // abort() reads it from any thread
+      deviceState_ = std::move(ds);
+    }
     chooseGpuPath();
   }
 
@@ -244,6 +248,11 @@ std::string Comm::failureText() const {
 void Comm::abort() {
   abort_.store(true);
   std::lock_guard<std::mutex> g(backendMu_);
+  // First the caller's streams that wait for this communicator's border
+  // steps, then the vendor library: its abort synchronises the device,
+  // which would wait for those streams for ever (torch's watchdog aborts a
+  // hung communicator while the main thread goes on enqueueing calls).
+  if (deviceState_) deviceState_->releaseAll();
   if (backend_) backend_->abort();
 }
 

@@ -55,7 +55,18 @@ class DeviceState {
   // The completion flag: the proxy stores a call's ticket when it is done.
   volatile uint64_t* flag() const { return flag_; }
   uint64_t nextTicket() { return ++ticket_; }
-  void complete(uint64_t ticket) { __atomic_store_n(flag_, ticket, __ATOMIC_RELEASE); }
+  // Never lowers the flag (waits are for >= a ticket): a late completion
+  // cannot hold back streams that releaseAll() let go.
+  void complete(uint64_t ticket) {
+    uint64_t cur = __atomic_load_n(flag_, __ATOMIC_ACQUIRE);
+    while (cur < ticket && !__atomic_compare_exchange_n(flag_, &cur, ticket, true, __ATOMIC_RELEASE, __ATOMIC_ACQUIRE)) {
+    }
+  }
+  // Abort: every stream that waits on this communicator goes on at once
+  // (what it then copies out is not a result). This comes before anything
+  // that synchronises the device (the vendor library's abort frees device
+  // memory): a stream still waiting on the flag would hold that forever.
+  void releaseAll() { complete(~uint64_t{0}); }
 
   Event takeEvent();
   void giveEvent(Event e);
