@@ -140,8 +140,35 @@ typedef struct hetcclCommInfo_v1 {
                                                 collectives stage) */
 } hetcclCommInfo_t;
 
+/* The HETCCL_* settings this library reads (what hetccl-info prints).
+ * Versioned like hetcclConfig_t: set size before the call. */
+typedef struct hetcclSetting_v1 {
+  size_t size;
+  const char* name;         /* "HETCCL_TIMEOUT_S" */
+  const char* type;         /* "int", "bytes", "bool", "choice" or "string" */
+  const char* value;        /* the value in force in this process's environment */
+  const char* defaultValue;
+  const char* alsoRead;     /* a variable read when this one is unset ("NCCL_DEBUG"), or NULL */
+  const char* allowed;      /* what it accepts: "an integer from 1 to 31536000" */
+  const char* help;
+  int fromEnvironment;      /* 1 when the environment set it (this name or alsoRead) */
+} hetcclSetting_t;
+
+/* What this build can load: comma lists. */
+typedef struct hetcclBuildInfo_v1 {
+  size_t size;
+  char deviceKinds[128];    /* "host,cuda,hip" */
+  char transports[128];     /* "tcp,shm,ucx" */
+  char backends[128];       /* "host,nccl,rccl" */
+} hetcclBuildInfo_t;
+
 /* Version, library and errors */
 hetcclResult_t hetcclGetVersion(int* version);
+hetcclResult_t hetcclGetSettingCount(int* count);
+/* Setting `index` (0 <= index < count); its strings stay valid until this
+ * thread calls hetcclGetSetting again. */
+hetcclResult_t hetcclGetSetting(int index, hetcclSetting_t* setting);
+hetcclResult_t hetcclGetBuildInfo(hetcclBuildInfo_t* info);
 const char* hetcclGetErrorString(hetcclResult_t result);
 /* Last error text of comm (what, where, which peer); comm may be NULL for
  * errors of calls without a communicator. Thread-local. */

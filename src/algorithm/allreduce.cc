@@ -6,7 +6,7 @@
 #include "algorithm/coll.h"
 #include "core/bytes.h"
 #include "algorithm/local_ops.h"
-#include "core/comm.h"
+#include "comm/comm.h"
 #include "core/log.h"
 #include "topology/border.h"
 

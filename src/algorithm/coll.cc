@@ -1,12 +1,32 @@
 #include "algorithm/coll.h"
 
-#include "algorithm/lowp.h"
+#include "elements/lowp.h"
 #include "bootstrap/bootstrap.h"
-#include "core/comm.h"
+#include "comm/comm.h"
 #include "core/error.h"
 #include "core/log.h"
 
 namespace hetccl {
+
+CallExtent callExtent(int nranks, int rank, const CollArgs& a) {
+  const size_t b = a.count * dataTypeSize(a.dt), all = b * static_cast<size_t>(nranks);
+  const bool root = a.root == rank;
+  CallExtent e;
+  switch (a.kind) {
+    case CollKind::kAllReduce: e = {b, b, true}; break;
+    case CollKind::kBroadcast: e = {root ? b : 0, b, true}; break;
+    case CollKind::kReduce: e = {b, root ? b : 0, root}; break;
+    case CollKind::kAllGather: e = {b, all, true}; break;
+    case CollKind::kReduceScatter: e = {all, b, true}; break;
+    case CollKind::kAlltoAll: e = {all, all, true}; break;
+    case CollKind::kGather: e = {b, root ? all : 0, root}; break;
+    case CollKind::kScatter: e = {root ? all : 0, b, true}; break;
+    case CollKind::kSendRecv: e = a.isSend ? CallExtent{b, 0, false} : CallExtent{0, b, true}; break;
+  }
+  if (!a.send) e.sendBytes = 0;
+  if (!a.recv) e.recvBytes = 0, e.writesRecv = false;
+  return e;
+}
 
 MsgTag makeTag(uint64_t seq, const CollArgs& a) {
   MsgTag t;
@@ -83,6 +103,15 @@ void runCollective(Comm& c, const CollArgs& call) {
     case CollKind::kSendRecv: break;
   }
   throwError(hetcclInternalError, "runCollective: not a collective");
+}
+
+void runCalls(Comm& c, const std::vector<CollArgs>& calls) {
+  std::vector<CollArgs> p2p;
+  for (const CollArgs& a : calls) {
+    if (a.kind == CollKind::kSendRecv) p2p.push_back(a);
+    else runCollective(c, a);
+  }
+  if (!p2p.empty()) runPointToPoint(c, p2p.data(), p2p.size());
 }
 
 }  // namespace hetccl

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <vector>
 
 #include "core/datatype.h"
 #include "device/device.h"
@@ -25,6 +26,15 @@ struct CollArgs {
   bool isSend = false;  // kSendRecv: a send (buffers may be null when count is 0)
   Stream stream = nullptr;
 };
+
+// The byte ranges of the user's buffers one call reads (send) and writes
+// (recv), on rank `rank` of `nranks`: what the root alone touches, what
+// every rank does, none where the buffer is null.
+struct CallExtent {
+  size_t sendBytes = 0, recvBytes = 0;
+  bool writesRecv = false;
+};
+CallExtent callExtent(int nranks, int rank, const CollArgs& a);
 
 // The message tag of a collective call.
 MsgTag makeTag(uint64_t seq, const CollArgs& a);
@@ -48,5 +58,9 @@ void runPointToPoint(Comm& c, const CollArgs* ops, size_t n);
 // Dispatches by a.kind (collectives; not send/recv). Assigns the sequence
 // number and sets the call tag.
 void runCollective(Comm& c, const CollArgs& a);
+
+// The calls of one hetccl call or one group call, on this thread: the
+// collectives in call order, then all point-to-point operations together.
+void runCalls(Comm& c, const std::vector<CollArgs>& calls);
 
 }  // namespace hetccl

@@ -9,7 +9,7 @@
 #include "algorithm/device_exec.h"
 #include "algorithm/local_ops.h"
 #include "backend/backend.h"
-#include "core/comm.h"
+#include "comm/comm.h"
 #include "core/error.h"
 #include "core/log.h"
 

@@ -5,44 +5,18 @@
 
 #include "algorithm/device_direct.h"
 #include "algorithm/staged_backend.h"
-#include "core/comm.h"
+#include "comm/comm.h"
 #include "core/error.h"
 #include "core/log.h"
 
 namespace hetccl {
 namespace {
 
-// The byte ranges of the user's buffers one call reads and writes.
-struct Extent {
-  size_t sendBytes = 0, recvBytes = 0;
-  bool writesRecv = false;
-};
-
-Extent extentOf(const Comm& c, const CollArgs& a) {
-  const size_t b = a.count * dataTypeSize(a.dt), all = b * static_cast<size_t>(c.nranks());
-  const bool root = a.root == c.rank();
-  Extent e;
-  switch (a.kind) {
-    case CollKind::kAllReduce: e = {b, b, true}; break;
-    case CollKind::kBroadcast: e = {root ? b : 0, b, true}; break;
-    case CollKind::kReduce: e = {b, root ? b : 0, root}; break;
-    case CollKind::kAllGather: e = {b, all, true}; break;
-    case CollKind::kReduceScatter: e = {all, b, true}; break;
-    case CollKind::kAlltoAll: e = {all, all, true}; break;
-    case CollKind::kGather: e = {b, root ? all : 0, root}; break;
-    case CollKind::kScatter: e = {root ? all : 0, b, true}; break;
-    case CollKind::kSendRecv: e = a.isSend ? Extent{b, 0, false} : Extent{0, b, true}; break;
-  }
-  if (!a.send) e.sendBytes = 0;
-  if (!a.recv) e.recvBytes = 0, e.writesRecv = false;
-  return e;
-}
-
 // Host copies of one call's buffers in pinned slot memory.
 struct Mirror {
   const CollArgs* user;
   CollArgs host;
-  Extent ext;
+  CallExtent ext;
   uint8_t* region = nullptr;  // pinned copy of [lo, lo + bytes)
   const uint8_t* lo = nullptr;
   size_t bytes = 0;
@@ -61,7 +35,7 @@ size_t layoutMirrors(const Comm& c, const std::vector<CollArgs>& calls, std::vec
     m.user = &calls[k];
     m.host = calls[k];
     m.host.stream = nullptr;
-    m.ext = extentOf(c, calls[k]);
+    m.ext = callExtent(c.nranks(), c.rank(), calls[k]);
     auto* s = static_cast<const uint8_t*>(calls[k].send);
     auto* r = static_cast<const uint8_t*>(calls[k].recv);
     bool overlap = m.ext.sendBytes && m.ext.recvBytes && s < r + m.ext.recvBytes && r < s + m.ext.sendBytes;
@@ -120,14 +94,6 @@ std::vector<Mirror> stageIn(Comm& c, const std::vector<CollArgs>& calls, uint8_t
   return ms;
 }
 
-void runOnHost(Comm& c, const std::vector<CollArgs>& host) {
-  std::vector<CollArgs> p2p;
-  for (const CollArgs& h : host) {
-    if (h.kind == CollKind::kSendRecv) p2p.push_back(h);
-    else runCollective(c, h);
-  }
-  if (!p2p.empty()) runPointToPoint(c, p2p.data(), p2p.size());
-}
 
 // Enqueues the copies out (host to device) on each call's own stream.
 void stageOut(Comm& c, const std::vector<Mirror>& ms) {
@@ -162,7 +128,7 @@ void runStaged(Comm& c, const std::vector<CollArgs>& host, const std::vector<Eve
     waitEvent(d, e, to, &c.abortFlag(), "waiting for the caller's stream to copy the buffers to pinned staging");
   StagedBackend staged(c.groupBackend(), proxyBackendContext(c), ds);
   ProxyJobScope scope(c, &staged, hooks, nullptr);
-  runOnHost(c, host);
+  runCalls(c, host);
 }
 
 // One AllReduce across groups that runs in chunks (allReduceChunk), in place
@@ -353,27 +319,6 @@ BackendContext proxyBackendContext(Comm& c) {
   bc.abort = &c.abortFlag();
   bc.timeoutS = c.options().timeoutS;
   return bc;
-}
-
-void checkBufferKinds(Comm& c, const CollArgs& a) {
-  Extent e = extentOf(c, a);
-  DeviceRuntime& d = c.device();
-  auto check = [&](const void* p, size_t bytes, const char* name) {
-    if (!p || bytes == 0) return;
-    MemKind k = d.pointerKind(p);
-    if (c.deviceOrdered()) {
-      if (k == MemKind::kDevice) return;
-      throwError(hetcclInvalidArgument,
-                 std::string(name) + " is " + memKindName(k) + ", but this rank is a " + d.kind() +
-                     " rank: its buffers must be memory of its device " + std::to_string(d.deviceId()));
-    }
-    if (k == MemKind::kOtherDevice)
-      throwError(hetcclInvalidArgument, std::string(name) +
-                                            " is GPU memory, but this rank is a host rank (device kind host): pass "
-                                            "host memory, or create the communicator with device cuda or hip");
-  };
-  check(a.send, e.sendBytes, "sendbuff");
-  check(a.recv, e.recvBytes, "recvbuff");
 }
 
 }  // namespace hetccl

@@ -50,8 +50,5 @@ class ProxyJobScope {
 // inPlaceAt, or lies wholly outside recv's recvBytes.
 bool inPlaceOrDisjoint(const CollArgs& a, size_t sendBytes, size_t recvBytes, size_t inPlaceAt = 0);
 
-// Checks that every buffer the call touches is memory this rank may use:
-// its own device's on GPU ranks, host memory on host ranks.
-void checkBufferKinds(Comm& c, const CollArgs& a);
 
 }  // namespace hetccl

@@ -6,7 +6,7 @@
 
 #include "algorithm/coll.h"
 #include "core/bytes.h"
-#include "core/comm.h"
+#include "comm/comm.h"
 #include "core/error.h"
 
 namespace hetccl {

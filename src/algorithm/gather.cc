@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "algorithm/coll.h"
-#include "algorithm/host_reduce.h"
+#include "elements/host_reduce.h"
 #include "algorithm/local_ops.h"
-#include "core/comm.h"
+#include "comm/comm.h"
 
 namespace hetccl {
 namespace {

@@ -1,8 +1,8 @@
 #include "algorithm/local_ops.h"
 
-#include "algorithm/host_reduce.h"
+#include "elements/host_reduce.h"
 #include "core/bytes.h"
-#include "core/comm.h"
+#include "comm/comm.h"
 
 namespace hetccl {
 

@@ -9,6 +9,7 @@
 
 #include "algorithm/coll.h"
 #include "algorithm/device_exec.h"
+#include "api/args.h"
 #include "api/comm_create.h"
 #include "api/guard.h"
 #include "core/log.h"
@@ -16,64 +17,6 @@
 using namespace hetccl;
 
 namespace {
-
-// Elements moved per rank pair times this factor must fit in size_t bytes.
-size_t countFactor(CollKind k, int nranks) {
-  switch (k) {
-    case CollKind::kAllGather:
-    case CollKind::kReduceScatter:
-    case CollKind::kAlltoAll:
-    case CollKind::kGather:
-    case CollKind::kScatter: return static_cast<size_t>(nranks);
-    default: return 1;
-  }
-}
-
-// Under a CommRef.
-void checkArgs(hetcclComm* comm, CollArgs& a, hetcclRedOp_t op, bool reduces) {
-  HETCCL_CHECK_ARG(dataTypeValid(a.dt),
-                   "datatype " + std::to_string(static_cast<int>(a.dt)) + " is not a hetccl data type (0-11)");
-  const int n = comm->nranks(), me = comm->rank();
-  size_t es = dataTypeSize(a.dt), factor = countFactor(a.kind, n);
-  HETCCL_CHECK_ARG(a.count <= std::numeric_limits<size_t>::max() / es / factor,
-                   "count " + std::to_string(a.count) + " overflows the byte size of the buffers");
-  HETCCL_CHECK_ARG(a.count <= (size_t{1} << 48), "count " + std::to_string(a.count) + " is larger than 2^48 elements");
-  if (reduces) a.op = comm->resolveOp(op, a.dt);
-  bool rooted = a.kind == CollKind::kBroadcast || a.kind == CollKind::kReduce || a.kind == CollKind::kGather ||
-                a.kind == CollKind::kScatter || a.kind == CollKind::kSendRecv;
-  if (rooted)
-    HETCCL_CHECK_ARG(a.root >= 0 && a.root < n, std::string(a.kind == CollKind::kSendRecv ? "peer " : "root ") +
-                                                    std::to_string(a.root) + " out of range [0, " +
-                                                    std::to_string(n) + ")");
-  HETCCL_CHECK_ARG(a.stream == nullptr || !comm->device().synchronous(),
-                   "stream must be NULL on a host rank (device kind host)");
-  if (a.count == 0) return;
-  checkBufferKinds(*comm, a);
-  bool isRoot = a.root == me;
-  bool needSend = true, needRecv = true;
-  switch (a.kind) {
-    case CollKind::kBroadcast: needSend = isRoot; break;
-    case CollKind::kReduce: needRecv = isRoot; break;
-    case CollKind::kGather: needRecv = isRoot; break;
-    case CollKind::kScatter: needSend = isRoot; break;
-    default: break;
-  }
-  if (a.kind != CollKind::kSendRecv) {
-    HETCCL_CHECK_ARG(!needSend || a.send, "sendbuff is NULL with count " + std::to_string(a.count));
-    HETCCL_CHECK_ARG(!needRecv || a.recv, "recvbuff is NULL with count " + std::to_string(a.count));
-  }
-}
-
-// Runs the calls of one group on one communicator: collectives in call
-// order, then all point-to-point operations together.
-void runGroup(hetcclComm& comm, const std::vector<CollArgs>& calls) {
-  std::vector<CollArgs> p2p;
-  for (const CollArgs& a : calls) {
-    if (a.kind == CollKind::kSendRecv) p2p.push_back(a);
-    else runCollective(comm, a);
-  }
-  if (!p2p.empty()) runPointToPoint(comm, p2p.data(), p2p.size());
-}
 
 // Refuses a call on a communicator that an earlier call left failed.
 void checkUsable(hetcclComm* comm) {
@@ -91,7 +34,7 @@ void checkUsable(hetcclComm* comm) {
 // caller's streams (GPU ranks). mayWait: the thread may wait for the calls
 // (not a group over several communicators). Returns whether the work was
 // queued on the proxy. Under a CommRef.
-bool runCalls(hetcclComm* comm, const std::vector<CollArgs>& calls, bool mayWait) {
+bool dispatchCalls(hetcclComm* comm, const std::vector<CollArgs>& calls, bool mayWait) {
   ExclusiveUse use(*comm);
   checkUsable(comm);
   if (comm->deviceOrdered()) {  // GPU rank: enqueue in stream order, return at once
@@ -100,11 +43,11 @@ bool runCalls(hetcclComm* comm, const std::vector<CollArgs>& calls, bool mayWait
     return false;
   }
   if (!comm->options().blocking) {  // runs on the proxy, after init and earlier calls
-    comm->proxy().submit([comm, calls] { runGroup(*comm, calls); });  // a failure fails the communicator
+    comm->proxy().submit([comm, calls] { runCalls(*comm, calls); });  // a failure fails the communicator
     return true;
   }
   checkReady(comm);
-  failOnError(*comm, [&] { runGroup(*comm, calls); });
+  failOnError(*comm, [&] { runCalls(*comm, calls); });
   return false;
 }
 
@@ -142,14 +85,14 @@ bool runTogether(const std::vector<hetcclComm*>& comms,
     std::vector<CollArgs> calls = callsOf(comm);
     hetcclResult_t r = guard(comm, "hetcclGroupEnd", [&] {
       if (comm->deviceOrdered() || !comm->options().blocking) {
-        if (runCalls(comm, calls, false)) anyNonBlocking = true;
+        if (dispatchCalls(comm, calls, false)) anyNonBlocking = true;
         return;
       }
       checkUsable(comm);
       checkReady(comm);
       comm->proxy().submit([comm, calls] {
         ExclusiveUse use(*comm);
-        runGroup(*comm, calls);  // a failure fails the communicator (the proxy's hook)
+        runCalls(*comm, calls);  // a failure fails the communicator (the proxy's hook)
       });
       waitFor.push_back(comm);
     });
@@ -181,7 +124,7 @@ hetcclResult_t submit(hetcclComm* comm, const char* fn, CollArgs a, hetcclRedOp_
       threadGroup().calls.push_back(PendingCall{comm, a});
       return;
     }
-    queued = runCalls(comm, {a}, true);
+    queued = dispatchCalls(comm, {a}, true);
   });
   return (r == hetcclSuccess && queued) ? hetcclInProgress : r;
 }
@@ -295,7 +238,7 @@ hetcclResult_t hetcclGroupEnd(void) {
     for (hetcclComm* comm : comms) {
       hetcclResult_t r = guard(comm, "hetcclGroupEnd", [&] {
         CommRef ref(comm);
-        if (runCalls(comm, callsOf(comm), true)) anyNonBlocking = true;
+        if (dispatchCalls(comm, callsOf(comm), true)) anyNonBlocking = true;
       });
       if (r != hetcclSuccess) throw Error(r, lastErrorText(comm));
     }

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <thread>
 
-#include "algorithm/lowp.h"
+#include "elements/lowp.h"
 #include "api/comm_create.h"
 #include "api/guard.h"
 #include "bootstrap/launcher.h"
@@ -201,10 +201,7 @@ hetcclResult_t hetcclCommGetInfo(const hetcclComm_t comm, hetcclCommInfo_t* info
     }
     snprintf(out.deviceKind, HETCCL_NAME_BYTES, "%s", comm->device().kind());
     snprintf(out.transport, HETCCL_NAME_BYTES, "%s", comm->transportName().c_str());
-    // Border peers of a large AllReduce.
-    std::vector<ShardLayout> layouts;
-    for (const Group& g : t.groups) layouts.push_back(shardLayout(1 << 24, static_cast<int>(g.ranks.size()), false));
-    out.borderPeers = borderPeerCount(assignBorder(t, layouts, comm->rank()), comm->rank());
+    out.borderPeers = largeAllReduceBorderPeers(t, comm->rank());
     snprintf(out.borderPath, HETCCL_NAME_BYTES, "%s", comm->borderPath());
     size_t n = info->size < sizeof(out) ? info->size : sizeof(out);
     memcpy(info, &out, n);

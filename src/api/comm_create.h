@@ -7,7 +7,7 @@
 
 #include "algorithm/coll.h"
 #include "bootstrap/unique_id.h"
-#include "core/comm.h"
+#include "comm/comm.h"
 
 namespace hetccl {
 

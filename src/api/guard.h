@@ -7,7 +7,7 @@
 #include <new>
 #include <string>
 
-#include "core/comm.h"
+#include "comm/comm.h"
 #include "core/error.h"
 
 namespace hetccl {

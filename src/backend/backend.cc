@@ -15,6 +15,8 @@ std::unique_ptr<Backend> createBackend(const std::string& name, const BackendCon
              "group backend '" + name + "' is not available in this build (known: host, nccl, rccl)");
 }
 
+std::vector<std::string> backendNames() { return {"host", "nccl", "rccl"}; }
+
 std::string defaultBackendFor(const std::string& deviceKind) {
   if (deviceKind == "cuda") return "nccl";
   if (deviceKind == "hip") return "rccl";

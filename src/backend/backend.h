@@ -85,6 +85,9 @@ class Backend {
 // "host" is built in. Collective over the group's ranks. Throws
 // InvalidArgument naming the known backends.
 std::unique_ptr<Backend> createBackend(const std::string& name, const BackendContext& ctx);
+// The group backends this build knows ("host" built in; the NCCL-ABI ones
+// load their library at run time).
+std::vector<std::string> backendNames();
 // The backend a device kind uses by default: host -> "host", cuda -> "nccl", hip -> "rccl".
 std::string defaultBackendFor(const std::string& deviceKind);
 

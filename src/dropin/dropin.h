@@ -20,7 +20,7 @@
 
 #include "api/guard.h"
 #include "backend/nccl/nccl_api.h"
-#include "core/comm.h"
+#include "comm/comm.h"
 
 #ifdef HETCCL_DROPIN_RCCL
 #define DROPIN_FLAVOR "rccl"

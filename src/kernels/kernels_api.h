@@ -37,7 +37,7 @@ typedef struct {
   /* dst[i] = a[i] op b[i]; dst may be a or b. Integers wrap; max/min: a NaN
    * operand wins; float16/bfloat16/fp8 combine in float and round once to
    * nearest-even (fp8 saturates to the largest finite), bit for bit as the
-   * host reference (src/algorithm/host_reduce.cc). */
+   * host reference (src/elements/host_reduce.cc). */
   int (*reduce)(void* dst, const void* a, const void* b, size_t count, int dtype, int op, void* stream);
   /* dst[i] = src[i] * scalar, floating types only (float32 and narrower use
    * (float)scalar); integer types return HETCCL_KERNELS_INVALID_ARGUMENT. */

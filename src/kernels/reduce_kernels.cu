@@ -2,8 +2,8 @@
 // libhetccl-cuda-kernels.so and by hipcc as HIP into libhetccl-hip-kernels.so
 // (gpu_compat.h names the differences). The C ABI is kernels_api.h.
 //
-// The arithmetic matches the host reference (src/algorithm/host_reduce.cc,
-// src/algorithm/lowp.cc) bit for bit: integers wrap (sum and product done
+// The arithmetic matches the host reference (src/elements/host_reduce.cc,
+// src/elements/lowp.cc) bit for bit: integers wrap (sum and product done
 // unsigned); max/min let a NaN operand win, either side; float16, bfloat16
 // and fp8 load to float, combine in float and round once to nearest-even;
 // fp8 (OCP e4m3 "fn" and e5m2) saturates beyond the largest finite, infinity

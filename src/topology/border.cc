@@ -90,4 +90,10 @@ int borderPeerCount(const BorderAssignment& a, int rank) {
   return static_cast<int>(peers.size());
 }
 
+int largeAllReduceBorderPeers(const Topology& t, int rank) {
+  std::vector<ShardLayout> layouts;
+  for (const Group& g : t.groups) layouts.push_back(shardLayout(1 << 24, static_cast<int>(g.ranks.size()), false));
+  return borderPeerCount(assignBorder(t, layouts, rank), rank);
+}
+
 }  // namespace hetccl

@@ -66,4 +66,8 @@ BorderAssignment assignBorder(const Topology& topo, const std::vector<ShardLayou
 // Ranks of other groups that `rank` exchanges data with (for hetcclCommGetInfo).
 int borderPeerCount(const BorderAssignment& a, int rank);
 
+// How many ranks of other groups `rank` exchanges with in a large AllReduce
+// (hetcclCommGetInfo's borderPeers).
+int largeAllReduceBorderPeers(const Topology& t, int rank);
+
 }  // namespace hetccl

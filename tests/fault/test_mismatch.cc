@@ -84,9 +84,19 @@ int body(RankCtx& ctx, const Param& p) {
   int32_t one = 1;
   r = hetcclAllReduce(&one, &one, 1, hetcclInt32, hetcclSum, comm, nullptr);
   ctx.reportCall("warmup", r, comm);
-  if (r != hetcclSuccess) return 3;
-
   const Call c = ctx.rank == p.mc->oddRank ? p.mc->odd : p.mc->normal;
+  if (r != hetcclSuccess) {
+    // A slower rank can still be in the warm-up when a faster one fails the
+    // mismatched call: the failed communicator ends that call too.
+    ctx.report("call.t0", now());
+    ctx.reportCall("call", r, comm);
+    ctx.report("next.t0", now());
+    int32_t again = 1;
+    ctx.reportCall("next", hetcclAllReduce(&again, &again, 1, hetcclInt32, hetcclSum, comm, nullptr), comm);
+    hetcclCommAbort(comm);
+    return 0;
+  }
+
   const size_t n = c.count;
   std::vector<float> sf(n), rf(n, -1.0f);
   std::vector<int32_t> si(n), ri(n, -1);

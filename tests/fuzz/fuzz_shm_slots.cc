@@ -24,7 +24,7 @@
 #include <cstdlib>
 #include <memory>
 
-#include "algorithm/host_reduce.h"
+#include "elements/host_reduce.h"
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/root.h"
 #include "transport/shm/shm_transport.h"

@@ -20,7 +20,7 @@
 // mismatch) or hetcclRemoteError (stream ended).
 #include <map>
 
-#include "algorithm/host_reduce.h"
+#include "elements/host_reduce.h"
 #include "transport/tcp/tcp_transport.h"
 #include "fuzz_util.h"
 

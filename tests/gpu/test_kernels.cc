@@ -1,5 +1,5 @@
 // The CUDA kernels plugin (libhetccl-cuda-kernels.so) against the host
-// reference (src/algorithm/host_reduce.h), bit for bit, for every data type
+// reference (src/elements/host_reduce.h), bit for bit, for every data type
 // x op and a few counts, aligned (vector path) and misaligned (scalar path),
 // in place and out of place; plus scale (floats) and divide (integers).
 // The CUDA runtime is dlopen'ed (no CUDA header); without it or without a GPU
@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "algorithm/host_reduce.h"
-#include "algorithm/lowp.h"
+#include "elements/host_reduce.h"
+#include "elements/lowp.h"
 #include "core/datatype.h"
 #include "core/error.h"
 #include "device/kernels.h"

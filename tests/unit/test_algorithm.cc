@@ -12,10 +12,10 @@
 #include <type_traits>
 #include <vector>
 
-#include "algorithm/host_reduce.h"
+#include "elements/host_reduce.h"
 #include "algorithm/local_ops.h"
-#include "core/comm.h"
-#include "algorithm/lowp.h"
+#include "comm/comm.h"
+#include "elements/lowp.h"
 #include "unit_util.h"
 
 namespace hetccl {

@@ -17,7 +17,7 @@
 #include "core/datatype.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "core/proxy.h"
+#include "comm/proxy.h"
 #include "core/workers.h"
 #include "unit_util.h"
 

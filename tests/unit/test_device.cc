@@ -11,7 +11,7 @@
 #include "device/device.h"
 #include "device/gpu_api.h"
 #include "device/staging.h"
-#include "core/gpu_path.h"
+#include "comm/gpu_path.h"
 #include "unit_util.h"
 
 namespace hetccl {

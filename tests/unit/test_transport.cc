@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "algorithm/lowp.h"
+#include "elements/lowp.h"
 #include "bootstrap/bootstrap.h"
 #include "transport/transport.h"
 #include "unit_util.h"

@@ -1,67 +1,59 @@
 // hetccl-info: prints the settings registry (every HETCCL_* variable, its
-// value in this environment, default and meaning), what this build can load,
-// and, under a launcher (torchrun, mpirun, srun) or with --topology, the
-// communicator's topology as every rank sees it.
+// value in this environment, default, allowed values and meaning), what this
+// build can load, and, under a launcher (torchrun, mpirun, srun) or with
+// --topology, the communicator's topology as every rank sees it. It uses the
+// public API only.
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
-#include "backend/backend.h"
-#include "core/config.h"
-#include "device/device.h"
 #include "hetccl/hetccl.h"
-#include "transport/transport.h"
 
 namespace {
 
-const char* typeName(hetccl::VarType t) {
-  switch (t) {
-    case hetccl::VarType::kString: return "string";
-    case hetccl::VarType::kInt: return "int";
-    case hetccl::VarType::kBytes: return "bytes";
-    case hetccl::VarType::kBool: return "bool";
-    case hetccl::VarType::kChoice: return "choice";
+template <class F>
+void forEachSetting(F&& f) {
+  int n = 0;
+  hetcclGetSettingCount(&n);
+  for (int i = 0; i < n; ++i) {
+    hetcclSetting_t s{};
+    s.size = sizeof(s);
+    if (hetcclGetSetting(i, &s) == hetcclSuccess) f(s);
   }
-  return "?";
 }
 
 void printRegistry() {
-  const hetccl::Config& c = hetccl::config();
   printf("# settings (environment variables)\n");
-  for (const auto& v : c.vars()) {
-    std::string value = c.raw(v.name);
-    const char* source = c.isSet(v.name) ? "env" : "default";
+  forEachSetting([](const hetcclSetting_t& v) {
     printf("%-22s = %-10s [%s, %s; default '%s'%s%s]\n    %s\n    allowed: %s\n", v.name,
-           value.empty() ? "''" : value.c_str(), typeName(v.type), source, v.defaultValue,
-           v.fallback ? "; also read: " : "", v.fallback ? v.fallback : "", v.help, c.allowed(v).c_str());
-  }
+           *v.value ? v.value : "''", v.type, v.fromEnvironment ? "env" : "default", v.defaultValue,
+           v.alsoRead ? "; also read: " : "", v.alsoRead ? v.alsoRead : "", v.help, v.allowed);
+  });
 }
 
 // The README's settings table, from the registry itself (a test checks
 // that the README carries exactly this).
 void printMarkdown() {
-  const hetccl::Config& c = hetccl::config();
   printf("| variable | default | allowed | meaning |\n|---|---|---|---|\n");
-  for (const auto& v : c.vars()) {
+  forEachSetting([](const hetcclSetting_t& v) {
     std::string help = v.help;
     for (size_t p = 0; (p = help.find('|', p)) != std::string::npos; p += 2) help.replace(p, 1, "\\|");
-    std::string allowed = c.allowed(v);
     std::string dflt = *v.defaultValue ? std::string("`") + v.defaultValue + "`" : "(unset)";
-    printf("| `%s`%s | %s | %s | %s |\n", v.name,
-           v.fallback ? (std::string(" (else `") + v.fallback + "`)").c_str() : "", dflt.c_str(), allowed.c_str(),
-           help.c_str());
-  }
+    std::string also = v.alsoRead ? std::string(" (else `") + v.alsoRead + "`)" : "";
+    printf("| `%s`%s | %s | %s | %s |\n", v.name, also.c_str(), dflt.c_str(), v.allowed, help.c_str());
+  });
 }
 
 void printBuild() {
   int version = 0;
   hetcclGetVersion(&version);
+  hetcclBuildInfo_t b{};
+  b.size = sizeof(b);
+  hetcclGetBuildInfo(&b);
   printf("# hetccl %d.%d.%d\n", version / 10000, (version / 100) % 100, version % 100);
-  printf("# device kinds:");
-  for (const auto& k : hetccl::deviceKinds()) printf(" %s", k.c_str());
-  printf("\n# transports:");
-  for (const auto& t : hetccl::transportNames()) printf(" %s", t.c_str());
-  printf("\n# group backends: host (built in)\n");
+  printf("# device kinds: %s\n# transports: %s\n# group backends: %s (vendor libraries load at run time)\n",
+         b.deviceKinds, b.transports, b.backends);
 }
 
 int printTopology() {

@@ -3,7 +3,7 @@
 
 #include <cstring>
 
-#include "algorithm/host_reduce.h"
+#include "elements/host_reduce.h"
 #include "core/error.h"
 
 namespace hetccl {

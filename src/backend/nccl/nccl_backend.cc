@@ -7,7 +7,7 @@
 #include <cstring>
 #include <thread>
 
-#include "algorithm/lowp.h"
+#include "elements/lowp.h"
 #include "core/error.h"
 #include "core/log.h"
 

@@ -17,7 +17,7 @@
 #include <deque>
 #include <map>
 
-#include "algorithm/host_reduce.h"
+#include "elements/host_reduce.h"
 #include "bootstrap/auth.h"
 #include "bootstrap/bootstrap.h"
 #include "core/settings.h"

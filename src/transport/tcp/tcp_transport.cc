@@ -9,7 +9,7 @@
 #include <cstring>
 #include <deque>
 
-#include "algorithm/host_reduce.h"
+#include "elements/host_reduce.h"
 #include "bootstrap/auth.h"
 #include "bootstrap/bootstrap.h"
 #include "core/settings.h"

@@ -9,7 +9,7 @@
 
 #include <unistd.h>
 
-#include "algorithm/host_reduce.h"
+#include "elements/host_reduce.h"
 #include "bootstrap/bootstrap.h"
 #include "core/settings.h"
 #include "core/error.h"

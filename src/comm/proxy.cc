@@ -1,4 +1,4 @@
-#include "core/proxy.h"
+#include "comm/proxy.h"
 
 #include "core/error.h"
 #include "core/log.h"

@@ -1,4 +1,4 @@
-#include "core/gpu_path.h"
+#include "comm/gpu_path.h"
 
 #include <sys/stat.h>
 

@@ -1,4 +1,4 @@
-#include "algorithm/lowp.h"
+#include "elements/lowp.h"
 
 #include <array>
 #include <limits>

@@ -1,4 +1,4 @@
-#include "core/comm.h"
+#include "comm/comm.h"
 
 #include <unistd.h>
 
@@ -10,7 +10,7 @@
 #include "core/error.h"
 #include "bootstrap/auth.h"
 #include "bootstrap/root.h"
-#include "core/gpu_path.h"
+#include "comm/gpu_path.h"
 #include "core/log.h"
 #include "device/kernels.h"
 #include "topology/peer.h"

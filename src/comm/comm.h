@@ -15,7 +15,7 @@
 #include "backend/backend.h"
 #include "bootstrap/bootstrap.h"
 #include "core/datatype.h"
-#include "core/proxy.h"
+#include "comm/proxy.h"
 #include "device/device.h"
 #include "device/staging.h"
 #include "kernels/kernels_api.h"

@@ -1,4 +1,4 @@
-#include "algorithm/host_reduce.h"
+#include "elements/host_reduce.h"
 #include "core/bytes.h"
 
 #include <cmath>
@@ -6,7 +6,7 @@
 #include <cstring>
 #include <type_traits>
 
-#include "algorithm/lowp.h"
+#include "elements/lowp.h"
 #include "core/error.h"
 
 namespace hetccl {
