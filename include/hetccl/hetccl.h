@@ -232,6 +232,21 @@ hetcclResult_t hetcclSend(const void* sendbuff, size_t count, hetcclDataType_t d
 hetcclResult_t hetcclRecv(void* recvbuff, size_t count, hetcclDataType_t datatype, int peer,
                           hetcclComm_t comm, hetcclStream_t stream);
 
+/* Device memory, copies and streams of a device kind ("cuda", "hip", "emu";
+ * "host": plain memory, no streams), through the runtime hetccl loads
+ * itself: for programs that link no vendor runtime (hetccl's tools and
+ * tests; the emulated GPU, which only hetccl loads). The device is the
+ * calling thread's current one of that kind. */
+hetcclResult_t hetcclDeviceCount(const char* kind, int* count);
+hetcclResult_t hetcclDeviceSet(const char* kind, int device);
+hetcclResult_t hetcclDeviceAlloc(const char* kind, void** ptr, size_t bytes);
+hetcclResult_t hetcclDeviceFree(const char* kind, void* ptr);
+/* Synchronous, any direction. */
+hetcclResult_t hetcclDeviceCopy(const char* kind, void* dst, const void* src, size_t bytes);
+hetcclResult_t hetcclStreamCreate(const char* kind, hetcclStream_t* stream);
+hetcclResult_t hetcclStreamDestroy(const char* kind, hetcclStream_t stream);
+hetcclResult_t hetcclStreamSynchronize(const char* kind, hetcclStream_t stream);
+
 /* Group calls: operations between Start and End are issued together at End;
  * send/recv pairs may be posted in any order without deadlock. Nestable. */
 hetcclResult_t hetcclGroupStart(void);

@@ -1,6 +1,6 @@
 // Collective plans. Each collective over one group goes straight to the
 // group's backend; over several groups it runs group steps (backend), border
-// steps (transport) and local reductions, as shared/DESIGN.md describes.
+// steps (transport) and local reductions, as docs/design.md describes.
 // Host ranks execute the steps in order before returning.
 #pragma once
 

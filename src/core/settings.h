@@ -47,5 +47,13 @@ inline constexpr StringSetting kNcclLib{"HETCCL_NCCL_LIB"};
 inline constexpr StringSetting kRcclLib{"HETCCL_RCCL_LIB"};
 inline constexpr StringSetting kUcxLib{"HETCCL_UCX_LIB"};
 inline constexpr StringSetting kKernelsLib{"HETCCL_KERNELS_LIB"};
+// The emulated GPU (device kind emu)
+inline constexpr StringSetting kEmuLib{"HETCCL_EMU_LIB"};
+inline constexpr StringSetting kEmuNcclLib{"HETCCL_EMU_NCCL_LIB"};
+inline constexpr IntSetting kEmuDevices{"HETCCL_EMU_DEVICES"};
+inline constexpr IntSetting kEmuStallUs{"HETCCL_EMU_STALL_US"};
+inline constexpr IntSetting kEmuCopyDelayUs{"HETCCL_EMU_COPY_DELAY_US"};
+inline constexpr IntSetting kEmuFailAlloc{"HETCCL_EMU_FAIL_ALLOC"};
+inline constexpr IntSetting kEmuInitDelayMs{"HETCCL_EMU_INIT_DELAY_MS"};
 
 }  // namespace hetccl::settings

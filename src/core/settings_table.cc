@@ -56,11 +56,12 @@ const std::vector<VarSpec>& settingsTable() {
      "compare every collective call across all ranks before it runs (one small allgather per call); "
      "border messages are always checked, and rooted calls check their ring neighbours"},
     {"HETCCL_DEVICE", VarType::kChoice, "host", nullptr,
-     "this rank's device kind: host (CPU memory), cuda or hip (the calling thread's current GPU). Unset: host for "
-     "the C API and hetccl-perf; cuda for the NCCL drop-in (hip for librccl); hetccl_torch follows the device of "
-     "the process's tensors", 0, 0, "host|cuda|hip"},
+     "this rank's device kind: host (CPU memory), cuda or hip (the calling thread's current GPU), emu (an emulated "
+     "GPU, for tests). Unset: host for the C API and hetccl-perf; cuda for the NCCL drop-in (hip for librccl); "
+     "hetccl_torch follows the device of the process's tensors", 0, 0, "host|cuda|hip|emu"},
     {"HETCCL_BACKEND", VarType::kChoice, "", nullptr,
-     "group backend (default by device kind: host -> host, cuda -> nccl, hip -> rccl)", 0, 0, "|host|nccl|rccl"},
+     "group backend (default by device kind: host -> host, cuda -> nccl, hip -> rccl, emu -> emu-nccl)", 0, 0,
+     "|host|nccl|rccl|emu-nccl"},
     {"HETCCL_CUDA_LIB", VarType::kString, "", nullptr,
      "path of the CUDA runtime to load (default: libcudart.so.13, .12, then libcudart.so)"},
     {"HETCCL_HIP_LIB", VarType::kString, "", nullptr, "path of the HIP runtime to load (default: libamdhip64.so)"},
@@ -75,6 +76,21 @@ const std::vector<VarSpec>& settingsTable() {
      "(0: never, tagged parts only; every rank must set the same)", 0, kTiB},
     {"HETCCL_KERNELS_LIB", VarType::kString, "", nullptr,
      "path of the device reduction kernels plugin (default: libhetccl-<kind>-kernels.so beside libhetccl)"},
+    {"HETCCL_EMU_LIB", VarType::kString, "", nullptr,
+     "path of the emulated GPU's runtime (default: libhetccl-emu.so beside libhetccl, then the loader's path)"},
+    {"HETCCL_EMU_NCCL_LIB", VarType::kString, "", nullptr,
+     "path of the emulated GPU's group library (default: libhetccl-emu-nccl.so beside libhetccl)"},
+    {"HETCCL_EMU_DEVICES", VarType::kInt, "8", nullptr, "emulated GPUs each process sees", 1, 64},
+    {"HETCCL_EMU_STALL_US", VarType::kInt, "0", nullptr,
+     "emulated GPU: every stream operation starts this late (a slow device, to shake out ordering bugs)", 0,
+     1000000},
+    {"HETCCL_EMU_COPY_DELAY_US", VarType::kInt, "0", nullptr,
+     "emulated GPU: every copy takes this much longer (copies slower than launches)", 0, 1000000},
+    {"HETCCL_EMU_FAIL_ALLOC", VarType::kInt, "0", nullptr,
+     "emulated GPU: the N-th device allocation of the process fails (0: none)", 0, 1000000000},
+    {"HETCCL_EMU_INIT_DELAY_MS", VarType::kInt, "0", nullptr,
+     "emulated GPU's group library: a non-blocking init stays in progress this long (a slow vendor init)", 0,
+     10000000},
     {"HETCCL_GPU_DIRECT", VarType::kChoice, "auto", nullptr,
      "GPU ranks' AllReduce, Broadcast and AllGather across groups: hand device memory straight to the transport "
      "(the direct path; the calling thread waits for the call) where it reports that memory type (ucx built "

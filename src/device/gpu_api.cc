@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/settings.h"
+#include "device/lib_dir.h"
 #include "core/error.h"
 #include "core/log.h"
 
@@ -18,12 +19,13 @@ namespace {
 struct Flavor {
   StringSetting setting;                 // the override variable
   const char* var;                       // its name
+  const char* runtimeName;               // "CUDA", for messages
   std::vector<const char*> libs;         // tried in order
   std::map<std::string, std::string> names;  // table field -> symbol
 };
 
 const Flavor& flavor(const std::string& kind) {
-  static const Flavor cuda{settings::kCudaLib, settings::kCudaLib.name,
+  static const Flavor cuda{settings::kCudaLib, settings::kCudaLib.name, "CUDA",
                            {"libcudart.so.13", "libcudart.so.12", "libcudart.so", "/usr/local/cuda/lib64/libcudart.so"},
                            {{"GetDeviceCount", "cudaGetDeviceCount"},
                             {"GetDevice", "cudaGetDevice"},
@@ -36,6 +38,7 @@ const Flavor& flavor(const std::string& kind) {
                             {"MemcpyAsync", "cudaMemcpyAsync"},
                             {"StreamCreateWithFlags", "cudaStreamCreateWithFlags"},
                             {"StreamDestroy", "cudaStreamDestroy"},
+                            {"StreamSynchronize", "cudaStreamSynchronize"},
                             {"EventCreateWithFlags", "cudaEventCreateWithFlags"},
                             {"EventDestroy", "cudaEventDestroy"},
                             {"EventRecord", "cudaEventRecord"},
@@ -46,7 +49,7 @@ const Flavor& flavor(const std::string& kind) {
                             {"GetLastError", "cudaGetLastError"},
                             {"GetErrorString", "cudaGetErrorString"},
                             {"RuntimeGetVersion", "cudaRuntimeGetVersion"}}};
-  static const Flavor hip{settings::kHipLib, settings::kHipLib.name,
+  static const Flavor hip{settings::kHipLib, settings::kHipLib.name, "HIP",
                           {"libamdhip64.so.6", "libamdhip64.so.5", "libamdhip64.so", "/opt/rocm/lib/libamdhip64.so"},
                           {{"GetDeviceCount", "hipGetDeviceCount"},
                            {"GetDevice", "hipGetDevice"},
@@ -59,6 +62,7 @@ const Flavor& flavor(const std::string& kind) {
                            {"MemcpyAsync", "hipMemcpyAsync"},
                            {"StreamCreateWithFlags", "hipStreamCreateWithFlags"},
                            {"StreamDestroy", "hipStreamDestroy"},
+                            {"StreamSynchronize", "hipStreamSynchronize"},
                            {"EventCreateWithFlags", "hipEventCreateWithFlags"},
                            {"EventDestroy", "hipEventDestroy"},
                            {"EventRecord", "hipEventRecord"},
@@ -69,9 +73,35 @@ const Flavor& flavor(const std::string& kind) {
                            {"GetLastError", "hipGetLastError"},
                            {"GetErrorString", "hipGetErrorString"},
                            {"RuntimeGetVersion", "hipRuntimeGetVersion"}}};
+  // The emulated GPU (src/emu): the CUDA runtime's shape under emu* names.
+  static const Flavor emu{settings::kEmuLib, settings::kEmuLib.name, "emulated GPU",
+                          {"libhetccl-emu.so"},
+                          {{"GetDeviceCount", "emuGetDeviceCount"},
+                           {"GetDevice", "emuGetDevice"},
+                           {"SetDevice", "emuSetDevice"},
+                           {"Malloc", "emuMalloc"},
+                           {"Free", "emuFree"},
+                           {"HostAlloc", "emuHostAlloc"},
+                           {"FreeHost", "emuFreeHost"},
+                           {"HostGetDevicePointer", "emuHostGetDevicePointer"},
+                           {"MemcpyAsync", "emuMemcpyAsync"},
+                           {"StreamCreateWithFlags", "emuStreamCreateWithFlags"},
+                           {"StreamDestroy", "emuStreamDestroy"},
+                            {"StreamSynchronize", "emuStreamSynchronize"},
+                           {"EventCreateWithFlags", "emuEventCreateWithFlags"},
+                           {"EventDestroy", "emuEventDestroy"},
+                           {"EventRecord", "emuEventRecord"},
+                           {"EventQuery", "emuEventQuery"},
+                           {"StreamWaitEvent", "emuStreamWaitEvent"},
+                           {"PointerGetAttributes", "emuPointerGetAttributes"},
+                           {"LaunchHostFunc", "emuLaunchHostFunc"},
+                           {"GetLastError", "emuGetLastError"},
+                           {"GetErrorString", "emuGetErrorString"},
+                           {"RuntimeGetVersion", "emuRuntimeGetVersion"}}};
   if (kind == "cuda") return cuda;
   if (kind == "hip") return hip;
-  throwError(hetcclInvalidArgument, "no GPU runtime of kind '" + kind + "' (known: cuda, hip)");
+  if (kind == "emu") return emu;
+  throwError(hetcclInvalidArgument, "no GPU runtime of kind '" + kind + "' (known: cuda, hip, emu)");
 }
 
 template <typename F>
@@ -80,8 +110,7 @@ void bind(void* lib, const Flavor& f, const std::string& field, F*& out, const s
   out = reinterpret_cast<F*>(dlsym(lib, sym.c_str()));
   if (!out)
     throwError(hetcclSystemError, path + " has no symbol " + sym + ": it is not a usable " +
-                                      (f.var == std::string("HETCCL_CUDA_LIB") ? "CUDA" : "HIP") +
-                                      " runtime (set " + f.var + " to the right library)");
+                                      f.runtimeName + " runtime (set " + f.var + " to the right library)");
 }
 
 std::unique_ptr<GpuApi> fill(void* lib, const std::string& kind, const std::string& path) {
@@ -100,6 +129,7 @@ std::unique_ptr<GpuApi> fill(void* lib, const std::string& kind, const std::stri
   bind(lib, f, "MemcpyAsync", api->memcpyAsync, path);
   bind(lib, f, "StreamCreateWithFlags", api->streamCreateWithFlags, path);
   bind(lib, f, "StreamDestroy", api->streamDestroy, path);
+  bind(lib, f, "StreamSynchronize", api->streamSynchronize, path);
   bind(lib, f, "EventCreateWithFlags", api->eventCreateWithFlags, path);
   bind(lib, f, "EventDestroy", api->eventDestroy, path);
   bind(lib, f, "EventRecord", api->eventRecord, path);
@@ -115,6 +145,8 @@ std::unique_ptr<GpuApi> fill(void* lib, const std::string& kind, const std::stri
   if (kind == "hip") {
     api->hipLegacyMemTypes = api->runtimeVersion < 60000000;
     api->hipWaitValue64 = reinterpret_cast<decltype(api->hipWaitValue64)>(dlsym(lib, "hipStreamWaitValue64"));
+  } else if (kind == "emu") {
+    api->cuWaitValue64 = reinterpret_cast<decltype(api->cuWaitValue64)>(dlsym(lib, "emuStreamWaitValue64"));
   } else {
     // Stream memory operations live in the driver API; the runtime's streams
     // are driver streams.
@@ -151,7 +183,11 @@ const GpuApi& loadGpuApi(const std::string& kind) {
   std::vector<std::string> tries;
   if (!given.empty()) tries.push_back(given);
   else
-    for (const char* l : f.libs) tries.push_back(l);
+    for (const char* l : f.libs) {
+      // hetccl's own runtimes (emu) sit beside libhetccl.so.
+      if (kind == "emu") tries.push_back(thisLibraryDir() + "/" + l);
+      tries.push_back(l);
+    }
   std::string errors;
   for (const std::string& path : tries) {
     void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);

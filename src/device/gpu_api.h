@@ -32,6 +32,7 @@ struct GpuApi {
   Status (*memcpyAsync)(void*, const void*, size_t, int, void*) = nullptr;
   Status (*streamCreateWithFlags)(void**, unsigned) = nullptr;
   Status (*streamDestroy)(void*) = nullptr;
+  Status (*streamSynchronize)(void*) = nullptr;
   Status (*eventCreateWithFlags)(void**, unsigned) = nullptr;
   Status (*eventDestroy)(void*) = nullptr;
   Status (*eventRecord)(void*, void*) = nullptr;

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "device/device.h"
+#include "core/settings.h"
 #include "device/gpu_api.h"
 
 namespace hetccl {
@@ -42,6 +43,13 @@ void hostWaitFn(void* p) {
 class GpuRuntime : public DeviceRuntime {
  public:
   explicit GpuRuntime(const std::string& kind) : api_(loadGpuApi(kind)) {
+    if (kind == "emu") {
+      // The emulated runtime takes these as they are (it has no way to say
+      // what is wrong with one): refused here, by name.
+      for (const IntSetting* s : {&settings::kEmuDevices, &settings::kEmuStallUs, &settings::kEmuCopyDelayUs,
+                                  &settings::kEmuFailAlloc, &settings::kEmuInitDelayMs})
+        (void)s->get();
+    }
     int n = 0;
     GpuApi::Status s = api_.getDeviceCount(&n);
     if (s != 0 || n <= 0)

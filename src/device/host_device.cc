@@ -97,12 +97,12 @@ void waitEvent(DeviceRuntime& d, Event e, double timeoutS, const std::atomic<boo
 
 std::unique_ptr<DeviceRuntime> createGpuRuntime(const std::string& kind);  // gpu_device.cc
 
-std::vector<std::string> deviceKinds() { return {"host", "cuda", "hip"}; }
+std::vector<std::string> deviceKinds() { return {"host", "cuda", "hip", "emu"}; }
 
 std::unique_ptr<DeviceRuntime> createDeviceRuntime(const std::string& kind) {
   if (kind == "host") return std::make_unique<HostRuntime>();
-  if (kind == "cuda" || kind == "hip") return createGpuRuntime(kind);
-  throwError(hetcclInvalidArgument, "device kind '" + kind + "' is unknown (known: host, cuda, hip)");
+  if (kind == "cuda" || kind == "hip" || kind == "emu") return createGpuRuntime(kind);
+  throwError(hetcclInvalidArgument, "device kind '" + kind + "' is unknown (known: host, cuda, hip, emu)");
 }
 
 }  // namespace hetccl

@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "core/settings.h"
+#include "device/lib_dir.h"
 #include "core/error.h"
 #include "core/log.h"
 
@@ -19,15 +20,6 @@ std::mutex gMu;
 std::map<std::string, const hetcclKernelsApi_t*>& cache() {
   static auto* m = new std::map<std::string, const hetcclKernelsApi_t*>;  // plugins are never unloaded
   return *m;
-}
-
-// The directory of the shared object (or executable) holding this code.
-std::string selfDir() {
-  Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(&selfDir), &info) == 0 || !info.dli_fname) return "";
-  std::string path = info.dli_fname;
-  size_t slash = path.rfind('/');
-  return slash == std::string::npos ? "" : path.substr(0, slash);
 }
 
 bool fileExists(const std::string& path) {
@@ -71,7 +63,7 @@ const hetcclKernelsApi_t* open(const std::string& path, const std::string& kind,
 const hetcclKernelsApi_t* find(const std::string& kind, const std::string& given) {
   if (!given.empty()) return open(given, kind, "HETCCL_KERNELS_LIB");
   std::string name = kernelsLibName(kind);
-  std::string dir = selfDir();
+  std::string dir = thisLibraryDir();
   if (!dir.empty() && fileExists(dir + "/" + name)) return open(dir + "/" + name, kind, "beside libhetccl");
   // The loader's search path (LD_LIBRARY_PATH, rpath, ld.so.cache): absent
   // is no error here, only a file that is found but fails to load.
@@ -97,8 +89,8 @@ const hetcclKernelsApi_t* find(const std::string& kind, const std::string& given
 std::string kernelsLibName(const std::string& kind) { return "libhetccl-" + kind + "-kernels.so"; }
 
 const hetcclKernelsApi_t* loadKernels(const std::string& kind) {
-  if (kind != "cuda" && kind != "hip")
-    throwError(hetcclInvalidArgument, "no kernels plugin for device kind '" + kind + "' (known: cuda, hip)");
+  if (kind != "cuda" && kind != "hip" && kind != "emu")
+    throwError(hetcclInvalidArgument, "no kernels plugin for device kind '" + kind + "' (known: cuda, hip, emu)");
   std::string given = settings::kKernelsLib.get();
   std::string key = kind + '\n' + given;
   std::lock_guard<std::mutex> g(gMu);

@@ -1,11 +1,36 @@
-// The few names that let reduce_kernels.cu compile as CUDA (nvcc) and as HIP
-// (hipcc -x hip): the runtime header, the stream and error types, the calls
-// the launcher makes, and the half <-> float conversion instructions.
+// The few names that let reduce_kernels.cu compile as CUDA (nvcc), as HIP
+// (hipcc -x hip) and as plain C++ for the emulated GPU (HETCCL_EMU_BUILD:
+// a kernel is one "thread" run on the emu stream): the runtime header, the
+// stream and error types, the calls the launcher makes, the launch itself,
+// and the half <-> float conversion instructions.
 #pragma once
 
 #include <stdint.h>
 
-#if defined(__HIP__) || defined(__HIPCC__)
+#if defined(HETCCL_EMU_BUILD)
+#include "emu/emu_runtime.h"
+#define HETCCL_GPU_KIND "emu"
+typedef emuStream_t gpuStream_t;
+typedef emuError_t gpuError_t;
+#define gpuSuccess emuSuccess
+#define gpuGetLastError emuGetLastError
+#define gpuGetErrorString emuGetErrorString
+#define gpuGetDevice emuGetDevice
+inline gpuError_t gpuDeviceGetAttribute(int* v, int, int) {
+  *v = 1;  // one multiprocessor: one "thread" per launch
+  return emuSuccess;
+}
+#define gpuDevAttrMultiProcessorCount 0
+#define __global__
+#define __launch_bounds__(n)
+struct EmuDim3 {
+  unsigned x;
+};
+constexpr EmuDim3 blockIdx{0}, threadIdx{0}, blockDim{1}, gridDim{1};
+// The kernel runs whole on the stream's worker, as one thread of one block.
+#define HETCCL_LAUNCH(kernel, blocks, threads, stream, ...) \
+  emuEnqueue(stream, [=] { kernel(__VA_ARGS__); })
+#elif defined(__HIP__) || defined(__HIPCC__)
 #include <hip/hip_runtime.h>
 #define HETCCL_GPU_KIND "hip"
 typedef hipStream_t gpuStream_t;
@@ -30,6 +55,13 @@ typedef cudaError_t gpuError_t;
 #endif
 
 #if defined(__CUDACC__) || defined(__HIP__) || defined(__HIPCC__)
+#define HETCCL_LAUNCH(kernel, blocks, threads, stream, ...) kernel<<<blocks, threads, 0, stream>>>(__VA_ARGS__)
+#endif
+
+#if defined(HETCCL_EMU_BUILD)
+#define HETCCL_GPU_BUILD 1
+#define HETCCL_DEV inline
+#elif defined(__CUDACC__) || defined(__HIP__) || defined(__HIPCC__)
 #define HETCCL_GPU_BUILD 1
 // Element code runs in kernels only.
 #define HETCCL_DEV __device__ __forceinline__

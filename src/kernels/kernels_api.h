@@ -33,7 +33,7 @@ extern "C" {
  * lastError() gives the text (per calling thread). */
 typedef struct {
   int version;      /* HETCCL_KERNELS_API_VERSION */
-  const char* kind; /* "cuda" or "hip" */
+  const char* kind; /* "cuda", "hip" or "emu" */
   /* dst[i] = a[i] op b[i]; dst may be a or b. Integers wrap; max/min: a NaN
    * operand wins; float16/bfloat16/fp8 combine in float and round once to
    * nearest-even (fp8 saturates to the largest finite), bit for bit as the

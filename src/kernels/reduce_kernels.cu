@@ -318,8 +318,8 @@ int launchBinary(void* dst, const void* a, const void* b, size_t n, F f, gpuStre
   S* d = static_cast<S*>(dst);
   const S* x = static_cast<const S*>(a);
   const S* y = static_cast<const S*>(b);
-  if (vec) binaryKernel<S, true><<<blocks, kThreads, 0, stream>>>(d, x, y, n, f);
-  else binaryKernel<S, false><<<blocks, kThreads, 0, stream>>>(d, x, y, n, f);
+  void (*kernel)(S*, const S*, const S*, size_t, F) = vec ? &binaryKernel<S, true, F> : &binaryKernel<S, false, F>;
+  HETCCL_LAUNCH(kernel, blocks, kThreads, stream, d, x, y, n, f);
   return checkLaunch(what);
 }
 
@@ -331,8 +331,8 @@ int launchUnary(void* dst, const void* src, size_t n, F f, gpuStream_t stream, c
   if (rc) return rc;
   S* d = static_cast<S*>(dst);
   const S* s = static_cast<const S*>(src);
-  if (vec) unaryKernel<S, true><<<blocks, kThreads, 0, stream>>>(d, s, n, f);
-  else unaryKernel<S, false><<<blocks, kThreads, 0, stream>>>(d, s, n, f);
+  void (*kernel)(S*, const S*, size_t, F) = vec ? &unaryKernel<S, true, F> : &unaryKernel<S, false, F>;
+  HETCCL_LAUNCH(kernel, blocks, kThreads, stream, d, s, n, f);
   return checkLaunch(what);
 }
 

@@ -279,7 +279,7 @@ namespace {
 
 // As under LD_PRELOAD with a real NCCL: the drop-in first in the global
 // lookup, and a vendor library behind it that calls its own API through its
-// PLT (tests/stubnccl, which refuses handles it did not make, as NCCL does).
+// PLT (the emulated GPU's group library, src/emu, which refuses handles it did not make, as NCCL does).
 // One group of three ranks: every call goes straight to the vendor library.
 // Before the vendor library's own calls were bound back to it, every call
 // here failed with ncclInvalidUsage, like every real NCCL call did.
@@ -287,7 +287,7 @@ TEST_F(DropIn, OneGroupRunsOnAVendorLibraryThatCallsItsOwnApi) {
   ASSERT_NE(dlopen(HETCCL_TEST_DROPIN_LIB, RTLD_NOW | RTLD_NOLOAD | RTLD_GLOBAL), nullptr) << dlerror();
   setenv("HETCCL_DEVICE", "host", 1);
   setenv("HETCCL_BACKEND", "nccl", 1);
-  setenv("HETCCL_NCCL_LIB", HETCCL_TEST_STUB_NCCL, 1);
+  setenv("HETCCL_NCCL_LIB", HETCCL_TEST_EMU_NCCL, 1);
   auto getId = fn<int (*)(Id*)>("ncclGetUniqueId");
   auto init = fn<int (*)(Comm*, int, Id, int)>("ncclCommInitRank");
   auto allReduce = fn<int (*)(const void*, void*, size_t, int, int, Comm, void*)>("ncclAllReduce");
@@ -360,9 +360,9 @@ TEST_F(DropIn, OneGroupRunsOnAVendorLibraryThatCallsItsOwnApi) {
   for (auto& t : ts) t.join();
   for (const char* v : {"HETCCL_DEVICE", "HETCCL_BACKEND", "HETCCL_NCCL_LIB"}) unsetenv(v);
   for (int r = 0; r < n; ++r) EXPECT_EQ(errs[r], "") << "rank " << r;
-  void* stub = dlopen(HETCCL_TEST_STUB_NCCL, RTLD_NOW | RTLD_NOLOAD);
-  ASSERT_NE(stub, nullptr) << "the vendor library was never loaded";
-  auto selfCalls = reinterpret_cast<long (*)()>(dlsym(stub, "stubSelfCalls"));
+  void* vendor = dlopen(HETCCL_TEST_EMU_NCCL, RTLD_NOW | RTLD_NOLOAD);
+  ASSERT_NE(vendor, nullptr) << "the vendor library was never loaded";
+  auto selfCalls = reinterpret_cast<long (*)()>(dlsym(vendor, "hetcclEmuNcclSelfCalls"));
   ASSERT_NE(selfCalls, nullptr);
   EXPECT_GE(selfCalls(), 3 * 9) << "the vendor library's calls to its own API did not reach it";
 }
@@ -454,8 +454,8 @@ TEST_F(DropIn, InitAllThenOneGroupOverAllRanks) {
 TEST_F(DropIn, AbortDuringANonBlockingVendorInitReturnsAtOnce) {
   setenv("HETCCL_DEVICE", "host", 1);
   setenv("HETCCL_BACKEND", "nccl", 1);
-  setenv("HETCCL_NCCL_LIB", HETCCL_TEST_STUB_NCCL, 1);
-  setenv("HETCCL_STUB_INIT_DELAY_S", "30", 1);
+  setenv("HETCCL_NCCL_LIB", HETCCL_TEST_EMU_NCCL, 1);
+  setenv("HETCCL_EMU_INIT_DELAY_MS", "30000", 1);
   auto getId = fn<int (*)(Id*)>("ncclGetUniqueId");
   auto initCfg = fn<int (*)(Comm*, int, Id, int, void*)>("ncclCommInitRankConfig");
   auto asyncError = fn<int (*)(Comm, int*)>("ncclCommGetAsyncError");
@@ -478,7 +478,7 @@ TEST_F(DropIn, AbortDuringANonBlockingVendorInitReturnsAtOnce) {
   EXPECT_EQ(abort(c), 0) << lastError(nullptr);
   double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_LT(took, 1.0) << "abort waited for the vendor's init";
-  for (const char* v : {"HETCCL_DEVICE", "HETCCL_BACKEND", "HETCCL_NCCL_LIB", "HETCCL_STUB_INIT_DELAY_S"}) unsetenv(v);
+  for (const char* v : {"HETCCL_DEVICE", "HETCCL_BACKEND", "HETCCL_NCCL_LIB", "HETCCL_EMU_INIT_DELAY_MS"}) unsetenv(v);
 }
 
 // Bad input that must be an error, never a crash: a config NCCL did not make
@@ -507,23 +507,23 @@ TEST_F(DropIn, ForeignHandlesAndConfigsAreRefused) {
   EXPECT_NE(std::string(lastError(c)).find("NCCL_CONFIG_INITIALIZER"), std::string::npos) << lastError(c);
   EXPECT_EQ(nc, nullptr);
   // The stand-in vendor library's own communicator, handed to the drop-in.
-  void* stub = dlopen(HETCCL_TEST_STUB_NCCL, RTLD_NOW | RTLD_LOCAL);
-  ASSERT_NE(stub, nullptr) << dlerror();
-  auto stubGetId = reinterpret_cast<int (*)(Id*)>(dlsym(stub, "ncclGetUniqueId"));
-  auto stubInit = reinterpret_cast<int (*)(Comm*, int, Id, int)>(dlsym(stub, "ncclCommInitRank"));
-  auto stubAllReduce = reinterpret_cast<int (*)(const void*, void*, size_t, int, int, Comm, void*)>(
-      dlsym(stub, "ncclAllReduce"));
+  void* vendor = dlopen(HETCCL_TEST_EMU_NCCL, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(vendor, nullptr) << dlerror();
+  auto vendorGetId = reinterpret_cast<int (*)(Id*)>(dlsym(vendor, "ncclGetUniqueId"));
+  auto vendorInit = reinterpret_cast<int (*)(Comm*, int, Id, int)>(dlsym(vendor, "ncclCommInitRank"));
+  auto vendorAllReduce = reinterpret_cast<int (*)(const void*, void*, size_t, int, int, Comm, void*)>(
+      dlsym(vendor, "ncclAllReduce"));
   Id sid;
-  ASSERT_EQ(stubGetId(&sid), 0);
+  ASSERT_EQ(vendorGetId(&sid), 0);
   Comm foreign = nullptr;
-  ASSERT_EQ(stubInit(&foreign, 1, sid, 0), 0);
+  ASSERT_EQ(vendorInit(&foreign, 1, sid, 0), 0);
   float x = 1;
   EXPECT_EQ(allReduce(&x, &x, 1, 7, 0, foreign, nullptr), 5);
   EXPECT_NE(std::string(lastError(nullptr)).find("not a live communicator"), std::string::npos) << lastError(nullptr);
   // ... and the reverse: the vendor library refuses the drop-in's.
-  EXPECT_EQ(stubAllReduce(&x, &x, 1, 7, 0, c, nullptr), 5);
-  auto stubDestroy = reinterpret_cast<int (*)(Comm)>(dlsym(stub, "ncclCommDestroy"));
-  EXPECT_EQ(stubDestroy(foreign), 0);
+  EXPECT_EQ(vendorAllReduce(&x, &x, 1, 7, 0, c, nullptr), 5);
+  auto vendorDestroy = reinterpret_cast<int (*)(Comm)>(dlsym(vendor, "ncclCommDestroy"));
+  EXPECT_EQ(vendorDestroy(foreign), 0);
   // A config of a later NCCL: larger, another version; its head is read.
   struct {
     size_t size;

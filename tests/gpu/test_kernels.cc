@@ -1,10 +1,11 @@
-// The CUDA kernels plugin (libhetccl-cuda-kernels.so) against the host
-// reference (src/elements/host_reduce.h), bit for bit, for every data type
-// x op and a few counts, aligned (vector path) and misaligned (scalar path),
-// in place and out of place; plus scale (floats) and divide (integers).
-// The CUDA runtime is dlopen'ed (no CUDA header); without it or without a GPU
-// every test skips.
-#include <dlfcn.h>
+// A device kernels plugin (libhetccl-cuda-kernels.so on an NVIDIA GPU,
+// libhetccl-emu-kernels.so on the emulated GPU: the same source) against
+// the host reference (src/elements/host_reduce.h), bit for bit, for every
+// data type x op and a few counts, aligned (vector path) and misaligned
+// (scalar path), in place and out of place; plus scale (floats) and divide
+// (integers). HETCCL_TEST_DEVICE names the kind (default cuda); memory and
+// copies go through hetccl's public device helpers, so no vendor header is
+// needed. Without the runtime or a device every test skips.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -16,74 +17,45 @@
 #include <string>
 #include <vector>
 
-#include "elements/host_reduce.h"
-#include "elements/lowp.h"
 #include "core/datatype.h"
 #include "core/error.h"
 #include "device/kernels.h"
+#include "elements/host_reduce.h"
+#include "elements/lowp.h"
+#include "hetccl/hetccl.h"
 
 namespace hetccl {
 namespace {
 
-constexpr int kMemcpyHostToDevice = 1;
-constexpr int kMemcpyDeviceToHost = 2;
-
-struct Cudart {
-  int (*getDeviceCount)(int*) = nullptr;
-  int (*malloc)(void**, size_t) = nullptr;
-  int (*memcpy)(void*, const void*, size_t, int) = nullptr;
-  int (*free)(void*) = nullptr;
-  int (*deviceSynchronize)() = nullptr;
-  int (*streamSynchronize)(void*) = nullptr;
-  const char* (*getErrorString)(int) = nullptr;
-};
-
 struct Gpu {
   bool ok = false;
+  std::string kind;
   std::string why;
-  Cudart rt;
   const hetcclKernelsApi_t* api = nullptr;
 };
-
-template <class F>
-bool sym(void* lib, const char* name, F* f) {
-  *f = reinterpret_cast<F>(dlsym(lib, name));
-  return *f != nullptr;
-}
 
 const Gpu& gpu() {
   static const Gpu g = [] {
     Gpu r;
-    void* lib = nullptr;
-    for (const char* name : {"libcudart.so.13", "libcudart.so.12", "libcudart.so"})
-      if ((lib = dlopen(name, RTLD_NOW | RTLD_GLOBAL))) break;
-    if (!lib) {
-      r.why = "no CUDA runtime (libcudart.so.13)";
-      return r;
-    }
-    if (!sym(lib, "cudaGetDeviceCount", &r.rt.getDeviceCount) || !sym(lib, "cudaMalloc", &r.rt.malloc) ||
-        !sym(lib, "cudaMemcpy", &r.rt.memcpy) || !sym(lib, "cudaFree", &r.rt.free) ||
-        !sym(lib, "cudaDeviceSynchronize", &r.rt.deviceSynchronize) ||
-        !sym(lib, "cudaStreamSynchronize", &r.rt.streamSynchronize) ||
-        !sym(lib, "cudaGetErrorString", &r.rt.getErrorString)) {
-      r.why = "the CUDA runtime lacks a function";
-      return r;
-    }
+    const char* kind = getenv("HETCCL_TEST_DEVICE");
+    r.kind = kind && *kind ? kind : "cuda";
     int n = 0;
-    if (r.rt.getDeviceCount(&n) != 0 || n == 0) {
-      r.why = "no CUDA GPU";
+    if (hetcclDeviceCount(r.kind.c_str(), &n) != hetcclSuccess || n == 0) {
+      r.why = "no " + r.kind + " device or runtime (" + hetcclGetLastError(nullptr) + ")";
       return r;
     }
-    // The plugin as built, unless the environment names another one.
-    if (!getenv("HETCCL_KERNELS_LIB")) setenv("HETCCL_KERNELS_LIB", HETCCL_TEST_KERNELS_LIB, 1);
+#ifdef HETCCL_TEST_KERNELS_LIB
+    // The CUDA plugin as built, unless the environment names another one.
+    if (r.kind == "cuda" && !getenv("HETCCL_KERNELS_LIB")) setenv("HETCCL_KERNELS_LIB", HETCCL_TEST_KERNELS_LIB, 1);
+#endif
     try {
-      r.api = loadKernels("cuda");
+      r.api = loadKernels(r.kind);
     } catch (const Error& e) {
       r.why = std::string("loading the plugin failed: ") + e.what();
       return r;
     }
     if (!r.api) {
-      r.why = "no CUDA kernels plugin";
+      r.why = "no " + r.kind + " kernels plugin";
       return r;
     }
     r.ok = true;
@@ -92,28 +64,34 @@ const Gpu& gpu() {
   return g;
 }
 
-#define NEED_GPU()                                     \
-  do {                                                 \
-    if (!gpu().ok) GTEST_SKIP() << gpu().why;          \
+#define NEED_GPU()                            \
+  do {                                        \
+    if (!gpu().ok) GTEST_SKIP() << gpu().why; \
   } while (0)
 
-#define CUDA_OK(call)                                                                      \
-  do {                                                                                     \
-    int rc_ = (call);                                                                      \
-    ASSERT_EQ(rc_, 0) << #call << ": " << gpu().rt.getErrorString(rc_);                    \
+#define DEV_OK(call)                                                     \
+  do {                                                                   \
+    hetcclResult_t rc_ = (call);                                         \
+    ASSERT_EQ(rc_, hetcclSuccess) << #call << ": " << hetcclGetLastError(nullptr); \
   } while (0)
 
 // Device memory, freed at scope end.
 struct DevBuf {
   void* p = nullptr;
   explicit DevBuf(size_t bytes) {
-    if (gpu().rt.malloc(&p, bytes ? bytes : 1) != 0) p = nullptr;
+    if (hetcclDeviceAlloc(gpu().kind.c_str(), &p, bytes ? bytes : 1) != hetcclSuccess) p = nullptr;
   }
   ~DevBuf() {
-    if (p) gpu().rt.free(p);
+    if (p) hetcclDeviceFree(gpu().kind.c_str(), p);
   }
   char* c() const { return static_cast<char*>(p); }
 };
+
+// The default stream: where the kernels run when given a NULL stream.
+hetcclResult_t syncDevice() { return hetcclStreamSynchronize(gpu().kind.c_str(), nullptr); }
+hetcclResult_t copy(void* dst, const void* src, size_t bytes) {
+  return hetcclDeviceCopy(gpu().kind.c_str(), dst, src, bytes);
+}
 
 const char* kOpNames[4] = {"sum", "prod", "max", "min"};
 
@@ -198,13 +176,13 @@ void checkReduce(DataType dt, int op, size_t n, size_t offset, bool inPlace) {
 
   DevBuf da(bytes + off), db(bytes + off), dd(bytes + off);
   ASSERT_TRUE(da.p && db.p && dd.p);
-  CUDA_OK(g.rt.memcpy(da.c() + off, a.data(), bytes, kMemcpyHostToDevice));
-  CUDA_OK(g.rt.memcpy(db.c() + off, b.data(), bytes, kMemcpyHostToDevice));
+  DEV_OK(copy(da.c() + off, a.data(), bytes));
+  DEV_OK(copy(db.c() + off, b.data(), bytes));
   char* dst = inPlace ? da.c() + off : dd.c() + off;
   int rc = g.api->reduce(dst, da.c() + off, db.c() + off, n, dt, op, nullptr);
   ASSERT_EQ(rc, 0) << g.api->lastError();
-  CUDA_OK(g.rt.streamSynchronize(nullptr));
-  CUDA_OK(g.rt.memcpy(got.data(), dst, bytes, kMemcpyDeviceToHost));
+  DEV_OK(syncDevice());
+  DEV_OK(copy(got.data(), dst, bytes));
   std::string what = std::string("reduce ") + dataTypeName(dt) + " " + kOpNames[op] + " n=" + std::to_string(n) +
                      " offset=" + std::to_string(offset) + (inPlace ? " in place" : "");
   // max/min only move values: NaNs must come through bit for bit too.
@@ -244,11 +222,11 @@ TEST(Kernels, ScaleFloatsMatchesHost) {
           scaleArray(want.data(), in.data(), n, dt, s);
           DevBuf di(bytes + off), dd(bytes + off);
           ASSERT_TRUE(di.p && dd.p);
-          CUDA_OK(g.rt.memcpy(di.c() + off, in.data(), bytes, kMemcpyHostToDevice));
+          DEV_OK(copy(di.c() + off, in.data(), bytes));
           int rc = g.api->scale(dd.c() + off, di.c() + off, n, dt, s, nullptr);
           ASSERT_EQ(rc, 0) << g.api->lastError();
-          CUDA_OK(g.rt.streamSynchronize(nullptr));
-          CUDA_OK(g.rt.memcpy(got.data(), dd.c() + off, bytes, kMemcpyDeviceToHost));
+          DEV_OK(syncDevice());
+          DEV_OK(copy(got.data(), dd.c() + off, bytes));
           expectSame(want, got, dt, true,
                      std::string("scale ") + dataTypeName(dt) + " by " + std::to_string(s) + " n=" + std::to_string(n) +
                          " offset=" + std::to_string(offset));
@@ -269,13 +247,13 @@ TEST(Kernels, DivideIntegersMatchesHost) {
           auto want = randomElems(dt, n, 31 * t + d + n);
           DevBuf db(bytes + off);
           ASSERT_TRUE(db.p);
-          CUDA_OK(g.rt.memcpy(db.c() + off, want.data(), bytes, kMemcpyHostToDevice));
+          DEV_OK(copy(db.c() + off, want.data(), bytes));
           divideArray(want.data(), n, dt, d);
           int rc = g.api->divide(db.c() + off, n, dt, d, nullptr);
           ASSERT_EQ(rc, 0) << g.api->lastError();
-          CUDA_OK(g.rt.streamSynchronize(nullptr));
+          DEV_OK(syncDevice());
           std::vector<uint8_t> got(bytes);
-          CUDA_OK(g.rt.memcpy(got.data(), db.c() + off, bytes, kMemcpyDeviceToHost));
+          DEV_OK(copy(got.data(), db.c() + off, bytes));
           expectSame(want, got, dt, false,
                      std::string("divide ") + dataTypeName(dt) + " by " + std::to_string(d) + " n=" +
                          std::to_string(n) + " offset=" + std::to_string(offset));
@@ -284,9 +262,11 @@ TEST(Kernels, DivideIntegersMatchesHost) {
 }
 
 // Not a check: prints the bandwidth of reduce (two reads, one write) for a
-// few types, 256 MiB per operand.
+// few types, 256 MiB per operand (on GPUs only: on emu it would only time
+// this machine's memory).
 TEST(Kernels, ReduceThroughput) {
   NEED_GPU();
+  if (gpu().kind == "emu") GTEST_SKIP() << "a bandwidth print for GPUs";
   const Gpu& g = gpu();
   size_t bytes = size_t{256} << 20;
   DevBuf a(bytes), b(bytes), d(bytes);
@@ -294,11 +274,11 @@ TEST(Kernels, ReduceThroughput) {
   for (DataType dt : {hetcclFloat32, hetcclFloat16, hetcclBfloat16, hetcclFloat8e4m3, hetcclInt64}) {
     size_t n = bytes / dataTypeSize(dt);
     for (int i = 0; i < 3; ++i) ASSERT_EQ(g.api->reduce(d.p, a.p, b.p, n, dt, 0, nullptr), 0);
-    CUDA_OK(g.rt.deviceSynchronize());
+    DEV_OK(syncDevice());
     const int iters = 20;
     auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < iters; ++i) ASSERT_EQ(g.api->reduce(d.p, a.p, b.p, n, dt, 0, nullptr), 0);
-    CUDA_OK(g.rt.deviceSynchronize());
+    DEV_OK(syncDevice());
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
     printf("reduce sum %-9s %zu MiB x3: %.1f us, %.0f GB/s\n", dataTypeName(dt), bytes >> 20, s * 1e6,
            3.0 * bytes / s / 1e9);
@@ -309,7 +289,7 @@ TEST(Kernels, ApiAndBadArguments) {
   NEED_GPU();
   const Gpu& g = gpu();
   EXPECT_EQ(g.api->version, HETCCL_KERNELS_API_VERSION);
-  EXPECT_STREQ(g.api->kind, "cuda");
+  EXPECT_EQ(std::string(g.api->kind), g.kind);
   DevBuf d(64);
   ASSERT_TRUE(d.p);
   EXPECT_EQ(g.api->reduce(d.p, d.p, d.p, 0, hetcclFloat32, 0, nullptr), 0);  // nothing to do
@@ -321,9 +301,9 @@ TEST(Kernels, ApiAndBadArguments) {
   EXPECT_EQ(g.api->scale(d.p, d.p, 4, hetcclInt32, 0.5, nullptr), HETCCL_KERNELS_INVALID_ARGUMENT);
   EXPECT_EQ(g.api->divide(d.p, 4, hetcclFloat32, 2, nullptr), HETCCL_KERNELS_INVALID_ARGUMENT);
   EXPECT_EQ(g.api->divide(d.p, 4, hetcclInt32, 0, nullptr), HETCCL_KERNELS_INVALID_ARGUMENT);
-  CUDA_OK(g.rt.deviceSynchronize());
+  DEV_OK(syncDevice());
   // Cached: the same table again.
-  EXPECT_EQ(loadKernels("cuda"), g.api);
+  EXPECT_EQ(loadKernels(g.kind), g.api);
 }
 
 }  // namespace

@@ -347,28 +347,28 @@ bool has(const std::vector<std::string>& v, const char* name) {
 }
 
 TEST(NcclSelfBind, NothingToDoWhenNothingComesFirst) {
-  void* stub = dlopen(HETCCL_TEST_STUB_NCCL, RTLD_NOW | RTLD_LOCAL);
-  ASSERT_NE(stub, nullptr) << dlerror();
-  nccl::RebindResult r = nccl::rebindOwnApi(stub, {"nccl", "pnccl"});
+  void* vendor = dlopen(HETCCL_TEST_EMU_NCCL, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(vendor, nullptr) << dlerror();
+  nccl::RebindResult r = nccl::rebindOwnApi(vendor, {"nccl", "pnccl"});
   EXPECT_TRUE(r.supported);
   EXPECT_TRUE(r.rebound.empty()) << r.rebound.front();
-  EXPECT_GE(r.alreadyHome, 4) << "the stub calls ncclCommGetAsyncError, ncclGetVersion, ncclBroadcast, "
+  EXPECT_GE(r.alreadyHome, 4) << "the library calls ncclCommGetAsyncError, ncclGetVersion, ncclBroadcast, "
                                  "ncclCommInitRankConfig through its PLT";
 }
 
-TEST(NcclSelfBind, StubCallsComeHomeBehindAGlobalDropin) {
+TEST(NcclSelfBind, EmuGroupLibraryCallsComeHomeBehindAGlobalDropin) {
   ASSERT_NE(dlopen(HETCCL_TEST_DROPIN_LIB, RTLD_NOW | RTLD_GLOBAL), nullptr) << dlerror();
-  void* stub = dlopen(HETCCL_TEST_STUB_NCCL, RTLD_NOW | RTLD_LOCAL);
-  ASSERT_NE(stub, nullptr) << dlerror();
-  nccl::RebindResult r = nccl::rebindOwnApi(stub, {"nccl", "pnccl"});
+  void* vendor = dlopen(HETCCL_TEST_EMU_NCCL, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(vendor, nullptr) << dlerror();
+  nccl::RebindResult r = nccl::rebindOwnApi(vendor, {"nccl", "pnccl"});
   for (const char* fn : {"ncclCommGetAsyncError", "ncclGetVersion", "ncclBroadcast", "ncclCommInitRankConfig"})
     EXPECT_TRUE(has(r.rebound, fn)) << fn << " was not rebound";
-  nccl::RebindResult again = nccl::rebindOwnApi(stub, {"nccl", "pnccl"});
+  nccl::RebindResult again = nccl::rebindOwnApi(vendor, {"nccl", "pnccl"});
   EXPECT_TRUE(again.rebound.empty());
   EXPECT_EQ(again.alreadyHome, r.alreadyHome + static_cast<int>(r.rebound.size()));
-  // The stub's collectives now see its own communicator check: through the
+  // Its collectives now see its own communicator check: through the
   // loader's table (which rebinds once more, finding nothing to do).
-  const nccl::NcclApi& api = nccl::loadNcclApiFromPath(HETCCL_TEST_STUB_NCCL, "nccl");
+  const nccl::NcclApi& api = nccl::loadNcclApiFromPath(HETCCL_TEST_EMU_NCCL, "nccl");
   int v = 0;
   EXPECT_EQ(api.getVersion(&v), nccl::ncclSuccess);
   EXPECT_EQ(v, 22809);

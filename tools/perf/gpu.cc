@@ -1,92 +1,48 @@
 #include "gpu.h"
 
-#include <dlfcn.h>
-
 #include <stdexcept>
+
+#include "hetccl/hetccl.h"
 
 namespace perf {
 namespace {
 
-struct Cuda {
-  int (*setDevice)(int);
-  int (*getDeviceCount)(int*);
-  int (*malloc)(void**, size_t);
-  int (*free)(void*);
-  int (*memcpy)(void*, const void*, size_t, int);
-  int (*streamCreate)(void**);
-  int (*streamSynchronize)(void*);
-  const char* (*errorString)(int);
-};
-
-const Cuda* cuda() {
-  static const Cuda* api = [] () -> const Cuda* {
-    void* lib = nullptr;
-    for (const char* name : {"libcudart.so.13", "libcudart.so.12", "libcudart.so"})
-      if ((lib = dlopen(name, RTLD_NOW | RTLD_LOCAL))) break;
-    if (!lib) return nullptr;
-    auto* c = new Cuda;
-    c->setDevice = reinterpret_cast<int (*)(int)>(dlsym(lib, "cudaSetDevice"));
-    c->getDeviceCount = reinterpret_cast<int (*)(int*)>(dlsym(lib, "cudaGetDeviceCount"));
-    c->malloc = reinterpret_cast<int (*)(void**, size_t)>(dlsym(lib, "cudaMalloc"));
-    c->free = reinterpret_cast<int (*)(void*)>(dlsym(lib, "cudaFree"));
-    c->memcpy = reinterpret_cast<int (*)(void*, const void*, size_t, int)>(dlsym(lib, "cudaMemcpy"));
-    c->streamCreate = reinterpret_cast<int (*)(void**)>(dlsym(lib, "cudaStreamCreate"));
-    c->streamSynchronize = reinterpret_cast<int (*)(void*)>(dlsym(lib, "cudaStreamSynchronize"));
-    c->errorString = reinterpret_cast<const char* (*)(int)>(dlsym(lib, "cudaGetErrorString"));
-    if (!c->setDevice || !c->getDeviceCount || !c->malloc || !c->free || !c->memcpy || !c->streamCreate ||
-        !c->streamSynchronize || !c->errorString)
-      return nullptr;
-    return c;
-  }();
-  return api;
+void check(hetcclResult_t r, const char* what) {
+  if (r != hetcclSuccess) throw std::runtime_error(std::string(what) + " failed: " + hetcclGetLastError(nullptr));
 }
 
-const Cuda& need() {
-  const Cuda* c = cuda();
-  if (!c) throw std::runtime_error("GPU ranks need the CUDA runtime (libcudart.so.13/.12), which cannot be loaded");
-  return *c;
-}
-
-void check(int r, const char* what) {
-  if (r != 0) throw std::runtime_error(std::string(what) + " failed: " + need().errorString(r));
-}
-
-constexpr int kMemcpyDefault = 4;
 Gpu* gTool = nullptr;
 
 }  // namespace
 
-Gpu::Gpu(int device) : device_(device) {
-  check(need().setDevice(device), "cudaSetDevice");
-  check(need().streamCreate(&stream_), "cudaStreamCreate");
+Gpu::Gpu(const std::string& kind, int device) : kind_(kind), device_(device) {
+  check(hetcclDeviceSet(kind_.c_str(), device), "hetcclDeviceSet");
+  check(hetcclStreamCreate(kind_.c_str(), &stream_), "hetcclStreamCreate");
 }
 
 void* Gpu::alloc(size_t bytes) {
   void* p = nullptr;
-  check(need().malloc(&p, bytes ? bytes : 1), "cudaMalloc");
+  check(hetcclDeviceAlloc(kind_.c_str(), &p, bytes), "hetcclDeviceAlloc");
   return p;
 }
 
-void Gpu::free(void* p) {
-  if (p) need().free(p);
-}
+void Gpu::free(void* p) { hetcclDeviceFree(kind_.c_str(), p); }
 
 void Gpu::toDevice(void* dst, const void* src, size_t bytes) {
   sync();
-  check(need().memcpy(dst, src, bytes, kMemcpyDefault), "cudaMemcpy");
+  check(hetcclDeviceCopy(kind_.c_str(), dst, src, bytes), "hetcclDeviceCopy");
 }
 
 void Gpu::toHost(void* dst, const void* src, size_t bytes) {
   sync();
-  check(need().memcpy(dst, src, bytes, kMemcpyDefault), "cudaMemcpy");
+  check(hetcclDeviceCopy(kind_.c_str(), dst, src, bytes), "hetcclDeviceCopy");
 }
 
-void Gpu::sync() { check(need().streamSynchronize(stream_), "cudaStreamSynchronize"); }
+void Gpu::sync() { check(hetcclStreamSynchronize(kind_.c_str(), stream_), "hetcclStreamSynchronize"); }
 
-int Gpu::deviceCount() {
+int Gpu::deviceCount(const std::string& kind) {
   int n = 0;
-  if (!cuda() || cuda()->getDeviceCount(&n) != 0) return 0;
-  return n;
+  return hetcclDeviceCount(kind.c_str(), &n) == hetcclSuccess ? n : 0;
 }
 
 Gpu* toolGpu() { return gTool; }

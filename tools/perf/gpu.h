@@ -1,6 +1,6 @@
-// GPU buffers for hetccl-perf ranks on CUDA devices: the CUDA runtime is
-// loaded at run time (hetccl-perf runs on machines without one), and only
-// what the tool needs is used: memory, copies and one stream.
+// Device buffers for hetccl-perf ranks on GPUs (cuda, hip) or emulated GPUs
+// (emu): memory, copies and one stream, through hetccl's own device helpers
+// (hetcclDeviceAlloc...), so the tool links no vendor runtime.
 #ifndef HETCCL_TOOLS_PERF_GPU_H_
 #define HETCCL_TOOLS_PERF_GPU_H_
 
@@ -11,9 +11,10 @@ namespace perf {
 
 class Gpu {
  public:
-  // Loads the CUDA runtime and makes `device` current on this thread; throws
+  // Makes `device` of `kind` current on this thread; throws
   // std::runtime_error saying why when it cannot.
-  explicit Gpu(int device);
+  Gpu(const std::string& kind, int device);
+  const std::string& kind() const { return kind_; }
   int device() const { return device_; }
   void* stream() const { return stream_; }
   void* alloc(size_t bytes);
@@ -21,9 +22,10 @@ class Gpu {
   void toDevice(void* dst, const void* src, size_t bytes);  // synchronous
   void toHost(void* dst, const void* src, size_t bytes);    // synchronous
   void sync();  // waits for the tool's stream
-  static int deviceCount();  // 0 when no runtime or device
+  static int deviceCount(const std::string& kind);  // 0 when no runtime or device
 
  private:
+  std::string kind_;
   int device_;
   void* stream_ = nullptr;
 };

@@ -22,16 +22,19 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// A CUDA rank: its GPU (index mod the GPUs visible) becomes current before
-// the communicator is created, which binds the rank to it.
-bool startGpu(int rank, int index) {
-  int n = Gpu::deviceCount();
+bool isGpuKind(const std::string& kind) { return kind == "cuda" || kind == "hip" || kind == "emu"; }
+
+// A GPU rank (cuda, hip, emu): its device (index mod the devices visible)
+// becomes current before the communicator is created, which binds the rank
+// to it.
+bool startGpu(const std::string& kind, int rank, int index) {
+  int n = Gpu::deviceCount(kind);
   if (n <= 0) {
-    fprintf(stderr, "hetccl-perf: rank %d: a CUDA rank needs a visible GPU and the CUDA runtime\n", rank);
+    fprintf(stderr, "hetccl-perf: rank %d: a %s rank needs a visible device and its runtime\n", rank, kind.c_str());
     return false;
   }
   try {
-    setToolGpu(new Gpu(index % n));  // lives as long as the process
+    setToolGpu(new Gpu(kind, index % n));  // lives as long as the process
   } catch (const std::exception& e) {
     fprintf(stderr, "hetccl-perf: rank %d: %s\n", rank, e.what());
     return false;
@@ -75,7 +78,9 @@ hetcclConfig_t makeConfig(const Options& o, int rank) {
   hetcclConfig_t cfg = makeConfig(o, rank);
   hetcclComm_t comm = nullptr;
   int code;
-  if (!o.devices.empty() && o.devices[static_cast<size_t>(rank)] == "cuda" && !startGpu(rank, rank)) _exit(kExitError);
+  if (!o.devices.empty() && isGpuKind(o.devices[static_cast<size_t>(rank)]) &&
+      !startGpu(o.devices[static_cast<size_t>(rank)], rank, rank))
+    _exit(kExitError);
   hetcclResult_t r = hetcclCommInitRankConfig(&comm, o.np, id, rank, &cfg);
   if (r != hetcclSuccess) {
     fprintf(stderr, "hetccl-perf: rank %d: hetcclCommInitRankConfig failed: %s: %s\n", rank,
@@ -221,11 +226,11 @@ int launchLocal(const Options& o, const RankBody& body) {
 int launchFromEnv(const Options& o, const RankBody& body) {
   hetcclConfig_t cfg = makeConfig(o, 0);
   const char* dev = getenv("HETCCL_DEVICE");
-  if (dev && strcmp(dev, "cuda") == 0) {
+  if (dev && isGpuKind(dev)) {
     const char* local = getenv("LOCAL_RANK");
     if (!local) local = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
     if (!local) local = getenv("SLURM_LOCALID");
-    if (!startGpu(-1, local ? atoi(local) : 0)) return kExitError;
+    if (!startGpu(dev, -1, local ? atoi(local) : 0)) return kExitError;
   }
   hetcclComm_t comm = nullptr;
   hetcclResult_t r = hetcclCommInitFromEnv(&comm, &cfg);

@@ -58,8 +58,9 @@ const char* const kUsage =
     "                          the launcher's environment: torchrun, mpirun, srun)\n"
     "      --groups a,a,b,b    group name of each rank (with --np)\n"
     "  -g, --gpus N            the first N ranks (with --np) are CUDA ranks, on GPU (rank mod GPUs);\n"
-    "                          under a launcher: HETCCL_DEVICE=cuda makes a rank a CUDA rank (GPU LOCAL_RANK mod GPUs)\n"
-    "      --devices cuda,host,...  device kind of each rank (with --np), instead of -g\n"
+    "                          under a launcher: HETCCL_DEVICE=cuda (hip, emu) makes a rank a GPU rank (device LOCAL_RANK mod devices)\n"
+    "      --devices cuda,host,...  device kind of each rank (with --np), instead of -g:\n"
+    "                          host, cuda, hip or emu (the emulated GPU, libhetccl-emu.so)\n"
     "      --transport T       tcp, shm, ucx or auto (default: the library's, HETCCL_TRANSPORT)\n"
     "      --timeout S         with --np: kill every rank after S seconds (default 600; 0: never)\n"
     "  -h, --help              this text\n"
@@ -187,7 +188,8 @@ Options parseOptions(int argc, char** argv) {
       case kDevices:
         o.devices = splitList(optarg);
         for (const auto& d : o.devices)
-          if (d != "host" && d != "cuda") usageError("--devices: expected host or cuda, got '" + d + "'");
+          if (d != "host" && d != "cuda" && d != "hip" && d != "emu")
+            usageError("--devices: expected host, cuda, hip or emu, got '" + d + "'");
         break;
       case kTransport:
         if (strcmp(optarg, "tcp") != 0 && strcmp(optarg, "shm") != 0 && strcmp(optarg, "ucx") != 0 &&

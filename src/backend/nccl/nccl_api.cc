@@ -12,6 +12,7 @@
 
 #include "backend/nccl/self_bind.h"
 #include "core/settings.h"
+#include "device/lib_dir.h"
 #include "core/error.h"
 #include "core/log.h"
 
@@ -28,7 +29,10 @@ struct Flavor {
 Flavor flavorOf(const std::string& flavor) {
   if (flavor == "nccl") return {"NCCL", settings::kNcclLib, settings::kNcclLib.name, "libnccl.so.2"};
   if (flavor == "rccl") return {"RCCL", settings::kRcclLib, settings::kRcclLib.name, "librccl.so.1"};
-  throwError(hetcclInternalError, "NCCL-ABI flavor '" + flavor + "' is neither nccl nor rccl");
+  if (flavor == "emu")
+    return {"the emulated GPU's group library", settings::kEmuNcclLib, settings::kEmuNcclLib.name,
+            "libhetccl-emu-nccl.so"};
+  throwError(hetcclInternalError, "NCCL-ABI flavor '" + flavor + "' is none of nccl, rccl, emu");
 }
 
 std::string setHint(const Flavor& f) {
@@ -206,6 +210,7 @@ std::string dirOf(const std::string& file) {
 
 std::vector<std::string> defaultPaths(const std::string& flavor) {
   if (flavor == "rccl") return {"librccl.so.1", "librccl.so", "/opt/rocm/lib/librccl.so.1"};
+  if (flavor == "emu") return {thisLibraryDir() + "/libhetccl-emu-nccl.so", "libhetccl-emu-nccl.so"};
   std::vector<std::string> paths = {"libnccl.so.2", "/usr/local/cuda/lib64/libnccl.so.2",
                                     "/usr/local/cuda/lib/libnccl.so.2", "/usr/lib/x86_64-linux-gnu/libnccl.so.2"};
   // Beside a CUDA runtime the process has loaded already (a framework's
@@ -255,7 +260,7 @@ const NcclApi& loadNcclApi(const std::string& flavor) {
   }
   throwError(hetcclSystemError, std::string("cannot find the ") + f.lib + " library: tried " + tried + "; " +
                                     setHint(f) + " (the " + flavor + " backend serves " +
-                                    (flavor == "rccl" ? "hip" : "cuda") + " ranks)");
+                                    (flavor == "rccl" ? "hip" : flavor == "emu" ? "emu" : "cuda") + " ranks)");
 }
 
 }  // namespace hetccl::nccl

@@ -1,0 +1,94 @@
+/* The emulated GPU (device kind "emu"): a device runtime with the CUDA
+ * runtime's shape, run on the CPU, so that groups of several GPUs run where
+ * no GPU is (CI). libhetccl-emu.so; hetccl loads it as it loads libcudart.
+ *
+ * What it keeps of a GPU, where correctness depends on it:
+ * - device memory of its own (emuMalloc), which emuPointerGetAttributes tells
+ *   apart from host memory (so a host buffer on an emu rank is refused, as on
+ *   CUDA), pinned host memory (emuHostAlloc) and registered host memory;
+ * - streams whose work runs in order on a worker thread of each stream, after
+ *   the call that enqueued it returned; events, stream waits on events and
+ *   on a 64-bit value in memory, host functions;
+ * - faults on demand (settings): copies slower than launches
+ *   (HETCCL_EMU_COPY_DELAY_US), every stream operation late
+ *   (HETCCL_EMU_STALL_US), an allocation that fails (HETCCL_EMU_FAIL_ALLOC).
+ * Device memory is this process's memory: there is no peer access between
+ * processes (as between two vendors' GPUs).
+ *
+ * Error codes are the CUDA runtime's where it has one. */
+#ifndef HETCCL_EMU_RUNTIME_H_
+#define HETCCL_EMU_RUNTIME_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef int emuError_t;
+#define emuSuccess 0
+#define emuErrorInvalidValue 1
+#define emuErrorMemoryAllocation 2
+#define emuErrorInvalidDevice 101
+#define emuErrorNotReady 600
+#define emuErrorUnknown 999
+
+typedef struct emuStream* emuStream_t;  /* NULL: the current device's default stream */
+typedef struct emuEvent* emuEvent_t;
+
+/* cudaPointerAttributes' head: type 0 unregistered host, 1 host (pinned or
+ * registered), 2 device. */
+typedef struct {
+  int type;
+  int device;
+  void* devicePointer;
+  void* hostPointer;
+} emuPointerAttributes;
+
+emuError_t emuGetDeviceCount(int* count);
+emuError_t emuGetDevice(int* device);
+emuError_t emuSetDevice(int device);
+emuError_t emuDeviceSynchronize(void);
+emuError_t emuRuntimeGetVersion(int* version);
+emuError_t emuGetLastError(void);
+const char* emuGetErrorString(emuError_t e);
+
+emuError_t emuMalloc(void** ptr, size_t bytes);
+emuError_t emuFree(void* ptr);
+emuError_t emuHostAlloc(void** ptr, size_t bytes, unsigned flags);
+emuError_t emuFreeHost(void* ptr);
+emuError_t emuHostGetDevicePointer(void** dptr, void* hptr, unsigned flags);
+emuError_t emuHostRegister(void* ptr, size_t bytes, unsigned flags);
+emuError_t emuHostUnregister(void* ptr);
+emuError_t emuPointerGetAttributes(emuPointerAttributes* attr, const void* ptr);
+
+/* kind is cudaMemcpyKind's; every direction is a plain copy here. */
+emuError_t emuMemcpyAsync(void* dst, const void* src, size_t bytes, int kind, emuStream_t stream);
+emuError_t emuMemcpy(void* dst, const void* src, size_t bytes, int kind);
+
+emuError_t emuStreamCreateWithFlags(emuStream_t* stream, unsigned flags);
+emuError_t emuStreamDestroy(emuStream_t stream);
+emuError_t emuStreamSynchronize(emuStream_t stream);
+emuError_t emuStreamQuery(emuStream_t stream);
+emuError_t emuEventCreateWithFlags(emuEvent_t* event, unsigned flags);
+emuError_t emuEventDestroy(emuEvent_t event);
+emuError_t emuEventRecord(emuEvent_t event, emuStream_t stream);
+emuError_t emuEventQuery(emuEvent_t event);
+emuError_t emuEventSynchronize(emuEvent_t event);
+emuError_t emuStreamWaitEvent(emuStream_t stream, emuEvent_t event, unsigned flags);
+emuError_t emuLaunchHostFunc(emuStream_t stream, void (*fn)(void*), void* arg);
+/* Work enqueued after this waits until *(uint64_t*)addr >= value (flags 0),
+ * as cuStreamWaitValue64 with CU_STREAM_WAIT_VALUE_GEQ. */
+int emuStreamWaitValue64(emuStream_t stream, uint64_t addr, uint64_t value, unsigned flags);
+
+#ifdef __cplusplus
+}
+
+#include <functional>
+/* C++ callers (the emu kernels plugin, the emu group library): any callable
+ * as the next operation of `stream`. */
+emuError_t emuEnqueue(emuStream_t stream, std::function<void()> work);
+#endif
+
+#endif /* HETCCL_EMU_RUNTIME_H_ */

@@ -1,0 +1,318 @@
+// The emulated GPU's streams and events: each stream is a worker thread
+// running its operations in order, after the call that enqueued them
+// returned. Also devices and errors.
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <map>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "core/settings.h"
+#include "emu/emu_state.h"
+
+struct emuStream {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::function<void()>> ops;
+  bool busy = false, retired = false;
+  int device = 0;
+  // Faults on demand, as set when the stream was made (its worker never
+  // reads the environment).
+  int64_t stallUs = 0, copyDelayUs = 0;
+
+  explicit emuStream(int dev)
+      : device(dev),
+        stallUs(emu::setting(hetccl::settings::kEmuStallUs)),
+        copyDelayUs(emu::setting(hetccl::settings::kEmuCopyDelayUs)) {}
+
+  // The worker holds the stream until it has run everything and was
+  // retired; so do those that synchronise with it.
+  static std::shared_ptr<emuStream> make(int dev) {
+    auto s = std::make_shared<emuStream>(dev);
+    std::thread([s] { s->run(); }).detach();
+    return s;
+  }
+
+  void push(std::function<void()> op) {
+    {
+      std::lock_guard<std::mutex> g(mu);
+      ops.push_back(std::move(op));
+    }
+    cv.notify_all();
+  }
+  bool idle() {
+    std::lock_guard<std::mutex> g(mu);
+    return ops.empty() && !busy;
+  }
+  void drain() {
+    std::unique_lock<std::mutex> l(mu);
+    cv.wait(l, [this] { return ops.empty() && !busy; });
+  }
+  // As cudaStreamDestroy: returns at once; the work enqueued still runs,
+  // then the worker frees the stream.
+  void retire() {
+    {
+      std::lock_guard<std::mutex> g(mu);
+      retired = true;
+    }
+    cv.notify_all();
+  }
+
+ private:
+  void run() {
+    std::unique_lock<std::mutex> l(mu);
+    for (;;) {
+      cv.wait(l, [this] { return retired || !ops.empty(); });
+      if (ops.empty()) break;  // retired, and nothing left
+      std::function<void()> op = std::move(ops.front());
+      ops.pop_front();
+      busy = true;
+      l.unlock();
+      // HETCCL_EMU_STALL_US: every operation starts late (a slow device).
+      if (stallUs > 0) std::this_thread::sleep_for(std::chrono::microseconds(stallUs));
+      op();
+      l.lock();
+      busy = false;
+      cv.notify_all();
+    }
+  }
+};
+
+// An event: what was recorded last (a count) and what of it has completed.
+struct emuEvent {
+  std::atomic<uint64_t> recorded{0}, completed{0};
+};
+
+namespace emu {
+namespace {
+
+thread_local int tDevice = 0;
+thread_local emuError_t tError = emuSuccess;
+
+std::mutex& mu() {
+  static auto* m = new std::mutex;
+  return *m;
+}
+// Streams not destroyed (so that emuDeviceSynchronize can wait for all);
+// never freed itself: worker threads may still run at exit.
+std::map<emuStream*, std::shared_ptr<emuStream>>& streams() {
+  static auto* s = new std::map<emuStream*, std::shared_ptr<emuStream>>;
+  return *s;
+}
+emuStream* defaultStream(int device) {
+  static emuStream* defaults[64] = {};  // HETCCL_EMU_DEVICES is at most 64
+  std::lock_guard<std::mutex> g(mu());
+  if (!defaults[device]) {
+    auto s = emuStream::make(device);
+    defaults[device] = s.get();
+    streams()[s.get()] = std::move(s);
+  }
+  return defaults[device];
+}
+
+int deviceCount() {
+  int64_t n = setting(hetccl::settings::kEmuDevices);
+  return n > 0 ? static_cast<int>(n) : 8;
+}
+
+}  // namespace
+
+int currentDevice() { return tDevice; }
+
+int64_t setting(const hetccl::IntSetting& s) {
+  try {
+    return s.get();
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
+emuError_t setError(emuError_t e) {
+  if (e != emuSuccess) tError = e;
+  return e;
+}
+
+emuStream* resolve(emuStream_t s) { return s ? s : defaultStream(tDevice); }
+
+// Waits (on the stream's worker) until pred() holds, polling.
+template <class Pred>
+void waitUntil(Pred pred) {
+  for (int spin = 0; !pred(); ++spin)
+    if (spin < 64) std::this_thread::yield();
+    else std::this_thread::sleep_for(std::chrono::microseconds(50));
+}
+
+}  // namespace emu
+
+emuError_t emuEnqueue(emuStream_t stream, std::function<void()> work) {
+  emu::resolve(stream)->push(std::move(work));
+  return emuSuccess;
+}
+
+extern "C" {
+
+emuError_t emuGetDeviceCount(int* count) {
+  if (!count) return emu::setError(emuErrorInvalidValue);
+  *count = emu::deviceCount();
+  return emuSuccess;
+}
+
+emuError_t emuGetDevice(int* device) {
+  if (!device) return emu::setError(emuErrorInvalidValue);
+  *device = emu::tDevice;
+  return emuSuccess;
+}
+
+emuError_t emuSetDevice(int device) {
+  if (device < 0 || device >= emu::deviceCount()) return emu::setError(emuErrorInvalidDevice);
+  emu::tDevice = device;
+  return emuSuccess;
+}
+
+emuError_t emuDeviceSynchronize(void) {
+  std::vector<std::shared_ptr<emuStream>> all;
+  {
+    std::lock_guard<std::mutex> g(emu::mu());
+    for (auto& [p, s] : emu::streams())
+      if (s->device == emu::tDevice) all.push_back(s);
+  }
+  for (auto& s : all) s->drain();
+  return emuSuccess;
+}
+
+emuError_t emuRuntimeGetVersion(int* version) {
+  if (!version) return emu::setError(emuErrorInvalidValue);
+  *version = 1;
+  return emuSuccess;
+}
+
+emuError_t emuGetLastError(void) {
+  emuError_t e = emu::tError;
+  emu::tError = emuSuccess;
+  return e;
+}
+
+const char* emuGetErrorString(emuError_t e) {
+  switch (e) {
+    case emuSuccess: return "no error";
+    case emuErrorInvalidValue: return "invalid argument";
+    case emuErrorMemoryAllocation: return "out of memory";
+    case emuErrorInvalidDevice: return "invalid device ordinal";
+    case emuErrorNotReady: return "device not ready";
+    default: return "unknown error";
+  }
+}
+
+emuError_t emuMemcpyAsync(void* dst, const void* src, size_t bytes, int, emuStream_t stream) {
+  if (bytes && (!dst || !src)) return emu::setError(emuErrorInvalidValue);
+  emuStream* s = emu::resolve(stream);
+  s->push([dst, src, bytes, delay = s->copyDelayUs] {
+    // HETCCL_EMU_COPY_DELAY_US: copies slower than launches.
+    if (delay > 0) std::this_thread::sleep_for(std::chrono::microseconds(delay));
+    if (bytes) memmove(dst, src, bytes);
+  });
+  return emuSuccess;
+}
+
+emuError_t emuMemcpy(void* dst, const void* src, size_t bytes, int kind) {
+  emuError_t e = emuMemcpyAsync(dst, src, bytes, kind, nullptr);
+  if (e != emuSuccess) return e;
+  emu::resolve(nullptr)->drain();
+  return emuSuccess;
+}
+
+emuError_t emuStreamCreateWithFlags(emuStream_t* stream, unsigned) {
+  if (!stream) return emu::setError(emuErrorInvalidValue);
+  auto s = emuStream::make(emu::tDevice);
+  *stream = s.get();
+  std::lock_guard<std::mutex> g(emu::mu());
+  emu::streams()[s.get()] = std::move(s);
+  return emuSuccess;
+}
+
+// As CUDA: returns at once; work already enqueued still runs.
+emuError_t emuStreamDestroy(emuStream_t stream) {
+  if (!stream) return emu::setError(emuErrorInvalidValue);
+  std::shared_ptr<emuStream> s;
+  {
+    std::lock_guard<std::mutex> g(emu::mu());
+    auto it = emu::streams().find(stream);
+    if (it == emu::streams().end()) return emu::setError(emuErrorInvalidValue);
+    s = std::move(it->second);
+    emu::streams().erase(it);
+  }
+  s->retire();
+  return emuSuccess;
+}
+
+emuError_t emuStreamSynchronize(emuStream_t stream) {
+  emu::resolve(stream)->drain();
+  return emuSuccess;
+}
+
+emuError_t emuStreamQuery(emuStream_t stream) {
+  return emu::resolve(stream)->idle() ? emuSuccess : emuErrorNotReady;
+}
+
+emuError_t emuEventCreateWithFlags(emuEvent_t* event, unsigned) {
+  if (!event) return emu::setError(emuErrorInvalidValue);
+  *event = new emuEvent;
+  return emuSuccess;
+}
+
+emuError_t emuEventDestroy(emuEvent_t event) {
+  delete event;
+  return emuSuccess;
+}
+
+emuError_t emuEventRecord(emuEvent_t event, emuStream_t stream) {
+  if (!event) return emu::setError(emuErrorInvalidValue);
+  uint64_t n = event->recorded.fetch_add(1) + 1;
+  emu::resolve(stream)->push([event, n] {
+    uint64_t cur = event->completed.load();
+    while (cur < n && !event->completed.compare_exchange_weak(cur, n)) {
+    }
+  });
+  return emuSuccess;
+}
+
+emuError_t emuEventQuery(emuEvent_t event) {
+  if (!event) return emu::setError(emuErrorInvalidValue);
+  return event->completed.load() >= event->recorded.load() ? emuSuccess : emuErrorNotReady;
+}
+
+emuError_t emuEventSynchronize(emuEvent_t event) {
+  if (!event) return emu::setError(emuErrorInvalidValue);
+  uint64_t want = event->recorded.load();
+  emu::waitUntil([&] { return event->completed.load() >= want; });
+  return emuSuccess;
+}
+
+emuError_t emuStreamWaitEvent(emuStream_t stream, emuEvent_t event, unsigned) {
+  if (!event) return emu::setError(emuErrorInvalidValue);
+  uint64_t want = event->recorded.load();  // the work recorded so far, as CUDA captures it
+  emu::resolve(stream)->push([event, want] { emu::waitUntil([&] { return event->completed.load() >= want; }); });
+  return emuSuccess;
+}
+
+emuError_t emuLaunchHostFunc(emuStream_t stream, void (*fn)(void*), void* arg) {
+  if (!fn) return emu::setError(emuErrorInvalidValue);
+  emu::resolve(stream)->push([fn, arg] { fn(arg); });
+  return emuSuccess;
+}
+
+int emuStreamWaitValue64(emuStream_t stream, uint64_t addr, uint64_t value, unsigned flags) {
+  if (!addr || flags != 0) return emu::setError(emuErrorInvalidValue);
+  auto* p = reinterpret_cast<const volatile uint64_t*>(addr);
+  emu::resolve(stream)->push([p, value] {
+    emu::waitUntil([&] { return __atomic_load_n(const_cast<const uint64_t*>(p), __ATOMIC_ACQUIRE) >= value; });
+  });
+  return emuSuccess;
+}
+
+}  // extern "C"
