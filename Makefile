@@ -48,7 +48,7 @@ tsan: deps
 tsan-core: deps
 	cmake -S . -B $(BUILD)-tsan -DCMAKE_BUILD_TYPE=Debug -DHETCCL_SANITIZE=thread
 	cmake --build $(BUILD)-tsan -j $(JOBS) --target hetccl_tsan_ranks unit_transport unit_core unit_device unit_emu
-	ctest --test-dir $(BUILD)-tsan --output-on-failure -j 1 -R '^(tsan|transport|core|device|emu)[.]' -E '[uU]cx'
+	ctest --test-dir $(BUILD)-tsan --output-on-failure -j 1 -R '^(tsan|transport|core|device)[.]|^emu[.]Emu[.]' -E '[uU]cx'
 
 # libFuzzer targets (clang; ASan+UBSan) for every decoder of bytes from the wire,
 # FUZZ_SECONDS (default 15) each; fails on any crash, leak or sanitizer report.

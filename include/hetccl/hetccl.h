@@ -104,7 +104,7 @@ typedef struct hetcclConfig_v2 {
   const char* groupName;/* overrides HETCCL_GROUP for this rank */
   const char* transport;/* overrides HETCCL_TRANSPORT: "auto", "tcp", "shm", "ucx" */
   /* version 2 */
-  const char* device;   /* overrides HETCCL_DEVICE: "host", "cuda", "hip" (GPU ranks use the
+  const char* device;   /* overrides HETCCL_DEVICE: "host", "cuda", "hip", "emu" (GPU ranks use the
                            calling thread's current device, as NCCL does) */
   const char* backend;  /* overrides HETCCL_BACKEND: "host", "nccl", "rccl" */
 } hetcclConfig_t;
@@ -130,7 +130,7 @@ typedef struct hetcclCommInfo_v1 {
   int groupSize[HETCCL_MAX_GROUPS];
   char groupName[HETCCL_MAX_GROUPS][HETCCL_NAME_BYTES];
   char groupBackend[HETCCL_MAX_GROUPS][HETCCL_NAME_BYTES]; /* "host", "nccl", ... */
-  char deviceKind[HETCCL_NAME_BYTES];        /* this rank's: "host", "cuda", "hip" */
+  char deviceKind[HETCCL_NAME_BYTES];        /* this rank's: "host", "cuda", "hip", "emu" */
   char transport[HETCCL_NAME_BYTES];         /* border transport in use: "tcp", "shm", "ucx" */
   int borderPeers;                           /* ranks of other groups this rank exchanges with in AllReduce */
   char borderPath[HETCCL_NAME_BYTES];        /* how its border data moves: "none" (one group), "host" (host
@@ -157,7 +157,7 @@ typedef struct hetcclSetting_v1 {
 /* What this build can load: comma lists. */
 typedef struct hetcclBuildInfo_v1 {
   size_t size;
-  char deviceKinds[128];    /* "host,cuda,hip" */
+  char deviceKinds[128];    /* "host,cuda,hip,emu" */
   char transports[128];     /* "tcp,shm,ucx" */
   char backends[128];       /* "host,nccl,rccl" */
 } hetcclBuildInfo_t;

@@ -151,7 +151,17 @@ hetcclResult_t hetcclCommGetAsyncError(hetcclComm_t comm, hetcclResult_t* asyncE
     CommRef ref(comm);
     HETCCL_CHECK_ARG(asyncError, "asyncError is NULL");
     *asyncError = comm->asyncError();
-    if (*asyncError == hetcclSuccess && comm->ready()) *asyncError = comm->groupBackend().asyncError();
+    if (*asyncError != hetcclSuccess) {
+      // Failed for good (Comm::fail): its reason is what hetcclGetLastError says.
+      std::string why = comm->failureText();
+      if (!why.empty()) recordError(comm, "communicator", *asyncError, why);
+      return;
+    }
+    if (comm->ready()) {
+      *asyncError = comm->groupBackend().asyncError();
+      if (*asyncError != hetcclSuccess && *asyncError != hetcclInProgress)
+        recordError(comm, "vendor library", *asyncError, comm->groupBackend().asyncErrorText());
+    }
     if (*asyncError == hetcclSuccess) {
       *asyncError = comm->proxy().status();
       // GPU work in flight on a blocking communicator is not an error (as NCCL).

@@ -58,6 +58,8 @@ class Backend {
   virtual void abort() {}
   // An error of enqueued work the library has detected (hetcclSuccess if none).
   virtual hetcclResult_t asyncError() { return hetcclSuccess; }
+  // What that error was, as the library told it ("" where it said nothing).
+  virtual std::string asyncErrorText() { return ""; }
 
   // `op` is applied as NCCL applies it: PreMulSum's scalar on every input,
   // then kind, then (integer Avg) the division by op.divisor. Multi-group

@@ -2,6 +2,8 @@
 
 #include <poll.h>
 
+#include <algorithm>
+#include <climits>
 #include <cstring>
 #include <exception>
 #include <thread>
@@ -18,7 +20,22 @@ struct RingRecord {
   uint32_t len;
   uint32_t reserved;
 };
+
+// Every block on the ring goes behind this frame, so that a rank whose init
+// or split failed can say so, and why, in place of its next block: the
+// others fail at once naming it, instead of naming whichever neighbour
+// closed its socket first.
+constexpr uint32_t kFrameMagic = 0x48524e47;  // "HRNG"
+constexpr uint32_t kFrameBlock = 0, kFrameFailure = 1;
+constexpr uint32_t kMaxFailureText = 4096;
 }  // namespace
+
+struct Bootstrap::Frame {
+  uint32_t magic;
+  uint32_t kind;
+  int32_t origin;  // the failed rank (kFrameFailure)
+  uint32_t bytes;  // of the block or the failure text that follows
+};
 
 Deadline Bootstrap::deadline() const { return Deadline::in(timeoutS_, abort_); }
 
@@ -96,31 +113,87 @@ void Bootstrap::allGather(void* data, size_t bytes) {
 }
 
 void Bootstrap::shift(const void* sendBuf, void* recvBuf, size_t bytes) {
+  if (failed_) throwError(hetcclRemoteError, "bootstrap: this rank's ring already failed");
   // Send to the next rank while receiving from the previous one, so blocks
   // larger than the socket buffers cannot deadlock the ring.
   Deadline dl = deadline();
+  const int prev = (rank_ + nranks_ - 1) % nranks_;
   const std::string toWhat = "bootstrap allgather to rank " + std::to_string((rank_ + 1) % nranks_);
-  const std::string fromWhat = "bootstrap allgather from rank " + std::to_string((rank_ + nranks_ - 1) % nranks_);
-  auto* out = static_cast<const uint8_t*>(sendBuf);
+  const std::string fromWhat = "bootstrap allgather from rank " + std::to_string(prev);
+  if (bytes > UINT32_MAX) throwError(hetcclInvalidArgument, toWhat + ": block too large");
+  Frame mine{kFrameMagic, kFrameBlock, rank_, static_cast<uint32_t>(bytes)};
+  std::vector<uint8_t> out(sizeof(Frame) + bytes);
+  memcpy(out.data(), &mine, sizeof(Frame));
+  if (bytes) memcpy(out.data() + sizeof(Frame), sendBuf, bytes);
+  Frame theirs{};
   auto* in = static_cast<uint8_t*>(recvBuf);
-  size_t sent = 0, got = 0;
-  while (sent < bytes || got < bytes) {
+  const size_t total = out.size();
+  size_t got = 0;  // of the frame, then of the block
+  sent_ = 0;
+  sendTotal_ = total;
+  while (sent_ < total || got < total) {
     size_t moved = 0;
-    if (sent < bytes) moved += next_.sendSome(out + sent, bytes - sent, toWhat), sent += moved;
-    if (got < bytes) {
-      size_t r = prev_.recvSome(in + got, bytes - got, fromWhat);
-      got += r;
-      moved += r;
+    if (sent_ < total) {
+      size_t n = next_.sendSome(out.data() + sent_, total - sent_, toWhat);
+      sent_ += n;
+      moved += n;
+    }
+    if (got < total) {
+      size_t n = got < sizeof(Frame)
+                     ? prev_.recvSome(reinterpret_cast<uint8_t*>(&theirs) + got, sizeof(Frame) - got, fromWhat)
+                     : prev_.recvSome(in + (got - sizeof(Frame)), total - got, fromWhat);
+      got += n;
+      moved += n;
+      if (n && got == sizeof(Frame)) {
+        if (theirs.magic != kFrameMagic) throwError(hetcclRemoteError, fromWhat + ": not a bootstrap frame");
+        if (theirs.kind == kFrameFailure) relayFailure(theirs, fromWhat);
+        if (theirs.bytes != bytes)
+          throwError(hetcclInvalidUsage, fromWhat + ": a block of " + std::to_string(theirs.bytes) +
+                                             " bytes where this rank expected " + std::to_string(bytes) +
+                                             " (the ranks are not at the same step of init or split)");
+      }
     }
     if (moved) {
       dl = deadline();
       continue;
     }
     if (dl.aborted()) throwError(hetcclRemoteError, fromWhat + ": communicator aborted");
-    if (dl.passed()) throwError(hetcclRemoteError, (sent < bytes ? toWhat : fromWhat) + ": timed out");
-    pollfd pf[2] = {{next_.fd(), static_cast<short>(sent < bytes ? POLLOUT : 0), 0},
-                    {prev_.fd(), static_cast<short>(got < bytes ? POLLIN : 0), 0}};
+    if (dl.passed()) throwError(hetcclRemoteError, (sent_ < total ? toWhat : fromWhat) + ": timed out");
+    pollfd pf[2] = {{next_.fd(), static_cast<short>(sent_ < total ? POLLOUT : 0), 0},
+                    {prev_.fd(), static_cast<short>(got < total ? POLLIN : 0), 0}};
     ::poll(pf, 2, dl.sliceMs());
+  }
+}
+
+void Bootstrap::relayFailure(const Frame& f, const std::string& fromWhat) {
+  std::string text(std::min(f.bytes, kMaxFailureText), '\0');
+  try {
+    prev_.recvAll(text.data(), text.size(), Deadline::in(2.0), fromWhat);
+  } catch (const Error&) {
+    text = "(its reason was lost)";
+  }
+  const std::string why = "rank " + std::to_string(f.origin) + " failed: " + text;
+  announceFailure(f.origin, text);
+  throwError(hetcclRemoteError, why);
+}
+
+void Bootstrap::announceFailure(const std::string& text) { announceFailure(rank_, text); }
+
+void Bootstrap::announceFailure(int origin, const std::string& text) {
+  if (failed_ || nranks_ == 1 || !next_.valid()) return;
+  failed_ = true;
+  // The next rank reads the failure where it expects our next block: the
+  // block in flight (if any) is finished first so the frames stay aligned.
+  // Best effort, briefly: the next rank may be gone too.
+  try {
+    Deadline dl = Deadline::in(2.0);
+    const std::string what = "bootstrap failure notice to rank " + std::to_string((rank_ + 1) % nranks_);
+    if (sent_ > 0 && sent_ < sendTotal_) return;  // mid-block: the socket's close says it
+    const std::string t = text.substr(0, kMaxFailureText);
+    Frame f{kFrameMagic, kFrameFailure, origin, static_cast<uint32_t>(t.size())};
+    next_.sendAll(&f, sizeof(f), dl, what);
+    next_.sendAll(t.data(), t.size(), dl, what);
+  } catch (const Error&) {
   }
 }
 

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "bootstrap/socket.h"
@@ -26,8 +27,14 @@ class Bootstrap {
   const std::vector<std::vector<uint8_t>>& records() const { return records_; }
 
   // data holds nranks blocks of `bytes`; this rank's block is at rank*bytes.
+  // Throws hetcclRemoteError "rank R failed: <why>" when a rank announced
+  // its failure instead of sending its block.
   void allGather(void* data, size_t bytes);
   void barrier();
+  // This rank failed (init, split): tells the next rank in place of its next
+  // block, which tells the next, so every rank's pending or next allgather
+  // fails at once naming this rank and the reason. Best effort, at most once.
+  void announceFailure(const std::string& text);
 
   // Where rank r's bootstrap listener was. It is closed once the ring is up
   // (an open listener nobody accepts on would hold strangers' connections),
@@ -40,7 +47,10 @@ class Bootstrap {
 
  private:
   Deadline deadline() const;
+  struct Frame;
   void shift(const void* sendBuf, void* recvBuf, size_t bytes);
+  [[noreturn]] void relayFailure(const Frame& f, const std::string& fromWhat);
+  void announceFailure(int origin, const std::string& text);
 
   IdContents id_;
   int rank_;
@@ -50,6 +60,8 @@ class Bootstrap {
   std::vector<std::vector<uint8_t>> records_;
   std::vector<SockAddr> addrs_;
   Socket next_, prev_;
+  size_t sent_ = 0, sendTotal_ = 0;  // of the block in flight to next_
+  bool failed_ = false;
 };
 
 }  // namespace hetccl

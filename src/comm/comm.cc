@@ -90,6 +90,18 @@ void Comm::init(const IdContents& id) {
   }
 
   bootstrap_ = std::make_unique<Bootstrap>(id, rank, nranks, me.serialize(), opts_.timeoutS, &abort_);
+  try {
+    setUp(me, group);
+  } catch (const std::exception& e) {
+    // The others fail at their next allgather (at the latest the closing
+    // barrier) naming this rank and why, instead of a neighbour's socket.
+    bootstrap_->announceFailure(e.what());
+    throw;
+  }
+}
+
+void Comm::setUp(const PeerInfo& me, const std::string& group) {
+  const int rank = rank_, nranks = nranks_;
   std::vector<PeerInfo> peers;
   for (int r = 0; r < nranks; ++r) peers.push_back(PeerInfo::deserialize(bootstrap_->records()[r], r));
   for (int r = 0; r < nranks; ++r)

@@ -184,6 +184,8 @@ class Comm {
   std::vector<uint8_t> scratch_;
   // Direct or staged border data on a GPU rank (HETCCL_GPU_DIRECT); logs it.
   void chooseGpuPath();
+  // init after the bootstrap ring is up: topology, transport, backend, device state.
+  void setUp(const PeerInfo& me, const std::string& group);
   Proxy proxy_;  // last member: its thread stops before the rest is destroyed
 };
 

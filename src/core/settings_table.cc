@@ -87,7 +87,7 @@ const std::vector<VarSpec>& settingsTable() {
     {"HETCCL_EMU_COPY_DELAY_US", VarType::kInt, "0", nullptr,
      "emulated GPU: every copy takes this much longer (copies slower than launches)", 0, 1000000},
     {"HETCCL_EMU_FAIL_ALLOC", VarType::kInt, "0", nullptr,
-     "emulated GPU: the N-th device allocation of the process fails (0: none)", 0, 1000000000},
+     "emulated GPU: the N-th allocation of the process (device or pinned host memory) fails (0: none)", 0, 1000000000},
     {"HETCCL_EMU_INIT_DELAY_MS", VarType::kInt, "0", nullptr,
      "emulated GPU's group library: a non-blocking init stays in progress this long (a slow vendor init)", 0,
      10000000},

@@ -44,7 +44,8 @@ void* mapPages(size_t bytes) {
   return p == MAP_FAILED ? nullptr : p;
 }
 
-// HETCCL_EMU_FAIL_ALLOC=N: the N-th device allocation of the process fails.
+// HETCCL_EMU_FAIL_ALLOC=N: the N-th allocation of the process (device or
+// pinned host memory) fails.
 bool injectFailure() {
   static std::atomic<int64_t> count{0};
   int64_t n = emu::setting(hetccl::settings::kEmuFailAlloc);
@@ -89,6 +90,8 @@ emuError_t emuFree(void* ptr) {
 
 emuError_t emuHostAlloc(void** ptr, size_t bytes, unsigned) {
   if (!ptr) return emu::setError(emuErrorInvalidValue);
+  *ptr = nullptr;
+  if (injectFailure()) return emu::setError(emuErrorMemoryAllocation);
   void* p = mapPages(bytes);
   if (!p) return emu::setError(emuErrorMemoryAllocation);
   *ptr = p;

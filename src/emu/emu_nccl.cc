@@ -32,6 +32,7 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -112,11 +113,26 @@ class Executor {
   std::thread thread_;
 };
 
+struct UserOp {
+  hetcclDataType_t dt;
+  int residence;         // ncclScalarDevice (0): read `at` when the call runs
+  const void* at;        // device residence
+  unsigned char value[8];  // host immediate, read at creation
+};
+
 struct EmuComm {
   uint64_t magic = kMagic;
   hetcclComm_t inner = nullptr;
   int blocking = 1;
   std::atomic<int> asyncError{0};  // the first failure of a stream-ordered call
+  std::mutex textMu;
+  std::string asyncText;  // and its message (it failed on the executor's thread)
+  // PreMulSum ops by number (NCCL numbers them from ncclNumOps, 5): a call
+  // takes its op's definition when it is enqueued, as NCCL does, so the op
+  // may be destroyed as soon as the calls that name it returned.
+  std::mutex opsMu;
+  std::map<int, struct UserOp> ops;
+  int nextOp = 5;
   std::chrono::steady_clock::time_point readyAt{};  // non-blocking init: in progress until then
   std::shared_ptr<Executor> exec = std::make_shared<Executor>();
 };
@@ -133,6 +149,41 @@ bool ours(const void* comm) { return comm && static_cast<const EmuComm*>(comm)->
 
 hetcclDataType_t dt(int x) { return static_cast<hetcclDataType_t>(x); }
 hetcclRedOp_t op(int x) { return static_cast<hetcclRedOp_t>(x); }
+
+// An op as a call captures it: a built-in one, or a PreMulSum's definition.
+struct OpSpec {
+  int builtIn = -1;  // >= 0: that op
+  UserOp user{};
+};
+
+bool specOf(void* comm, int o, OpSpec* out) {
+  if (o >= 0 && o < 5) {
+    out->builtIn = o;
+    return true;
+  }
+  if (!ours(comm)) return false;
+  auto* c = static_cast<EmuComm*>(comm);
+  std::lock_guard<std::mutex> g(c->opsMu);
+  auto it = c->ops.find(o);
+  if (it == c->ops.end()) return false;
+  out->user = it->second;
+  return true;
+}
+
+// Runs call(op) on the inner communicator with the op made there for this
+// call alone (PreMulSum) or built in.
+template <typename F>
+hetcclResult_t withSpec(hetcclComm_t in, const OpSpec& spec, F call) {
+  if (spec.builtIn >= 0) return call(op(spec.builtIn));
+  hetcclRedOp_t h = hetcclSum;
+  const void* scalar = spec.user.residence == 0 ? spec.user.at : spec.user.value;
+  hetcclResult_t r = hetcclRedOpCreatePreMulSum(&h, const_cast<void*>(scalar), spec.user.dt,
+                                                hetcclScalarHostImmediate, in);
+  if (r != hetcclSuccess) return r;
+  r = call(h);
+  hetcclRedOpDestroy(h, in);
+  return r;
+}
 
 // The calls of one (group) call on one communicator, and its stream.
 struct Pending {
@@ -163,7 +214,10 @@ ncclResult_t submit(Pending p) {
   uint64_t ticket = c->exec->issue([c, run = std::move(run)]() mutable {
     hetcclResult_t r = run(c);
     int none = 0;
-    if (r != hetcclSuccess) c->asyncError.compare_exchange_strong(none, r);
+    if (r != hetcclSuccess && c->asyncError.compare_exchange_strong(none, r)) {
+      std::lock_guard<std::mutex> g(c->textMu);
+      c->asyncText = hetcclGetLastError(c->inner);
+    }
   });
   emuEnqueue(static_cast<emuStream_t>(p.stream), [exec = c->exec, ticket] { exec->releaseAndWait(ticket); });
   return 0;
@@ -188,7 +242,18 @@ ncclResult_t ncclGetVersion(int* version) {
 }
 
 const char* ncclGetErrorString(ncclResult_t r) { return hetcclGetErrorString(static_cast<hetcclResult_t>(r)); }
-const char* ncclGetLastError(void*) { return lastError.c_str(); }
+// The calling thread's last error; for a communicator whose stream-ordered
+// call failed (on the executor's thread), that failure's message.
+const char* ncclGetLastError(void* comm) {
+  if (ours(comm)) {
+    auto* c = static_cast<EmuComm*>(comm);
+    if (c->asyncError.load() != 0) {
+      std::lock_guard<std::mutex> g(c->textMu);
+      lastError = c->asyncText;
+    }
+  }
+  return lastError.c_str();
+}
 
 ncclResult_t ncclGetUniqueId(void* id) { return hetcclGetUniqueId(static_cast<hetcclUniqueId*>(id)); }
 
@@ -317,7 +382,11 @@ ncclResult_t enqueue(void* comm, void* stream, std::function<hetcclResult_t(hetc
 extern "C" {
 
 ncclResult_t ncclAllReduce(const void* s, void* r, size_t n, int t, int o, void* comm, void* st) {
-  return enqueue(comm, st, [=](hetcclComm_t in) { return hetcclAllReduce(s, r, n, dt(t), op(o), in, nullptr); });
+  OpSpec sp;
+  if (ours(comm) && !specOf(comm, o, &sp)) return fail(4, "ncclAllReduce: op " + std::to_string(o) + " unknown");
+  return enqueue(comm, st, [=](hetcclComm_t in) {
+    return withSpec(in, sp, [&](hetcclRedOp_t h) { return hetcclAllReduce(s, r, n, dt(t), h, in, nullptr); });
+  });
 }
 ncclResult_t ncclBroadcast(const void* s, void* r, size_t n, int t, int root, void* comm, void* st) {
   return enqueue(comm, st, [=](hetcclComm_t in) { return hetcclBroadcast(s, r, n, dt(t), root, in, nullptr); });
@@ -326,14 +395,22 @@ ncclResult_t ncclBcast(void* b, size_t n, int t, int root, void* comm, void* st)
   return ncclBroadcast(b, b, n, t, root, comm, st);  // through the PLT, as NCCL's
 }
 ncclResult_t ncclReduce(const void* s, void* r, size_t n, int t, int o, int root, void* comm, void* st) {
-  return enqueue(comm, st, [=](hetcclComm_t in) { return hetcclReduce(s, r, n, dt(t), op(o), root, in, nullptr); });
+  OpSpec sp;
+  if (ours(comm) && !specOf(comm, o, &sp)) return fail(4, "ncclReduce: op " + std::to_string(o) + " unknown");
+  return enqueue(comm, st, [=](hetcclComm_t in) {
+    return withSpec(in, sp, [&](hetcclRedOp_t h) { return hetcclReduce(s, r, n, dt(t), h, root, in, nullptr); });
+  });
 }
 ncclResult_t ncclAllGather(const void* s, void* r, size_t n, int t, void* comm, void* st) {
   return enqueue(comm, st, [=](hetcclComm_t in) { return hetcclAllGather(s, r, n, dt(t), in, nullptr); });
 }
 ncclResult_t ncclReduceScatter(const void* s, void* r, size_t n, int t, int o, void* comm, void* st) {
-  return enqueue(comm, st,
-                 [=](hetcclComm_t in) { return hetcclReduceScatter(s, r, n, dt(t), op(o), in, nullptr); });
+  OpSpec sp;
+  if (ours(comm) && !specOf(comm, o, &sp))
+    return fail(4, "ncclReduceScatter: op " + std::to_string(o) + " unknown");
+  return enqueue(comm, st, [=](hetcclComm_t in) {
+    return withSpec(in, sp, [&](hetcclRedOp_t h) { return hetcclReduceScatter(s, r, n, dt(t), h, in, nullptr); });
+  });
 }
 ncclResult_t ncclAlltoAll(const void* s, void* r, size_t n, int t, void* comm, void* st) {
   return enqueue(comm, st, [=](hetcclComm_t in) { return hetcclAlltoAll(s, r, n, dt(t), in, nullptr); });
@@ -347,18 +424,27 @@ ncclResult_t ncclRecv(void* r, size_t n, int t, int peer, void* comm, void* st) 
 
 // Device residence: the scalar is read when each call runs (from emu device
 // memory, which is this process's), as NCCL reads a device scalar when its
-// kernel runs.
+// kernel runs; host immediate: read now.
 ncclResult_t ncclRedOpCreatePreMulSum(int* o, void* scalar, int t, int residence, void* comm) {
   if (!ours(comm)) return fail(5, "ncclRedOpCreatePreMulSum: not a communicator of this library");
-  hetcclComm_t in = static_cast<EmuComm*>(comm)->inner;
-  hetcclResult_t r = hetcclRedOpCreatePreMulSum(reinterpret_cast<hetcclRedOp_t*>(o), scalar, dt(t),
-                                                static_cast<hetcclScalarResidence_t>(residence), in);
-  if (r != hetcclSuccess) lastError = hetcclGetLastError(in);
-  return r;
+  if (!o || !scalar) return fail(4, "ncclRedOpCreatePreMulSum: NULL op or scalar");
+  size_t bytes = t == 6 || t == 9 ? 2 : t == 7 ? 4 : t == 8 ? 8 : 0;  // half, bfloat16, float, double
+  if (!bytes) return fail(4, "ncclRedOpCreatePreMulSum: data type " + std::to_string(t) + " is not a float type");
+  if (residence != 0 && residence != 1) return fail(4, "ncclRedOpCreatePreMulSum: bad residence");
+  UserOp u{dt(t), residence, scalar, {}};
+  if (residence == 1) memcpy(u.value, scalar, bytes);  // ncclScalarHostImmediate: read now
+  auto* c = static_cast<EmuComm*>(comm);
+  std::lock_guard<std::mutex> g(c->opsMu);
+  *o = c->nextOp++;
+  c->ops[*o] = u;
+  return 0;
 }
 ncclResult_t ncclRedOpDestroy(int o, void* comm) {
   if (!ours(comm)) return fail(5, "ncclRedOpDestroy: not a communicator of this library");
-  return hetcclRedOpDestroy(op(o), static_cast<EmuComm*>(comm)->inner);
+  auto* c = static_cast<EmuComm*>(comm);
+  std::lock_guard<std::mutex> g(c->opsMu);
+  if (c->ops.erase(o) == 0) return fail(4, "ncclRedOpDestroy: op " + std::to_string(o) + " is not a live PreMulSum op");
+  return 0;
 }
 
 // Registration: handles that deregistration checks are its own.

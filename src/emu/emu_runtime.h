@@ -11,7 +11,8 @@
  *   on a 64-bit value in memory, host functions;
  * - faults on demand (settings): copies slower than launches
  *   (HETCCL_EMU_COPY_DELAY_US), every stream operation late
- *   (HETCCL_EMU_STALL_US), an allocation that fails (HETCCL_EMU_FAIL_ALLOC).
+ *   (HETCCL_EMU_STALL_US), an allocation that fails (HETCCL_EMU_FAIL_ALLOC:
+ *   device or pinned host memory).
  * Device memory is this process's memory: there is no peer access between
  * processes (as between two vendors' GPUs).
  *

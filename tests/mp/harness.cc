@@ -85,6 +85,7 @@ struct Child {
   r.layout = layout;
   r.group = layout[rank];
   r.transport = opt.transport;
+  if (!opt.devices.empty()) r.device = opt.devices.at(static_cast<size_t>(rank));
   // "ucx_tcp", "ucx_sm": the ucx transport over those UCX transports only;
   // "..._rma": with its RMA path from 1 MiB.
   if (r.transport.size() > 4 && r.transport.compare(r.transport.size() - 4, 4, "_rma") == 0) {
@@ -111,8 +112,19 @@ struct Child {
     r.transport = "ucx";
   }
   try {
+    if (r.device != "host") {
+      int n = 0;
+      HC_ASSERT_OK(hetcclDeviceCount(r.device.c_str(), &n), nullptr);
+      if (n <= 0) {
+        ADD_FAILURE() << "no " << r.device << " device";
+        throw AbortRank{};
+      }
+      HC_ASSERT_OK(hetcclDeviceSet(r.device.c_str(), rank % n), nullptr);
+      HC_ASSERT_OK(hetcclStreamCreate(r.device.c_str(), &r.stream), nullptr);
+    }
     if (opt.initComm) {
       hetcclConfig_t cfg = HETCCL_CONFIG_INITIALIZER;
+      if (!opt.devices.empty()) cfg.device = r.device.c_str();  // else HETCCL_DEVICE's
       if (r.group != "-") cfg.groupName = r.group.c_str();  // "-": the environment's (HETCCL_GROUP_MAP...)
       cfg.transport = r.transport.c_str();
       if (opt.beforeInit) opt.beforeInit(rank);
@@ -133,6 +145,7 @@ struct Child {
       HC_EXPECT_OK(hetcclCommFinalize(r.comm), r.comm);
       HC_EXPECT_OK(hetcclCommDestroy(r.comm), r.comm);
     }
+    if (r.stream) HC_EXPECT_OK(hetcclStreamDestroy(r.device.c_str(), r.stream), nullptr);
   } catch (const AbortRank&) {
     // already recorded
   } catch (const std::exception& e) {
@@ -193,6 +206,38 @@ std::vector<std::string> parseLayout(const std::string& layout) {
   std::string item;
   while (std::getline(ss, item, ',')) out.push_back(item);
   return out;
+}
+
+std::vector<std::string> parseDevices(const std::string& devices) { return parseLayout(devices); }
+
+DeviceBuffer::DeviceBuffer(const Rank& r, size_t bytes) : kind_(r.device), bytes_(bytes) {
+  hetcclResult_t res = hetcclDeviceAlloc(kind_.c_str(), &p_, bytes ? bytes : 1);
+  if (res != hetcclSuccess) {
+    ADD_FAILURE() << callFailure("hetcclDeviceAlloc", res, nullptr);
+    throw AbortRank{};
+  }
+}
+
+DeviceBuffer::~DeviceBuffer() { hetcclDeviceFree(kind_.c_str(), p_); }
+
+void DeviceBuffer::upload(const void* src, size_t bytes, size_t offset) {
+  EXPECT_LE(offset + bytes, bytes_);
+  HC_ASSERT_OK(hetcclDeviceCopy(kind_.c_str(), static_cast<uint8_t*>(p_) + offset, src, bytes), nullptr);
+}
+
+void DeviceBuffer::download(void* dst, size_t bytes, size_t offset) const {
+  EXPECT_LE(offset + bytes, bytes_);
+  HC_ASSERT_OK(hetcclDeviceCopy(kind_.c_str(), dst, static_cast<const uint8_t*>(p_) + offset, bytes), nullptr);
+}
+
+std::vector<uint8_t> DeviceBuffer::bytes() const {
+  std::vector<uint8_t> v(bytes_);
+  download(v.data(), bytes_);
+  return v;
+}
+
+void syncStream(const Rank& r) {
+  if (r.stream) HC_ASSERT_OK(hetcclStreamSynchronize(r.device.c_str(), r.stream), nullptr);
 }
 
 std::string layoutTag(const std::string& layout) {

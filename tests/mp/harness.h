@@ -39,6 +39,9 @@ struct JobOptions {
   std::vector<std::pair<std::string, std::string>> env;  // set in every rank before init (after the defaults)
   std::function<void(int rank)> beforeInit;  // runs in each rank just before init (e.g. one rank's own setting)
   bool initMayFail = false;  // a failed init is recorded in Rank::initResult/initError, and the body runs
+  // Device kind of each rank ("host", "emu", ...; empty: all host). A GPU
+  // rank takes device (rank mod the devices visible) and gets a stream.
+  std::vector<std::string> devices;
 };
 
 // What a rank's body gets.
@@ -53,6 +56,8 @@ struct Rank {
   std::string group;                // this rank's group name
   std::vector<std::string> layout;  // group name of every rank
   std::string transport;
+  std::string device = "host";      // this rank's device kind
+  hetcclStream_t stream = nullptr;  // GPU ranks: the stream the body passes (made and destroyed by the harness)
   // Prefix of this rank's reportSame labels: ranks of different
   // communicators (e.g. after a split) must not compare their values.
   std::string scope;
@@ -68,6 +73,32 @@ struct Rank {
   // in rank order.
   std::vector<std::string> groupNames() const;
 };
+
+// "emu,emu,host,host" -> one kind per rank.
+std::vector<std::string> parseDevices(const std::string& devices);
+
+// A buffer in the rank's device memory (host ranks: plain memory), filled
+// and read back through synchronous copies; freed at scope end.
+class DeviceBuffer {
+ public:
+  DeviceBuffer(const Rank& r, size_t bytes);
+  ~DeviceBuffer();
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  void* get() const { return p_; }
+  void upload(const void* src, size_t bytes, size_t offset = 0);
+  void download(void* dst, size_t bytes, size_t offset = 0) const;
+  std::vector<uint8_t> bytes() const;  // the whole buffer, read back
+
+ private:
+  std::string kind_;
+  size_t bytes_;
+  void* p_ = nullptr;
+};
+
+// Waits until the rank's stream has run everything enqueued (host ranks:
+// nothing to wait for).
+void syncStream(const Rank& r);
 
 // Runs body on every rank of `layout` (one process per rank).
 void runJob(const std::string& layout, const JobOptions& opt, const std::function<void(Rank&)>& body);

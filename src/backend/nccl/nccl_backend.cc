@@ -241,9 +241,16 @@ hetcclResult_t NcclBackend::asyncError() {
   ncclResult_t e = ncclSuccess;
   ncclResult_t r = api_.commGetAsyncError(c, &e);
   if (r != ncclSuccess) return r == ncclInProgress ? hetcclSuccess : ncclToHetccl(r);
-  if (e != ncclSuccess && e != ncclInProgress)
-    LOG_WARN(kBackend, "%s", failureText(e, "enqueued work (ncclCommGetAsyncError)").c_str());
+  if (e != ncclSuccess && e != ncclInProgress) {
+    asyncText_ = failureText(e, "enqueued work (ncclCommGetAsyncError)");
+    LOG_WARN(kBackend, "%s", asyncText_.c_str());
+  }
   return ncclToHetccl(e);
+}
+
+std::string NcclBackend::asyncErrorText() {
+  std::lock_guard<std::mutex> g(mu_);
+  return asyncText_;
 }
 
 void NcclBackend::allReduce(const void* send, void* recv, size_t count, DataType dt, const ReduceOp& op, Stream s) {

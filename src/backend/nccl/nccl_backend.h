@@ -35,6 +35,7 @@ class NcclBackend : public Backend {
   void connect(const void* leaderId) override;
   void abort() override;
   hetcclResult_t asyncError() override;
+  std::string asyncErrorText() override;
 
   void allReduce(const void* send, void* recv, size_t count, DataType dt, const ReduceOp& op, Stream s) override;
   void reduceScatter(const void* send, void* recv, size_t recvcount, DataType dt, const ReduceOp& op,
@@ -67,6 +68,7 @@ class NcclBackend : public Backend {
   std::atomic<nccl::ncclComm_t> comm_{nullptr};
   std::atomic<bool> aborted_{false};
   int groupDepth_ = 0;
+  std::string asyncText_;  // under mu_
 };
 
 // The hetccl status an NCCL status stands for (ncclInProgress -> hetcclInProgress).

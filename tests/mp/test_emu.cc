@@ -1,0 +1,268 @@
+// Ranks on emulated GPUs (device kind emu: libhetccl-emu.so, groups run by
+// libhetccl-emu-nccl.so): group calls and failures as GPU ranks meet them,
+// with device buffers and stream-ordered calls. Every collective x type x op
+// on these layouts is gpu_matrix's (tests/gpu, ctest emu.matrix_*).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "harness.h"
+
+namespace hmp {
+namespace {
+
+struct EmuCase {
+  const char* name;
+  const char* layout;
+  const char* devices;
+  const char* transport;
+  std::vector<std::pair<std::string, std::string>> env;
+};
+
+void PrintTo(const EmuCase& c, std::ostream* os) { *os << c.name; }
+
+// 2+2 staged and direct, 3+1, 1+1+2 in chunks, interleaved, 8 ranks in 3
+// groups, an emu group next to a host group.
+const EmuCase kCases[] = {
+    {"aabb_shm_staged", "a,a,b,b", "emu,emu,emu,emu", "shm", {{"HETCCL_GPU_DIRECT", "0"}}},
+    {"aabb_tcp_direct", "a,a,b,b", "emu,emu,emu,emu", "tcp", {{"HETCCL_GPU_DIRECT", "1"}}},
+    {"aaab_shm", "a,a,a,b", "emu,emu,emu,emu", "shm", {}},
+    {"abcc_shm_chunked", "a,b,c,c", "emu,emu,emu,emu", "shm", {{"HETCCL_CHUNK_BYTES", "64K"}}},
+    {"abab_tcp_direct", "a,b,a,b", "emu,emu,emu,emu", "tcp", {{"HETCCL_GPU_DIRECT", "1"}}},
+    {"aaabbccc_shm", "a,a,a,b,b,c,c,c", "emu,emu,emu,emu,emu,emu,emu,emu", "shm", {}},
+    {"emu_next_to_host_shm", "a,a,b,b", "emu,emu,host,host", "shm", {}},
+};
+
+JobOptions options(const EmuCase& c) {
+  JobOptions o;
+  o.transport = c.transport;
+  o.devices = parseDevices(c.devices);
+  o.env = c.env;
+  return o;
+}
+
+std::vector<int32_t> iota(size_t n, int32_t base, int32_t step) {
+  std::vector<int32_t> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = base + step * static_cast<int32_t>(i % 4093);
+  return v;
+}
+
+std::vector<int32_t> readBack(const DeviceBuffer& b, size_t n) {
+  std::vector<int32_t> v(n);
+  b.download(v.data(), n * 4);
+  return v;
+}
+
+class Emu : public ::testing::TestWithParam<EmuCase> {};
+
+// One group call of four collectives on device buffers (large enough for
+// the chunked and direct paths), then one of point-to-point calls in both
+// ring directions and to self, posted receives first; all stream-ordered.
+TEST_P(Emu, GroupCallsOnDeviceBuffersGiveEveryResult) {
+  runJob(GetParam().layout, options(GetParam()), [](Rank& r) {
+    const int n = r.nranks, me = r.rank;
+    const size_t count = (size_t{1} << 18) + 3;  // 1 MiB and a bit of int32
+    const int32_t sumOfWeights = n * (n + 1) / 2;
+    DeviceBuffer arIn(r, count * 4), arOut(r, count * 4), agIn(r, 1000 * 4), agOut(r, 1000 * 4 * n),
+        bc(r, count * 4), rsIn(r, 777 * 4 * n), rsOut(r, 777 * 4);
+    std::vector<int32_t> ones = iota(count, 0, 1);
+    for (auto& x : ones) x *= me + 1;  // rank-weighted
+    arIn.upload(ones.data(), count * 4);
+    std::vector<int32_t> ag = iota(1000, me * 100000, 1);
+    agIn.upload(ag.data(), ag.size() * 4);
+    std::vector<int32_t> bcData = me == n - 1 ? iota(count, 7, 3) : std::vector<int32_t>(count, -1);
+    bc.upload(bcData.data(), count * 4);
+    std::vector<int32_t> rs = iota(777 * n, 0, 1);
+    for (auto& x : rs) x *= me + 1;
+    rsIn.upload(rs.data(), rs.size() * 4);
+
+    r.progress("group of AllReduce, AllGather, Broadcast, ReduceScatter");
+    HC_ASSERT_OK(hetcclGroupStart(), nullptr);
+    HC_ASSERT_OK(hetcclAllReduce(arIn.get(), arOut.get(), count, hetcclInt32, hetcclSum, r.comm, r.stream), r.comm);
+    HC_ASSERT_OK(hetcclGroupStart(), nullptr);  // nested
+    HC_ASSERT_OK(hetcclAllGather(agIn.get(), agOut.get(), 1000, hetcclInt32, r.comm, r.stream), r.comm);
+    HC_ASSERT_OK(hetcclBroadcast(bc.get(), bc.get(), count, hetcclInt32, n - 1, r.comm, r.stream), r.comm);
+    HC_ASSERT_OK(hetcclGroupEnd(), r.comm);
+    HC_ASSERT_OK(hetcclReduceScatter(rsIn.get(), rsOut.get(), 777, hetcclInt32, hetcclSum, r.comm, r.stream), r.comm);
+    HC_ASSERT_OK(hetcclGroupEnd(), r.comm);
+    syncStream(r);
+    hetcclResult_t async = hetcclSuccess;
+    HC_EXPECT_OK(hetcclCommGetAsyncError(r.comm, &async), r.comm);
+    ASSERT_EQ(async, hetcclSuccess) << hetcclGetLastError(r.comm);
+
+    std::vector<int32_t> want = iota(count, 0, sumOfWeights);
+    EXPECT_EQ(readBack(arOut, count), want) << "AllReduce";
+    std::vector<int32_t> agWant;
+    for (int p = 0; p < n; ++p) {
+      std::vector<int32_t> part = iota(1000, p * 100000, 1);
+      agWant.insert(agWant.end(), part.begin(), part.end());
+    }
+    EXPECT_EQ(readBack(agOut, agWant.size()), agWant) << "AllGather";
+    EXPECT_EQ(readBack(bc, count), iota(count, 7, 3)) << "Broadcast from rank " << n - 1;
+    std::vector<int32_t> rsWant(777);
+    for (size_t i = 0; i < 777; ++i) rsWant[i] = sumOfWeights * static_cast<int32_t>((me * 777 + i) % 4093);
+    EXPECT_EQ(readBack(rsOut, 777), rsWant) << "ReduceScatter";
+
+    r.progress("group of sends and receives: both ring directions and self");
+    const int next = (me + 1) % n, prev = (me + n - 1) % n;
+    const size_t m = 5000;
+    DeviceBuffer toNext(r, m * 4), toPrev(r, m * 4), toSelf(r, m * 4), fromPrev(r, m * 4), fromNext(r, m * 4),
+        fromSelf(r, m * 4);
+    toNext.upload(iota(m, me * 1000 + 1, 1).data(), m * 4);
+    toPrev.upload(iota(m, me * 1000 + 2, 1).data(), m * 4);
+    toSelf.upload(iota(m, me * 1000 + 3, 1).data(), m * 4);
+    HC_ASSERT_OK(hetcclGroupStart(), nullptr);
+    HC_ASSERT_OK(hetcclRecv(fromPrev.get(), m, hetcclInt32, prev, r.comm, r.stream), r.comm);
+    HC_ASSERT_OK(hetcclRecv(fromNext.get(), m, hetcclInt32, next, r.comm, r.stream), r.comm);
+    HC_ASSERT_OK(hetcclRecv(fromSelf.get(), m, hetcclInt32, me, r.comm, r.stream), r.comm);
+    HC_ASSERT_OK(hetcclSend(toNext.get(), m, hetcclInt32, next, r.comm, r.stream), r.comm);
+    HC_ASSERT_OK(hetcclSend(toPrev.get(), m, hetcclInt32, prev, r.comm, r.stream), r.comm);
+    HC_ASSERT_OK(hetcclSend(toSelf.get(), m, hetcclInt32, me, r.comm, r.stream), r.comm);
+    HC_ASSERT_OK(hetcclGroupEnd(), r.comm);
+    syncStream(r);
+    EXPECT_EQ(readBack(fromPrev, m), iota(m, prev * 1000 + 1, 1)) << "from rank " << prev;
+    EXPECT_EQ(readBack(fromNext, m), iota(m, next * 1000 + 2, 1)) << "from rank " << next;
+    EXPECT_EQ(readBack(fromSelf, m), iota(m, me * 1000 + 3, 1)) << "from self";
+  });
+}
+
+// Several calls enqueued back to back, each reading the previous one's
+// output, with the stream slower than the host (every operation starts
+// late, copies slower still): only stream order makes the results right.
+TEST_P(Emu, BackToBackCallsKeepStreamOrderOnASlowDevice) {
+  JobOptions o = options(GetParam());
+  o.env.emplace_back("HETCCL_EMU_STALL_US", "200");
+  o.env.emplace_back("HETCCL_EMU_COPY_DELAY_US", "500");
+  runJob(GetParam().layout, o, [](Rank& r) {
+    const size_t count = 70000;
+    DeviceBuffer buf(r, count * 4);
+    std::vector<int32_t> one(count, 1);
+    buf.upload(one.data(), count * 4);
+    for (int k = 0; k < 3; ++k)  // in place: 1 -> n -> n^2 -> n^3
+      HC_ASSERT_OK(hetcclAllReduce(buf.get(), buf.get(), count, hetcclInt32, hetcclSum, r.comm, r.stream), r.comm);
+    syncStream(r);
+    const int32_t n = r.nranks;
+    EXPECT_EQ(readBack(buf, count), std::vector<int32_t>(count, n * n * n));
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, Emu, ::testing::ValuesIn(kCases),
+                         [](const ::testing::TestParamInfo<EmuCase>& i) { return std::string(i.param.name); });
+
+double secondsSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+void warmUp(const Rank& r) {
+  DeviceBuffer b(r, 4);
+  int32_t one = 1;
+  b.upload(&one, 4);
+  HC_ASSERT_OK(hetcclAllReduce(b.get(), b.get(), 1, hetcclInt32, hetcclSum, r.comm, r.stream), r.comm);
+  syncStream(r);
+  b.download(&one, 4);
+  EXPECT_EQ(one, r.nranks);
+}
+
+// A stream-ordered call whose peer is gone: the stream does not hang, the
+// communicator reports the failure naming the peer.
+TEST(EmuFaults, PeerExitsUnderAStreamOrderedCall) {
+  JobOptions o;
+  o.devices = {"emu", "emu"};
+  o.env.emplace_back("HETCCL_TIMEOUT_S", "5");
+  runJob("a,b", o, [](Rank& r) {
+    warmUp(r);
+    if (r.rank == 1) _exit(0);
+    const size_t count = (size_t{1} << 20) + 3;
+    DeviceBuffer b(r, count * 4);
+    auto t0 = std::chrono::steady_clock::now();
+    hetcclResult_t res = hetcclAllReduce(b.get(), b.get(), count, hetcclFloat32, hetcclSum, r.comm, r.stream);
+    std::string text = hetcclGetLastError(r.comm);
+    syncStream(r);  // must come back
+    EXPECT_LT(secondsSince(t0), 20);
+    hetcclResult_t async = hetcclSuccess;
+    HC_EXPECT_OK(hetcclCommGetAsyncError(r.comm, &async), r.comm);
+    if (res == hetcclSuccess) {  // enqueued: the failure comes later, on the communicator
+      EXPECT_EQ(async, hetcclRemoteError);
+      text = hetcclGetLastError(r.comm);
+    } else {
+      EXPECT_EQ(res, hetcclRemoteError) << text;
+    }
+    EXPECT_NE(text.find("rank 1"), std::string::npos) << "the error should name the peer: " << text;
+    HC_EXPECT_OK(hetcclCommAbort(r.comm), nullptr);
+    r.comm = nullptr;
+  });
+}
+
+// Abort while the stream waits on a call the silent peer never joins: the
+// stream goes on at once (nothing waits for the 30 s timeout).
+TEST(EmuFaults, AbortReleasesAStreamWaitingOnTheCommunicator) {
+  JobOptions o;
+  o.devices = {"emu", "emu"};
+  runJob("a,b", o, [](Rank& r) {
+    warmUp(r);
+    if (r.rank == 1) {
+      sleep(3);
+      HC_EXPECT_OK(hetcclCommAbort(r.comm), nullptr);
+      r.comm = nullptr;
+      return;
+    }
+    DeviceBuffer b(r, 4000);
+    HC_ASSERT_OK(hetcclAllReduce(b.get(), b.get(), 1000, hetcclFloat32, hetcclSum, r.comm, r.stream), r.comm);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    auto t0 = std::chrono::steady_clock::now();
+    HC_EXPECT_OK(hetcclCommAbort(r.comm), nullptr);
+    r.comm = nullptr;
+    syncStream(r);
+    EXPECT_LT(secondsSince(t0), 2) << "the stream waited past the abort";
+  });
+}
+
+// A rank whose memory runs out: an error naming memory on that rank, and the
+// other ranks fail too, naming it, instead of waiting. The allocations of
+// rank 1 in order: the communicator's pinned completion flag (init), the
+// test's buffer, hetccl's staging (inside the first call).
+void allocationFailsOnRank1(const char* nth) {
+  JobOptions o;
+  o.devices = {"emu", "emu", "emu"};
+  o.initMayFail = true;
+  o.env.emplace_back("HETCCL_TIMEOUT_S", "10");
+  o.beforeInit = [nth](int rank) {
+    if (rank == 1) setenv("HETCCL_EMU_FAIL_ALLOC", nth, 1);
+  };
+  runJob("a,a,b", o, [](Rank& r) {
+    auto t0 = std::chrono::steady_clock::now();
+    if (r.comm) {  // init passed: the first call that needs device memory fails instead
+      DeviceBuffer b(r, 4 << 20);
+      hetcclResult_t res =
+          hetcclAllReduce(b.get(), b.get(), 1 << 20, hetcclFloat32, hetcclSum, r.comm, r.stream);
+      syncStream(r);
+      hetcclResult_t async = hetcclSuccess;
+      HC_EXPECT_OK(hetcclCommGetAsyncError(r.comm, &async), r.comm);
+      std::string text = hetcclGetLastError(r.comm);
+      EXPECT_TRUE(res != hetcclSuccess || async != hetcclSuccess) << "rank " << r.rank << " saw no failure";
+      if (r.rank == 1) {
+        EXPECT_NE(text.find("memory"), std::string::npos) << text;
+      } else {
+        EXPECT_NE(text.find("rank 1"), std::string::npos) << text;
+      }
+      HC_EXPECT_OK(hetcclCommAbort(r.comm), nullptr);
+      r.comm = nullptr;
+    } else if (r.rank == 1) {
+      EXPECT_NE(r.initError.find("memory"), std::string::npos) << r.initError;
+    } else {
+      EXPECT_NE(r.initError.find("rank 1"), std::string::npos) << r.initError;
+    }
+    EXPECT_LT(secondsSince(t0), 20);
+  });
+}
+
+TEST(EmuFaults, AnAllocationThatFailsInInitIsAnErrorNotAHang) { allocationFailsOnRank1("1"); }
+TEST(EmuFaults, AnAllocationThatFailsInACallIsAnErrorNotAHang) { allocationFailsOnRank1("3"); }
+
+}  // namespace
+}  // namespace hmp
