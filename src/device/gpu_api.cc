@@ -185,7 +185,8 @@ const GpuApi& loadGpuApi(const std::string& kind) {
   else
     for (const char* l : f.libs) {
       // hetccl's own runtimes (emu) sit beside libhetccl.so.
-      if (kind == "emu") tries.push_back(thisLibraryDir() + "/" + l);
+      if (kind == "emu")
+        for (const std::string& d : pluginDirs()) tries.push_back(d + "/" + l);
       tries.push_back(l);
     }
   std::string errors;

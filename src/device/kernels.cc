@@ -63,8 +63,8 @@ const hetcclKernelsApi_t* open(const std::string& path, const std::string& kind,
 const hetcclKernelsApi_t* find(const std::string& kind, const std::string& given) {
   if (!given.empty()) return open(given, kind, "HETCCL_KERNELS_LIB");
   std::string name = kernelsLibName(kind);
-  std::string dir = thisLibraryDir();
-  if (!dir.empty() && fileExists(dir + "/" + name)) return open(dir + "/" + name, kind, "beside libhetccl");
+  for (const std::string& dir : pluginDirs())
+    if (fileExists(dir + "/" + name)) return open(dir + "/" + name, kind, "beside libhetccl");
   // The loader's search path (LD_LIBRARY_PATH, rpath, ld.so.cache): absent
   // is no error here, only a file that is found but fails to load.
   if (void* lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL)) {
@@ -78,9 +78,11 @@ const hetcclKernelsApi_t* find(const std::string& kind, const std::string& given
   if (why.find(name + ": cannot open shared object file") == std::string::npos) {
     throwError(hetcclSystemError, "cannot load the " + kind + " kernels plugin " + name + ": " + why);
   }
+  std::string dirs;
+  for (const std::string& d : pluginDirs()) dirs += (dirs.empty() ? "" : ", ") + d;
   LOG_INFO(kDevice, "no %s kernels plugin: %s is neither in %s nor on the loader's search path (set "
            "HETCCL_KERNELS_LIB to its path); device reductions are unavailable",
-           kind.c_str(), name.c_str(), dir.empty() ? "(unknown directory)" : dir.c_str());
+           kind.c_str(), name.c_str(), dirs.empty() ? "(unknown directory)" : dirs.c_str());
   return nullptr;
 }
 

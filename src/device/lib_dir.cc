@@ -12,4 +12,10 @@ std::string thisLibraryDir() {
   return slash == std::string::npos ? "" : path.substr(0, slash);
 }
 
+std::vector<std::string> pluginDirs() {
+  std::string dir = thisLibraryDir();
+  if (dir.empty()) return {};
+  return {dir, dir + "/.."};
+}
+
 }  // namespace hetccl

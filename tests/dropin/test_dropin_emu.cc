@@ -39,18 +39,17 @@ class DropInEmu : public ::testing::TestWithParam<Layout> {
     // RTLD_GLOBAL: ahead of the vendor library in the lookup, as a preload is.
     lib_ = dlopen(HETCCL_TEST_DROPIN_LIB, RTLD_NOW | RTLD_GLOBAL);
     ASSERT_NE(lib_, nullptr) << dlerror();
+    // The emulated runtime, its group library and its kernels are found
+    // where they are by default: above the drop-in's folder, beside
+    // libhetccl (build/dropin/libnccl.so.2, build/libhetccl-emu*.so).
     setenv("HETCCL_DEVICE", "emu", 1);
-    setenv("HETCCL_EMU_LIB", HETCCL_TEST_EMU_LIB, 1);
-    setenv("HETCCL_EMU_NCCL_LIB", HETCCL_TEST_EMU_NCCL, 1);
-    setenv("HETCCL_KERNELS_LIB", HETCCL_TEST_EMU_KERNELS, 1);
     const Layout& l = GetParam();
     if (l.groupMap) setenv("HETCCL_GROUP_MAP", l.groupMap, 1);
     setenv("HETCCL_TRANSPORT", l.transport, 1);
     setenv("HETCCL_GPU_DIRECT", l.gpuDirect, 1);
   }
   void TearDown() override {
-    for (const char* v : {"HETCCL_DEVICE", "HETCCL_EMU_LIB", "HETCCL_EMU_NCCL_LIB", "HETCCL_KERNELS_LIB",
-                          "HETCCL_GROUP_MAP", "HETCCL_TRANSPORT", "HETCCL_GPU_DIRECT"})
+    for (const char* v : {"HETCCL_DEVICE", "HETCCL_GROUP_MAP", "HETCCL_TRANSPORT", "HETCCL_GPU_DIRECT"})
       unsetenv(v);
   }
   template <typename F>

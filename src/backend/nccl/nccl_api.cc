@@ -210,7 +210,12 @@ std::string dirOf(const std::string& file) {
 
 std::vector<std::string> defaultPaths(const std::string& flavor) {
   if (flavor == "rccl") return {"librccl.so.1", "librccl.so", "/opt/rocm/lib/librccl.so.1"};
-  if (flavor == "emu") return {thisLibraryDir() + "/libhetccl-emu-nccl.so", "libhetccl-emu-nccl.so"};
+  if (flavor == "emu") {
+    std::vector<std::string> paths;
+    for (const std::string& d : pluginDirs()) paths.push_back(d + "/libhetccl-emu-nccl.so");
+    paths.push_back("libhetccl-emu-nccl.so");
+    return paths;
+  }
   std::vector<std::string> paths = {"libnccl.so.2", "/usr/local/cuda/lib64/libnccl.so.2",
                                     "/usr/local/cuda/lib/libnccl.so.2", "/usr/lib/x86_64-linux-gnu/libnccl.so.2"};
   // Beside a CUDA runtime the process has loaded already (a framework's

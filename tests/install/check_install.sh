@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs the build tree into a scratch prefix, moves it (both package files
+# find the prefix from where they lie), and builds and runs a small C program
+# against it twice: through find_package(hetccl) and through pkg-config.
+# Usage: check_install.sh BUILD_DIR SOURCE_DIR
+set -euo pipefail
+build=$1 src=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cmake --install "$build" --prefix "$work/staged" >/dev/null
+mv "$work/staged" "$work/prefix"
+prefix=$work/prefix
+for f in include/hetccl/hetccl.h bin/hetccl-info bin/hetccl-perf bin/hetccl-torch-run; do
+  [ -e "$prefix/$f" ] || { echo "check_install: $f was not installed" >&2; exit 1; }
+done
+libdir=$(dirname "$(find "$prefix" -name 'libhetccl.so.0' | head -1)")
+[ -n "$libdir" ] || { echo "check_install: libhetccl.so.0 was not installed" >&2; exit 1; }
+[ -e "$libdir/hetccl-dropin/libnccl.so.2" ] || { echo "check_install: the NCCL drop-in was not installed" >&2; exit 1; }
+[ -e "$libdir/libhetccl-emu.so" ] || { echo "check_install: the emulated GPU was not installed beside libhetccl" >&2; exit 1; }
+# The installed tools find the installed library (their rpath), not the build tree's.
+env -u LD_LIBRARY_PATH "$prefix/bin/hetccl-info" >/dev/null
+
+cmake -S "$src/tests/install/consumer" -B "$work/cm" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+cmake --build "$work/cm" >/dev/null
+"$work/cm/consumer"
+
+flags=$(PKG_CONFIG_PATH="$libdir/pkgconfig" pkg-config --cflags --libs hetccl)
+cc "$src/tests/install/consumer/consumer.c" $flags -o "$work/pc_consumer"
+LD_LIBRARY_PATH="$libdir" "$work/pc_consumer"
+echo "check_install: ok ($prefix: find_package and pkg-config)"
