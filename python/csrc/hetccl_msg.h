@@ -1,8 +1,8 @@
 // Error texts of the torch backend, built without iostreams: numbers go
-// through std::to_string, torch's types through their names. On torch 2.11
-// formatting an integer through an ostream inside this extension crashed the
-// process (SIGSEGV in std::ostream::_M_insert<long>, seen on the H200 machine;
-// strings alone were fine), so every TORCH_CHECK here passes one std::string.
+// through std::to_string, torch's types through their names, and every
+// TORCH_CHECK passes one std::string. An extension whose compiler links
+// libstdc++ statically holds a second copy of the iostream machinery, and
+// formatting a number through it crashes inside torch 2.11 (README, limits).
 #pragma once
 
 #include <c10/core/Device.h>

@@ -8,13 +8,11 @@
 //
 // The calling thread waits for it (like a host rank's call); the caller's
 // stream gets no wait enqueued. A stream that waits on the device for the
-// proxy while UCX, NCCL or hetccl issue CUDA work on other streams can
-// deadlock: on the H200 both a stream wait-value and a polling kernel hung
-// the first border fold (its kernel on the proxy's stream never finished),
-// most likely because UCX's lazily allocated pinned buffers and CUDA IPC
-// mappings are implicit device synchronisations that wait for the waiting
-// stream. So this path trades the staged path's asynchrony for zero-copy
-// transfers.
+// proxy while the transport issues device work of its own can deadlock:
+// UCX allocates pinned buffers and maps CUDA IPC handles lazily, and those
+// are implicit device synchronisations that wait for the waiting stream.
+// So this path trades the staged path's asynchrony for zero-copy transfers
+// (docs/design.md, GPU ranks).
 #pragma once
 
 #include "algorithm/coll.h"

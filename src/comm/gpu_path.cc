@@ -13,11 +13,11 @@ std::string directPathWhyNot(const GpuPathFacts& f) {
   if (!f.transportMoves) return "transport " + f.transport + " moves host memory only";
   if (f.want == "1") return "";
   // auto: where the peers' side can reach this rank's memory itself. A
-  // host-memory peer gets the data through UCX's own host bounce buffers: on
-  // one H200 host that ran at 0.3x the staged path (bench/gpu_ucx_direct.sh
-  // 1gpu3host). On one host, GPUs of another kind cannot map this one's
-  // memory either (no IPC between vendors); across hosts, RDMA NICs reach GPU
-  // memory only through a peer-memory module (GPUDirect RDMA).
+  // host-memory peer gets the data through UCX's own host bounce buffers,
+  // slower than staging (docs/performance.md). On one host, GPUs of another
+  // kind cannot map this one's memory either (no IPC between vendors);
+  // across hosts, RDMA NICs reach GPU memory only through a peer-memory
+  // module (GPUDirect RDMA).
   for (const std::string& k : f.groupKinds) {
     if (k == "host" || (f.singleHost && k != f.kind))
       return "HETCCL_GPU_DIRECT=auto: a group of " + k + " ranks would get this rank's " + f.kind +

@@ -84,8 +84,19 @@ struct emuStream {
 };
 
 // An event: what was recorded last (a count) and what of it has completed.
+// Held by the caller and by every stream operation that names it: destroying
+// an event whose recorded work is still pending returns at once, and it goes
+// once that work has run (as cudaEventDestroy).
 struct emuEvent {
   std::atomic<uint64_t> recorded{0}, completed{0};
+  std::atomic<int> refs{1};
+  emuEvent* retain() {
+    refs.fetch_add(1);
+    return this;
+  }
+  void release() {
+    if (refs.fetch_sub(1) == 1) delete this;
+  }
 };
 
 namespace emu {
@@ -266,17 +277,19 @@ emuError_t emuEventCreateWithFlags(emuEvent_t* event, unsigned) {
 }
 
 emuError_t emuEventDestroy(emuEvent_t event) {
-  delete event;
+  if (!event) return emu::setError(emuErrorInvalidValue);
+  event->release();
   return emuSuccess;
 }
 
 emuError_t emuEventRecord(emuEvent_t event, emuStream_t stream) {
   if (!event) return emu::setError(emuErrorInvalidValue);
   uint64_t n = event->recorded.fetch_add(1) + 1;
-  emu::resolve(stream)->push([event, n] {
+  emu::resolve(stream)->push([event = event->retain(), n] {
     uint64_t cur = event->completed.load();
     while (cur < n && !event->completed.compare_exchange_weak(cur, n)) {
     }
+    event->release();
   });
   return emuSuccess;
 }
@@ -296,7 +309,10 @@ emuError_t emuEventSynchronize(emuEvent_t event) {
 emuError_t emuStreamWaitEvent(emuStream_t stream, emuEvent_t event, unsigned) {
   if (!event) return emu::setError(emuErrorInvalidValue);
   uint64_t want = event->recorded.load();  // the work recorded so far, as CUDA captures it
-  emu::resolve(stream)->push([event, want] { emu::waitUntil([&] { return event->completed.load() >= want; }); });
+  emu::resolve(stream)->push([event = event->retain(), want] {
+    emu::waitUntil([&] { return event->completed.load() >= want; });
+    event->release();
+  });
   return emuSuccess;
 }
 

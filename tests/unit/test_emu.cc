@@ -57,7 +57,11 @@ bool eventually(P pred) {
 struct Stream {
   emuStream_t s = nullptr;
   Stream() { EXPECT_EQ(emuStreamCreateWithFlags(&s, 0), emuSuccess); }
-  ~Stream() { emuStreamDestroy(s); }
+  // Its work may name the test's locals: done before they go.
+  ~Stream() {
+    emuStreamSynchronize(s);
+    emuStreamDestroy(s);
+  }
 };
 
 TEST(Emu, StreamWorkRunsAfterTheCallReturnedInOrder) {
