@@ -72,7 +72,7 @@ for s in $steps; do
       step torch_calls_2groups 300 env HETCCL_DROPIN_LIB="$build/dropin/libnccl.so.2" \
         "$here/tools/hetccl-torch-run" python3 "$here/tests/gpu/torch_dropin_calls.py" --world 2 --groups g0,g1
       # torch's watchdog aborts a hung communicator from its thread: an exception, no crash
-      step torch_watchdog_abort 200 env HETCCL_DROPIN_LIB="$build/dropin/libnccl.so.2" \
+      step torch_watchdog_abort 260 env HETCCL_DROPIN_LIB="$build/dropin/libnccl.so.2" \
         "$here/tools/hetccl-torch-run" python3 "$here/tests/gpu/torch_watchdog_abort.py"
       ;;
     overhead)  # one-group overhead of the drop-in against NCCL alone, in torch
