@@ -57,18 +57,6 @@ void checkArgs(hetcclComm* comm, CollArgs& a, hetcclRedOp_t op, bool reduces) {
   }
 }
 
-// Runs the calls of one group on one communicator: collectives in call
-// order, then all point-to-point operations together.
-void runGroup(hetcclComm& comm, const std::vector<CollArgs>& calls) {
-  std::vector<CollArgs> p2p;
-  for (const CollArgs& a : calls) {
-    if (a.kind == CollKind::kSendRecv) p2p.push_back(a);
-    else runCollective(comm, a);
-  }
-  if (!p2p.empty()) runPointToPoint(comm, p2p.data(), p2p.size());
-}
-
-
 void checkBufferKinds(Comm& c, const CollArgs& a) {
   CallExtent e = callExtent(c.nranks(), c.rank(), a);
   DeviceRuntime& d = c.device();

@@ -68,19 +68,22 @@ emuError_t drop(void* p, Region kind, bool unmap) {
   return emuSuccess;
 }
 
-}  // namespace
-
-extern "C" {
-
-emuError_t emuMalloc(void** ptr, size_t bytes) {
+// Device and pinned memory alike: fresh pages, counted by HETCCL_EMU_FAIL_ALLOC.
+emuError_t allocate(void** ptr, size_t bytes, Region kind) {
   if (!ptr) return emu::setError(emuErrorInvalidValue);
   *ptr = nullptr;
   if (injectFailure()) return emu::setError(emuErrorMemoryAllocation);
   void* p = mapPages(bytes);
   if (!p) return emu::setError(emuErrorMemoryAllocation);
   *ptr = p;
-  return add(p, bytes, Region::kDevice);
+  return add(p, bytes, kind);
 }
+
+}  // namespace
+
+extern "C" {
+
+emuError_t emuMalloc(void** ptr, size_t bytes) { return allocate(ptr, bytes, Region::kDevice); }
 
 // Memory a stream may still use goes once the work enqueued before is done.
 emuError_t emuFree(void* ptr) {
@@ -88,15 +91,7 @@ emuError_t emuFree(void* ptr) {
   return drop(ptr, Region::kDevice, true);
 }
 
-emuError_t emuHostAlloc(void** ptr, size_t bytes, unsigned) {
-  if (!ptr) return emu::setError(emuErrorInvalidValue);
-  *ptr = nullptr;
-  if (injectFailure()) return emu::setError(emuErrorMemoryAllocation);
-  void* p = mapPages(bytes);
-  if (!p) return emu::setError(emuErrorMemoryAllocation);
-  *ptr = p;
-  return add(p, bytes, Region::kPinned);
-}
+emuError_t emuHostAlloc(void** ptr, size_t bytes, unsigned) { return allocate(ptr, bytes, Region::kPinned); }
 
 emuError_t emuFreeHost(void* ptr) {
   emuDeviceSynchronize();
