@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "algorithm/device_border_allreduce.h"
 #include "algorithm/device_direct.h"
 #include "algorithm/staged_backend.h"
 #include "comm/comm.h"
@@ -158,9 +159,11 @@ void enqueueChunkedAllReduce(Comm& c, const CollArgs& a, size_t step) {
     d.recordEvent(ready.back(), s);
     tickets.push_back(ds.nextTicket());
   }
+  ds.stagedQueued();
   auto release = [&ds, last = tickets.back(), ready] {
     ds.complete(last);  // releases every wait of this call (they wait for >= their ticket)
     for (Event e : ready) ds.giveEvent(e);
+    ds.stagedRan();
   };
   try {
     for (size_t k = 0, off = 0; off < n; ++k, off += step) {
@@ -245,6 +248,7 @@ void passThrough(Comm& c, const std::vector<CollArgs>& calls) {
 void enqueueDeviceCalls(Comm& c, std::vector<CollArgs> calls, bool mayWait) {
   if (calls.empty()) return;
   if (c.topo().ngroups() == 1) return passThrough(c, calls);
+  if (calls.size() == 1 && takesDeviceBorder(c, calls[0])) return enqueueDeviceBorderAllReduce(c, calls[0]);
   if (mayWait && calls.size() == 1 && takesDirectPath(c, calls[0])) return runDirectCall(c, calls[0]);
   if (calls.size() == 1 && calls[0].kind == CollKind::kAllReduce) {
     const CollArgs& a = calls[0];
@@ -273,9 +277,11 @@ void enqueueDeviceCalls(Comm& c, std::vector<CollArgs> calls, bool mayWait) {
     d.recordEvent(ready.back(), s);
   }
   uint64_t ticket = ds.nextTicket();
+  ds.stagedQueued();
   auto release = [&ds, ticket, ready] {
     ds.complete(ticket);
     for (Event e : ready) ds.giveEvent(e);
+    ds.stagedRan();
   };
   std::vector<CollArgs> host;
   try {

@@ -195,6 +195,7 @@ void Comm::setUp(const PeerInfo& me, const std::string& group) {
     }
     chooseGpuPath();
   }
+  setUpDeviceBorder();
 
   LOG_INFO(kInit, "rank %d of %d: group %s (%d of %zu), %d groups, transport %s, backend %s", rank, nranks,
            group.c_str(), myLocal(), topo_.groupOfRank(rank).ranks.size(), topo_.ngroups(), transportName_.c_str(),
@@ -243,6 +244,54 @@ void Comm::chooseGpuPath() {
   }
 }
 
+void Comm::setUpDeviceBorder() {
+  DeviceBorderFacts f;
+  f.want = settings::kGpuBorder.get();
+  for (const Group& g : topo_.groups) {
+    f.groupKinds.push_back(g.deviceKind);
+    f.groupSizes.push_back(static_cast<int>(g.ranks.size()));
+  }
+  f.singleHost = topo_.singleHost;
+  std::string whyNot = deviceBorderWhyNot(f);
+  if (whyNot == kNotEveryRankSays) return;
+  if (!whyNot.empty()) {
+    if (f.want == "1") throwError(hetcclInvalidUsage, "HETCCL_GPU_BORDER=1, but " + whyNot);
+    LOG_INFO(kInit, "rank %d: no device border: %s", rank_, whyNot.c_str());
+    return;
+  }
+  // The same facts on every rank so far; what each rank can load is its own.
+  std::string mine;
+  try {
+    if (!kernels_) kernels_ = loadKernels(device_->kind());
+    if (!kernels_) mine = "no device kernels plugin (" + kernelsLibName(device_->kind()) + ") was found";
+  } catch (const Error& e) {
+    mine = std::string("the device kernels plugin did not load: ") + e.what();
+  }
+  std::vector<uint8_t> ok(nranks_, 0);
+  ok[rank_] = mine.empty() ? 1 : 0;
+  bootstrap_->allGather(ok.data(), 1);
+  for (int r = 0; r < nranks_; ++r)
+    if (!ok[r] && whyNot.empty())
+      whyNot = r == rank_ ? "on rank " + std::to_string(r) + ", " + mine
+                          : "rank " + std::to_string(r) + " cannot run device kernels (its log says why)";
+  if (!whyNot.empty()) {
+    if (!gpuDirect_) kernels_ = nullptr;
+    if (f.want == "1") throwError(hetcclInvalidUsage, "HETCCL_GPU_BORDER=1, but " + whyNot);
+    LOG_INFO(kInit, "rank %d: no device border: %s", rank_, whyNot.c_str());
+    return;
+  }
+  DeviceBorder::Setup s;
+  s.bootstrap = bootstrap_.get();
+  s.device = device_.get();
+  s.rank = rank_;
+  for (const Group& g : topo_.groups) s.peerRanks.push_back(g.ranks[myLocal()]);
+  s.me = myGroup();
+  s.partBytes = settings::kGpuBorderChunk.get();
+  auto b = DeviceBorder::create(s);
+  std::lock_guard<std::mutex> g(backendMu_);  // abort() reads it from any thread
+  border_ = std::move(b);
+}
+
 void Comm::fail(hetcclResult_t code, const std::string& text) {
   {
     std::lock_guard<std::mutex> g(failMu_);
@@ -265,6 +314,7 @@ void Comm::abort() {
   // which would wait for those streams for ever (torch's watchdog aborts a
   // hung communicator while the main thread goes on enqueueing calls).
   if (deviceState_) deviceState_->releaseAll();
+  if (border_) border_->releaseAll();
   if (backend_) backend_->abort();
 }
 

@@ -15,6 +15,7 @@
 #include "backend/backend.h"
 #include "bootstrap/bootstrap.h"
 #include "core/datatype.h"
+#include "comm/device_border.h"
 #include "comm/proxy.h"
 #include "device/device.h"
 #include "device/staging.h"
@@ -82,14 +83,23 @@ class Comm {
   // copied through pinned staging on the caller's stream).
   // "direct" (a GPU rank whose AllReduce, Broadcast and AllGather hand
   // device memory to the transport; its other collectives stage).
+  // "device" (GPU ranks whose AllReduce goes through the device border,
+  // comm/device_border.h; other collectives as under "staged"/"direct").
   const char* borderPath() const {
-    return topo_.ngroups() == 1 ? "none" : gpuDirect_ ? "direct" : deviceOrdered() ? "staged" : "host";
+    return topo_.ngroups() == 1 ? "none"
+           : border_            ? "device"
+           : gpuDirect_         ? "direct"
+           : deviceOrdered()    ? "staged"
+                                : "host";
   }
+  // The device border (GPU ranks, HETCCL_GPU_BORDER), else null.
+  DeviceBorder* deviceBorder() { return border_.get(); }
   bool gpuDirect() const { return gpuDirect_; }
   // Smallest call (bytes) that goes direct: HETCCL_GPU_DIRECT_MIN under
   // auto, 0 under HETCCL_GPU_DIRECT=1.
   size_t gpuDirectMin() const { return gpuDirectMin_; }
-  // The device reduction kernels (GPU ranks on the direct path), else null.
+  // The device reduction kernels (GPU ranks on the direct path or with a
+  // device border), else null.
   const hetcclKernelsApi_t* kernels() const { return kernels_; }
   // HETCCL_PLAN_FOLDS: border folds after whole receives, as on the direct path.
   bool planFolds() const { return planFolds_; }
@@ -163,6 +173,7 @@ class Comm {
   std::mutex backendMu_;  // orders abort() with init's creation of backend_
   Backend* active_ = nullptr;
   std::unique_ptr<DeviceState> deviceState_;
+  std::unique_ptr<DeviceBorder> border_;
   std::string transportName_;
   size_t buffBytes_ = 0, smallBytes_ = 0, chunkBytes_ = 0, gpuDirectMin_ = 0;
   ChunkHooks* chunkHooks_ = nullptr;
@@ -184,6 +195,9 @@ class Comm {
   std::vector<uint8_t> scratch_;
   // Direct or staged border data on a GPU rank (HETCCL_GPU_DIRECT); logs it.
   void chooseGpuPath();
+  // The device border where HETCCL_GPU_BORDER and the topology allow
+  // (collective: every rank of a multi-group GPU communicator calls it).
+  void setUpDeviceBorder();
   // init after the bootstrap ring is up: topology, transport, backend, device state.
   void setUp(const PeerInfo& me, const std::string& group);
   Proxy proxy_;  // last member: its thread stops before the rest is destroyed

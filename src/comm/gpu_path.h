@@ -27,6 +27,20 @@ struct GpuPathFacts {
 // load), else why not, in words for the init log and errors.
 std::string directPathWhyNot(const GpuPathFacts& f);
 
+// Whether GPU ranks may move AllReduce's border share through the device
+// border (comm/device_border.h), from facts every rank shares.
+struct DeviceBorderFacts {
+  std::string want;                     // HETCCL_GPU_BORDER: auto, 0 or 1
+  std::vector<std::string> groupKinds;  // device kind of every group
+  std::vector<int> groupSizes;          // ranks in every group
+  bool singleHost = true;
+};
+// "" where every rank may set up the device border (each still has to load
+// its kernels plugin), else why not. kNotEveryRankSays is returned alone when
+// the communicator has no GPU border to speak of (one group, host ranks).
+inline constexpr const char* kNotEveryRankSays = "the communicator has host-memory ranks or one group";
+std::string deviceBorderWhyNot(const DeviceBorderFacts& f);
+
 // Whether this host has a peer-memory kernel module for `kind` memory, which
 // RDMA NICs need to read and write GPU memory (GPUDirect RDMA): cuda:
 // nvidia_peermem or nv_peer_mem. Other kinds: false (not known here).

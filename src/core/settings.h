@@ -38,6 +38,8 @@ inline constexpr BoolSetting kCheckMismatch{"HETCCL_CHECK_MISMATCH"};
 inline constexpr BoolSetting kPlanFolds{"HETCCL_PLAN_FOLDS"};
 // GPU ranks
 inline constexpr ChoiceSetting kGpuDirect{"HETCCL_GPU_DIRECT"};
+inline constexpr ChoiceSetting kGpuBorder{"HETCCL_GPU_BORDER"};
+inline constexpr BytesSetting kGpuBorderChunk{"HETCCL_GPU_BORDER_CHUNK"};
 inline constexpr BytesSetting kGpuDirectMin{"HETCCL_GPU_DIRECT_MIN"};
 inline constexpr BytesSetting kStagingMax{"HETCCL_STAGING_MAX"};
 // Libraries loaded at run time

@@ -99,6 +99,17 @@ const std::vector<VarSpec>& settingsTable() {
      "RDMA) is loaded, for calls of HETCCL_GPU_DIRECT_MIN and "
      "up; 1: every such call (init fails naming why it cannot); 0: always stage through pinned memory",
      0, 0, "auto|0|1"},
+    {"HETCCL_GPU_BORDER", VarType::kChoice, "auto", nullptr,
+     "GPU ranks' AllReduce across groups on one host through the device border: each group's vendor library "
+     "reduces inside the group in device memory, and only each rank's share crosses to the other groups, by "
+     "the GPUs' copy engines through shared memory registered with every runtime, folded by GPU kernels, in "
+     "the caller's stream order. auto: where every group holds GPU ranks, all groups have the same size, all "
+     "ranks share a host and the kernels plugin loads on every rank; 1: the same, init fails naming why it "
+     "cannot; 0: never (staged through pinned memory)", 0, 0, "auto|0|1"},
+    {"HETCCL_GPU_BORDER_CHUNK", VarType::kBytes, "2M", nullptr,
+     "device border: bytes of one part of a slice (a slice is one part per group); shared memory per rank is "
+     "4 x (groups + 1) parts, device scratch (groups - 1) parts; every rank must set the same",
+     4096, int64_t{1} << 30},
     {"HETCCL_GPU_DIRECT_MIN", VarType::kBytes, "16M", nullptr,
      "HETCCL_GPU_DIRECT=auto: smallest call (AllReduce/Broadcast bytes, AllGather output bytes) that goes "
      "direct; smaller ones stage", 0, kTiB},

@@ -57,6 +57,16 @@ class DeviceRuntime {
   // flag lives in allocPinned memory and the host stores it (the proxy's
   // completion signal). The caller's thread does not wait.
   virtual void streamWaitValue(Stream s, volatile uint64_t* flag, uint64_t value);
+  // Work enqueued on `s` after this call runs once `s` has stored `value` to
+  // *flag (registered or pinned host memory), after all earlier work on `s`
+  // completed and is visible to other processes reading that memory.
+  virtual void streamWriteValue(Stream s, volatile uint64_t* flag, uint64_t value);
+  // Page-locks and maps [ptr, ptr + bytes) of host memory allocated
+  // elsewhere (a shared-memory segment) so that copies and stream memory
+  // operations on this device can use it. May synchronise the device: call
+  // it only where no stream waits on anything hetccl has still to do.
+  virtual void registerHost(void* ptr, size_t bytes);
+  virtual void unregisterHost(void* ptr);
 };
 
 // Waits for `e` by polling, bounded by timeoutS and the abort flag (throws a

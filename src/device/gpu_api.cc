@@ -48,7 +48,9 @@ const Flavor& flavor(const std::string& kind) {
                             {"LaunchHostFunc", "cudaLaunchHostFunc"},
                             {"GetLastError", "cudaGetLastError"},
                             {"GetErrorString", "cudaGetErrorString"},
-                            {"RuntimeGetVersion", "cudaRuntimeGetVersion"}}};
+                            {"RuntimeGetVersion", "cudaRuntimeGetVersion"},
+                           {"HostRegister", "cudaHostRegister"},
+                           {"HostUnregister", "cudaHostUnregister"}}};
   static const Flavor hip{settings::kHipLib, settings::kHipLib.name, "HIP",
                           {"libamdhip64.so.6", "libamdhip64.so.5", "libamdhip64.so", "/opt/rocm/lib/libamdhip64.so"},
                           {{"GetDeviceCount", "hipGetDeviceCount"},
@@ -72,7 +74,9 @@ const Flavor& flavor(const std::string& kind) {
                            {"LaunchHostFunc", "hipLaunchHostFunc"},
                            {"GetLastError", "hipGetLastError"},
                            {"GetErrorString", "hipGetErrorString"},
-                           {"RuntimeGetVersion", "hipRuntimeGetVersion"}}};
+                           {"RuntimeGetVersion", "hipRuntimeGetVersion"},
+                           {"HostRegister", "hipHostRegister"},
+                           {"HostUnregister", "hipHostUnregister"}}};
   // The emulated GPU (src/emu): the CUDA runtime's shape under emu* names.
   static const Flavor emu{settings::kEmuLib, settings::kEmuLib.name, "emulated GPU",
                           {"libhetccl-emu.so"},
@@ -97,7 +101,9 @@ const Flavor& flavor(const std::string& kind) {
                            {"LaunchHostFunc", "emuLaunchHostFunc"},
                            {"GetLastError", "emuGetLastError"},
                            {"GetErrorString", "emuGetErrorString"},
-                           {"RuntimeGetVersion", "emuRuntimeGetVersion"}}};
+                           {"RuntimeGetVersion", "emuRuntimeGetVersion"},
+                           {"HostRegister", "emuHostRegister"},
+                           {"HostUnregister", "emuHostUnregister"}}};
   if (kind == "cuda") return cuda;
   if (kind == "hip") return hip;
   if (kind == "emu") return emu;
@@ -139,14 +145,18 @@ std::unique_ptr<GpuApi> fill(void* lib, const std::string& kind, const std::stri
   bind(lib, f, "LaunchHostFunc", api->launchHostFunc, path);
   bind(lib, f, "GetLastError", api->getLastError, path);
   bind(lib, f, "GetErrorString", api->getErrorString, path);
+  bind(lib, f, "HostRegister", api->hostRegister, path);
+  bind(lib, f, "HostUnregister", api->hostUnregister, path);
   GpuApi::Status (*runtimeVersion)(int*) = nullptr;
   bind(lib, f, "RuntimeGetVersion", runtimeVersion, path);
   if (runtimeVersion(&api->runtimeVersion) != 0) api->runtimeVersion = 0;
   if (kind == "hip") {
     api->hipLegacyMemTypes = api->runtimeVersion < 60000000;
     api->hipWaitValue64 = reinterpret_cast<decltype(api->hipWaitValue64)>(dlsym(lib, "hipStreamWaitValue64"));
+    api->hipWriteValue64 = reinterpret_cast<decltype(api->hipWriteValue64)>(dlsym(lib, "hipStreamWriteValue64"));
   } else if (kind == "emu") {
     api->cuWaitValue64 = reinterpret_cast<decltype(api->cuWaitValue64)>(dlsym(lib, "emuStreamWaitValue64"));
+    api->cuWriteValue64 = reinterpret_cast<decltype(api->cuWriteValue64)>(dlsym(lib, "emuStreamWriteValue64"));
   } else {
     // Stream memory operations live in the driver API; the runtime's streams
     // are driver streams.
@@ -154,6 +164,9 @@ std::unique_ptr<GpuApi> fill(void* lib, const std::string& kind, const std::stri
       void* fn = dlsym(drv, "cuStreamWaitValue64_v2");
       if (!fn) fn = dlsym(drv, "cuStreamWaitValue64");
       api->cuWaitValue64 = reinterpret_cast<decltype(api->cuWaitValue64)>(fn);
+      fn = dlsym(drv, "cuStreamWriteValue64_v2");
+      if (!fn) fn = dlsym(drv, "cuStreamWriteValue64");
+      api->cuWriteValue64 = reinterpret_cast<decltype(api->cuWriteValue64)>(fn);
     }
   }
   return api;

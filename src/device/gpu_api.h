@@ -47,6 +47,15 @@ struct GpuApi {
   // mask argument) from HIP. Null where unavailable.
   int (*cuWaitValue64)(void*, uint64_t, uint64_t, unsigned) = nullptr;
   Status (*hipWaitValue64)(void*, void*, uint64_t, unsigned, uint64_t) = nullptr;
+  // Stream stores of a 64-bit value (after the stream's earlier work, with a
+  // memory barrier): cuStreamWriteValue64, hipStreamWriteValue64. Null where
+  // unavailable.
+  int (*cuWriteValue64)(void*, uint64_t, uint64_t, unsigned) = nullptr;
+  Status (*hipWriteValue64)(void*, void*, uint64_t, unsigned) = nullptr;
+  // Page-locks and maps memory that was allocated elsewhere (a shared
+  // segment): cudaHostRegister / hipHostRegister and their inverse.
+  Status (*hostRegister)(void*, size_t, unsigned) = nullptr;
+  Status (*hostUnregister)(void*) = nullptr;
 
   static constexpr Status kNotReady = 600;     // cudaErrorNotReady == hipErrorNotReady
   static constexpr int kMemcpyDefault = 4;     // cudaMemcpyDefault == hipMemcpyDefault

@@ -32,6 +32,18 @@ struct HostWait {
   double timeoutS;
 };
 
+// Fallback stream store where the runtime has no stream memory operations.
+struct HostWrite {
+  volatile uint64_t* flag;
+  uint64_t value;
+};
+
+void hostWriteFn(void* p) {
+  auto* w = static_cast<HostWrite*>(p);
+  __atomic_store_n(const_cast<uint64_t*>(w->flag), w->value, __ATOMIC_RELEASE);
+  delete w;
+}
+
 void hostWaitFn(void* p) {
   auto* w = static_cast<HostWait*>(p);
   auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(w->timeoutS + 5);
@@ -137,10 +149,32 @@ class GpuRuntime : public DeviceRuntime {
     api_.check(api_.launchHostFunc(s, hostWaitFn, new HostWait{flag, value, hostWaitTimeoutS_}), "launchHostFunc");
   }
 
+  void streamWriteValue(Stream s, volatile uint64_t* flag, uint64_t value) override {
+    if (writeValueWorks_) {
+      void* dptr = nullptr;
+      api_.check(api_.hostGetDevicePointer(&dptr, const_cast<uint64_t*>(flag), 0), "hostGetDevicePointer");
+      int r = api_.cuWriteValue64 ? api_.cuWriteValue64(s, reinterpret_cast<uintptr_t>(dptr), value, 0)
+              : api_.hipWriteValue64 ? api_.hipWriteValue64(s, dptr, value, 0)
+                                     : -1;
+      if (r == 0) return;
+      LOG_INFO(kDevice, "stream write-value unavailable (error %d); stream stores run as host functions", r);
+      writeValueWorks_ = false;
+    }
+    api_.check(api_.launchHostFunc(s, hostWriteFn, new HostWrite{flag, value}), "launchHostFunc");
+  }
+
+  void registerHost(void* ptr, size_t bytes) override {
+    api_.check(api_.hostRegister(ptr, bytes, GpuApi::kHostAllocPortableMapped), "hostRegister");
+  }
+  void unregisterHost(void* ptr) override {
+    if (ptr) api_.hostUnregister(ptr);
+  }
+
  private:
   const GpuApi& api_;
   int dev_ = 0;
   bool waitValueWorks_ = api_.cuWaitValue64 || api_.hipWaitValue64;
+  bool writeValueWorks_ = api_.cuWriteValue64 || api_.hipWriteValue64;
   double hostWaitTimeoutS_ = 600;
 };
 

@@ -82,6 +82,9 @@ void DeviceRuntime::recordEvent(Event, Stream) { notStreamOrdered("recordEvent")
 bool DeviceRuntime::eventDone(Event) { notStreamOrdered("eventDone"); }
 void DeviceRuntime::streamWaitEvent(Stream, Event) { notStreamOrdered("streamWaitEvent"); }
 void DeviceRuntime::streamWaitValue(Stream, volatile uint64_t*, uint64_t) { notStreamOrdered("streamWaitValue"); }
+void DeviceRuntime::streamWriteValue(Stream, volatile uint64_t*, uint64_t) { notStreamOrdered("streamWriteValue"); }
+void DeviceRuntime::registerHost(void*, size_t) { notStreamOrdered("registerHost"); }
+void DeviceRuntime::unregisterHost(void*) { notStreamOrdered("unregisterHost"); }
 
 void waitEvent(DeviceRuntime& d, Event e, double timeoutS, const std::atomic<bool>* abort, const char* what) {
   auto start = std::chrono::steady_clock::now();

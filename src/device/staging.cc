@@ -1,5 +1,9 @@
 #include "device/staging.h"
 
+#include <chrono>
+#include <string>
+#include <thread>
+
 #include <algorithm>
 
 #include "core/error.h"
@@ -73,6 +77,17 @@ void DeviceState::giveEvent(Event e) {
 void DeviceState::sync(double timeoutS, const std::atomic<bool>* abort, const char* what) {
   dev_.recordEvent(syncEvent_, stream_);
   waitEvent(dev_, syncEvent_, timeoutS, abort, what);
+}
+
+void DeviceState::waitStagedDone(double timeoutS, const std::atomic<bool>* abort) {
+  auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeoutS);
+  for (int spins = 0; staged_.load() > 0; ++spins) {
+    if (abort && abort->load()) throwError(hetcclInvalidUsage, "communicator aborted while waiting for staged calls");
+    if (std::chrono::steady_clock::now() > end)
+      throwError(hetcclRemoteError, "timed out after " + std::to_string(static_cast<int>(timeoutS)) +
+                                        " s waiting for this rank's staged calls to run (HETCCL_TIMEOUT_S)");
+    std::this_thread::sleep_for(std::chrono::microseconds(spins < 100 ? 10 : 200));
+  }
 }
 
 }  // namespace hetccl

@@ -77,6 +77,14 @@ class DeviceState {
   std::vector<Event>& released() { return released_; }
   StagingPool& scratch() { return scratch_; }
 
+  // Staged calls queued on the proxy, whose group steps the proxy has still
+  // to hand to the group backend. Calls that drive the group backend from
+  // the caller's thread wait (bounded) until there are none, so the vendor
+  // library gets every rank's calls in one order.
+  void stagedQueued() { staged_.fetch_add(1); }
+  void stagedRan() { staged_.fetch_sub(1); }
+  void waitStagedDone(double timeoutS, const std::atomic<bool>* abort);
+
   // Waits (polling, bounded) until the internal stream has run all its work.
   void sync(double timeoutS, const std::atomic<bool>* abort, const char* what);
 
@@ -85,6 +93,7 @@ class DeviceState {
   Stream stream_ = nullptr;
   uint64_t* flag_ = nullptr;
   std::atomic<uint64_t> ticket_{0};
+  std::atomic<int> staged_{0};
   std::mutex mu_;
   std::vector<Event> events_;
   std::vector<Event> released_;

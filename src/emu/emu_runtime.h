@@ -82,6 +82,9 @@ emuError_t emuLaunchHostFunc(emuStream_t stream, void (*fn)(void*), void* arg);
 /* Work enqueued after this waits until *(uint64_t*)addr >= value (flags 0),
  * as cuStreamWaitValue64 with CU_STREAM_WAIT_VALUE_GEQ. */
 int emuStreamWaitValue64(emuStream_t stream, uint64_t addr, uint64_t value, unsigned flags);
+/* Stores value to *(uint64_t*)addr once the stream's earlier work is done
+ * (flags 0), as cuStreamWriteValue64. */
+int emuStreamWriteValue64(emuStream_t stream, uint64_t addr, uint64_t value, unsigned flags);
 
 #ifdef __cplusplus
 }

@@ -331,4 +331,13 @@ int emuStreamWaitValue64(emuStream_t stream, uint64_t addr, uint64_t value, unsi
   return emuSuccess;
 }
 
+int emuStreamWriteValue64(emuStream_t stream, uint64_t addr, uint64_t value, unsigned flags) {
+  if (!addr || flags != 0) return emu::setError(emuErrorInvalidValue);
+  auto* p = reinterpret_cast<uint64_t*>(addr);
+  // Runs after the stream's earlier work; the release store publishes what
+  // that work wrote to readers in other processes.
+  emu::resolve(stream)->push([p, value] { __atomic_store_n(p, value, __ATOMIC_RELEASE); });
+  return emuSuccess;
+}
+
 }  // extern "C"

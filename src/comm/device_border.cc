@@ -1,0 +1,164 @@
+#include "comm/device_border.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "bootstrap/bootstrap.h"
+#include "bootstrap/auth.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "transport/shm/shm_segment.h"
+
+namespace hetccl {
+namespace {
+
+constexpr size_t kFlagStride = 64;  // one cache line per flag: no false sharing between writers
+constexpr uint64_t kMagic = 0x6865746363426472ull;
+constexpr uint64_t kNameSalt = 0x626f72646572ull;  // keeps these names apart from the shm transport's
+constexpr uint64_t kReleased = ~uint64_t{0};
+
+struct Header {
+  uint64_t magic;
+  uint64_t jobId;
+};
+
+size_t pageRound(size_t b) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return (b + page - 1) / page * page;
+}
+
+uint8_t* mapSegment(int fd, size_t bytes, const std::string& name) {
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  close(fd);
+  if (p == MAP_FAILED) throwSystemError("device border: mmap " + name, errno);
+  return static_cast<uint8_t*>(p);
+}
+
+}  // namespace
+
+std::unique_ptr<DeviceBorder> DeviceBorder::create(const Setup& s) {
+  std::unique_ptr<DeviceBorder> b(new DeviceBorder);
+  b->dev_ = s.device;
+  b->peerRanks_ = s.peerRanks;
+  b->me_ = s.me;
+  b->partBytes_ = s.partBytes;
+  const int g = b->peers();
+  // Header, then per slot: ready, done, ack by each reader; then the slots' data.
+  b->flagBytes_ = pageRound(kFlagStride + static_cast<size_t>(kSlots) * (2 + g) * kFlagStride);
+  b->segBytes_ = b->flagBytes_ + static_cast<size_t>(kSlots) * (g + 1) * s.partBytes;
+  b->seg_.assign(g, nullptr);
+  b->registered_.assign(g, false);
+
+  // Names: this job's id with a nonce of rank 0's (two runs never meet).
+  struct Entry {
+    int32_t pid;
+    uint32_t pad;
+    uint64_t nonce;
+    uint64_t segBytes;
+  };
+  const int nranks = s.bootstrap->nranks();
+  std::vector<Entry> all(nranks, Entry{});
+  all[s.rank].pid = static_cast<int32_t>(getpid());
+  randomBytes(&all[s.rank].nonce, sizeof(uint64_t));
+  all[s.rank].segBytes = b->segBytes_;
+  s.bootstrap->allGather(all.data(), sizeof(Entry));
+  const uint64_t jobId = s.bootstrap->id().jobId ^ all[0].nonce ^ kNameSalt;
+  for (int q = 0; q < g; ++q)
+    if (all[s.peerRanks[q]].segBytes != b->segBytes_)
+      throwError(hetcclInvalidUsage, "device border: rank " + std::to_string(s.peerRanks[q]) + " lays out " +
+                                         std::to_string(all[s.peerRanks[q]].segBytes) + " bytes but rank " +
+                                         std::to_string(s.rank) + " " + std::to_string(b->segBytes_) +
+                                         " (HETCCL_GPU_BORDER_CHUNK must agree)");
+
+  const std::string mine = shmSegmentName(all[s.rank].pid, jobId, s.rank);
+  uint8_t* own = mapSegment(createShmSegment(mine, b->segBytes_), b->segBytes_, mine);
+  b->seg_[s.me] = own;
+  auto* h = reinterpret_cast<Header*>(own);
+  h->magic = kMagic;
+  h->jobId = jobId;
+  try {
+    s.bootstrap->barrier();  // every segment exists
+    for (int q = 0; q < g; ++q) {
+      if (q == s.me) continue;
+      const int r = s.peerRanks[q];
+      const std::string name = shmSegmentName(all[r].pid, jobId, r);
+      int fd = shm_open(name.c_str(), O_RDWR, 0600);
+      if (fd < 0) throwSystemError("device border: shm_open " + name + " (rank " + std::to_string(r) + ")", errno);
+      b->seg_[q] = mapSegment(fd, b->segBytes_, name);
+      auto* ph = reinterpret_cast<const Header*>(b->seg_[q]);
+      if (ph->magic != kMagic || ph->jobId != jobId)
+        throwError(hetcclRemoteError, "device border: segment of rank " + std::to_string(r) + " is not this job's");
+    }
+    s.bootstrap->barrier();  // every peer mapped every segment: the names can go
+  } catch (...) {
+    shm_unlink(mine.c_str());
+    throw;
+  }
+  shm_unlink(mine.c_str());
+
+  // Registration and allocation may synchronise the device: here, at init,
+  // nothing of this communicator is in flight.
+  for (int q = 0; q < g; ++q) {
+    s.device->registerHost(b->seg_[q], b->segBytes_);
+    b->registered_[q] = true;
+  }
+  b->scratchBytes_ = static_cast<size_t>(g - 1) * s.partBytes;
+  b->scratch_ = static_cast<uint8_t*>(s.device->alloc(b->scratchBytes_));
+  b->out_ = s.device->createStream();
+  b->in_ = s.device->createStream();
+  LOG_INFO(kInit, "rank %d: device border with %d peers: %d slots of %zu-byte parts, %zu bytes shared memory, %zu "
+           "bytes device scratch", s.rank, g, kSlots, s.partBytes, b->segBytes_, b->scratchBytes_);
+  return b;
+}
+
+DeviceBorder::~DeviceBorder() {
+  if (dev_) {
+    dev_->destroyStream(out_);
+    dev_->destroyStream(in_);
+    dev_->free(scratch_);
+  }
+  for (size_t q = 0; q < seg_.size(); ++q) {
+    if (!seg_[q]) continue;
+    if (registered_[q]) dev_->unregisterHost(seg_[q]);
+    munmap(seg_[q], segBytes_);
+  }
+}
+
+volatile uint64_t* DeviceBorder::flag(int owner, int slot, int which) {
+  const size_t at = kFlagStride + (static_cast<size_t>(slot) * (2 + peers()) + which) * kFlagStride;
+  return reinterpret_cast<volatile uint64_t*>(seg_[owner] + at);
+}
+
+uint8_t* DeviceBorder::data(int owner, int slot) {
+  return seg_[owner] + flagBytes_ + static_cast<size_t>(slot) * (peers() + 1) * partBytes_;
+}
+
+void DeviceBorder::releaseAll() {
+  auto store = [](volatile uint64_t* f) { __atomic_store_n(const_cast<uint64_t*>(f), kReleased, __ATOMIC_RELEASE); };
+  for (int slot = 0; slot < kSlots; ++slot)
+    for (int q = 0; q < peers(); ++q) {
+      if (q == me_) continue;
+      store(ready(q, slot));
+      store(done(q, slot));
+      store(ack(me_, q, slot));
+    }
+}
+
+int DeviceBorder::behind(uint64_t seq, bool results, bool* poisoned) {
+  auto load = [](volatile uint64_t* f) { return __atomic_load_n(const_cast<uint64_t*>(f), __ATOMIC_ACQUIRE); };
+  *poisoned = false;
+  int who = -1;
+  const int slot = static_cast<int>(seq % kSlots);
+  for (int q = 0; q < peers(); ++q) {
+    for (int s2 = 0; s2 < kSlots; ++s2)
+      if (load(ready(q, s2)) == kReleased || load(done(q, s2)) == kReleased) *poisoned = true;
+    if (q != me_ && who < 0 && (load(ready(q, slot)) < seq || (results && load(done(q, slot)) < seq))) who = q;
+  }
+  return who;
+}
+
+}  // namespace hetccl

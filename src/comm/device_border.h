@@ -1,0 +1,110 @@
+// The device border: what GPU ranks of several groups on one host share to
+// move the border share of a collective with their GPUs' own copy engines,
+// without a CPU copy or a CPU fold (algorithm/device_border_allreduce.h runs
+// the collectives over it).
+//
+// Border peers are the ranks with the same index in every group (all groups
+// are the same size k; every group holds GPU ranks, of any vendor). Each
+// border peer owns one shared-memory segment, mapped by every other border
+// peer and registered with each one's GPU runtime (cudaHostRegister,
+// hipHostRegister: one segment serves an NVIDIA and an AMD process alike).
+// A segment holds `slots` slots, each an out area (one part per peer) and a
+// result area (one part), and the flags of each slot:
+//   ready[slot]        the owner's stream stored it after filling the out area
+//   done[slot]         ... after filling the result area
+//   ack[reader][slot]  a reader's stream stored it after its last read of
+//                      the slot, so the owner may fill it again
+// Every flag holds the border sequence number of the slot's last use and
+// only grows; streams wait for ">= sequence" (stream memory operations:
+// cuStreamWaitValue64 / WriteValue64). Every wait a stream makes is for a
+// store that another stream has already been given, so nothing the GPUs
+// wait on depends on a CPU thread; the CPU only watches (bounded by
+// HETCCL_TIMEOUT_S and the abort flag) and, to release the streams, stores
+// the largest value to every flag they may wait on.
+//
+// Everything here is made at init: the segments, their registration (which
+// may synchronise the device), two internal streams and the device scratch.
+// Memory: slots x (peers + 1) x HETCCL_GPU_BORDER_CHUNK bytes of shared
+// memory per rank, (peers - 1) x HETCCL_GPU_BORDER_CHUNK bytes of device
+// scratch; fixed, whatever the message size.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "device/device.h"
+
+namespace hetccl {
+
+class Bootstrap;
+
+class DeviceBorder {
+ public:
+  static constexpr int kSlots = 4;  // 2 are needed for the pipeline to go on; 4 let it run ahead
+
+  struct Setup {
+    Bootstrap* bootstrap = nullptr;
+    DeviceRuntime* device = nullptr;
+    int rank = 0;                 // global rank
+    std::vector<int> peerRanks;   // global rank of every border peer, by group index
+    int me = 0;                   // this rank's index in peerRanks
+    size_t partBytes = 0;         // HETCCL_GPU_BORDER_CHUNK
+  };
+  // Collective over every rank of the communicator (one bootstrap allgather
+  // and two barriers): every rank calls it, with its own border peers.
+  static std::unique_ptr<DeviceBorder> create(const Setup& s);
+  ~DeviceBorder();
+  DeviceBorder(const DeviceBorder&) = delete;
+  DeviceBorder& operator=(const DeviceBorder&) = delete;
+
+  int peers() const { return static_cast<int>(peerRanks_.size()); }
+  int me() const { return me_; }
+  int peerRank(int g) const { return peerRanks_[g]; }
+  size_t partBytes() const { return partBytes_; }
+  size_t segmentBytes() const { return segBytes_; }
+  size_t scratchBytes() const { return scratchBytes_; }
+
+  volatile uint64_t* ready(int owner, int slot) { return flag(owner, slot, 0); }
+  volatile uint64_t* done(int owner, int slot) { return flag(owner, slot, 1); }
+  volatile uint64_t* ack(int owner, int reader, int slot) { return flag(owner, slot, 2 + reader); }
+  // Part p of the owner's out area of `slot`; its result area.
+  uint8_t* out(int owner, int slot, int part = 0) { return data(owner, slot) + static_cast<size_t>(part) * partBytes_; }
+  uint8_t* result(int owner, int slot) { return data(owner, slot) + static_cast<size_t>(peers()) * partBytes_; }
+  // Device scratch: room for one part of every other peer.
+  uint8_t* scratch(int i) { return scratch_ + static_cast<size_t>(i) * partBytes_; }
+
+  // Internal streams: copies out (device to host) and copies in plus folds.
+  Stream outStream() const { return out_; }
+  Stream inStream() const { return in_; }
+  // The sequence number of the next slot use (each border peer counts alike).
+  uint64_t nextSeq() { return ++seq_; }
+  uint64_t seq() const { return seq_; }  // the last one taken
+
+  // Abort and failure: every wait of this rank's streams goes on at once
+  // (the other border peers' waits on this rank too). Any thread.
+  void releaseAll();
+  // A peer whose store of a flag this rank needs for sequence `seq` (ready,
+  // and done where `results`) has not come (the lowest such peer index), or
+  // -1. `poisoned`: a flag holds the release value: a peer released them.
+  int behind(uint64_t seq, bool results, bool* poisoned);
+
+ private:
+  DeviceBorder() = default;
+  volatile uint64_t* flag(int owner, int slot, int which);
+  uint8_t* data(int owner, int slot);
+
+  DeviceRuntime* dev_ = nullptr;
+  std::vector<int> peerRanks_;
+  int me_ = 0;
+  size_t partBytes_ = 0, flagBytes_ = 0, segBytes_ = 0, scratchBytes_ = 0;
+  std::vector<uint8_t*> seg_;         // by peer index, mapped here
+  std::vector<bool> registered_;
+  uint8_t* scratch_ = nullptr;
+  Stream out_ = nullptr, in_ = nullptr;
+  uint64_t seq_ = 0;
+};
+
+}  // namespace hetccl
