@@ -1,14 +1,16 @@
 """GPU peer for bench/gpu_border_vs_gloo.sh: float32 sum AllReduce through
 torch.distributed's gloo backend on the same layout hetccl-perf measures
-(rank 0 holds a CUDA tensor on GPU 0, ranks 1.. hold CPU tensors), timed like
-nccl-tests (warmup, barrier, ITERS calls, time per call, slowest rank).
-It also measures the pinned host <-> device copy bandwidth of GPU 0 (the
-ceiling of any border step that stages through host memory).
+(the first --cuda-ranks ranks, default 1, hold CUDA tensors on GPU 0, the
+others CPU tensors), timed like nccl-tests (warmup, barrier, ITERS calls,
+time per call, slowest rank). It also measures the pinned host <-> device
+copy bandwidth of GPU 0, one way and with both directions at once (the
+ceiling of any border step that goes through host memory).
 
     python3 gpu_gloo_allreduce.py --np 4 --bytes 268435456 --iters 5 --warmup 2
+    python3 gpu_gloo_allreduce.py --np 2 --cuda-ranks 2 --bytes 268435456
 
 Prints:  gloo_allreduce bytes=B time_us=T algbw=A busbw=B wrong=W
-         pinned_copy h2d_GBps=X d2h_GBps=Y
+         pinned_copy h2d_GBps=X d2h_GBps=Y bidir_GBps=Z (each way)
 """
 import argparse
 import os
@@ -38,27 +40,40 @@ def pinned_bandwidth(nbytes):
             dst.copy_(src, non_blocking=True)
         torch.cuda.synchronize()
         out[name] = 5 * nbytes / (time.perf_counter() - t0) / 1e9
+    # Both directions at once, on two streams: what each way gets then.
+    host2 = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
+    dev2 = torch.empty(nbytes, dtype=torch.uint8, device="cuda:0")
+    s1, s2 = torch.cuda.Stream(), torch.cuda.Stream()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(5):
+        with torch.cuda.stream(s1):
+            dev.copy_(host, non_blocking=True)
+        with torch.cuda.stream(s2):
+            host2.copy_(dev2, non_blocking=True)
+    torch.cuda.synchronize()
+    out["bidir"] = 5 * nbytes / (time.perf_counter() - t0) / 1e9
     return out
 
 
-def worker(rank, nranks, port, nbytes, iters, warmup, queue):
+def worker(rank, nranks, cuda_ranks, port, nbytes, iters, warmup, queue):
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
     dist.init_process_group("gloo", rank=rank, world_size=nranks)
-    device = "cuda:0" if rank == 0 else "cpu"
+    device = "cuda:0" if rank < cuda_ranks else "cpu"
     count = nbytes // 4
     index = torch.arange(count, dtype=torch.int32)
     base = ((index + rank) % 7).to(torch.float32).to(device)
     buf = base.clone()
     for _ in range(warmup):
         dist.all_reduce(buf)
-    if rank == 0:
+    if rank < cuda_ranks:
         torch.cuda.synchronize()
     dist.barrier()
     t0 = time.perf_counter()
     for _ in range(iters):
         dist.all_reduce(buf)
-    if rank == 0:
+    if rank < cuda_ranks:
         torch.cuda.synchronize()
     per = (time.perf_counter() - t0) / iters
     t = torch.tensor([per], dtype=torch.float64)
@@ -78,6 +93,7 @@ def worker(rank, nranks, port, nbytes, iters, warmup, queue):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--np", type=int, default=4)
+    ap.add_argument("--cuda-ranks", type=int, default=1)
     ap.add_argument("--bytes", type=int, default=256 << 20)
     ap.add_argument("--iters", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=2)
@@ -85,7 +101,7 @@ def main():
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     port = free_port()
-    procs = [ctx.Process(target=worker, args=(r, a.np, port, a.bytes, a.iters, a.warmup, q)) for r in range(a.np)]
+    procs = [ctx.Process(target=worker, args=(r, a.np, a.cuda_ranks, port, a.bytes, a.iters, a.warmup, q)) for r in range(a.np)]
     for p in procs:
         p.start()
     per, wrong = q.get(timeout=1800)
@@ -95,7 +111,7 @@ def main():
     busbw = algbw * 2 * (a.np - 1) / a.np
     print(f"gloo_allreduce bytes={a.bytes} time_us={per * 1e6:.1f} algbw={algbw:.3f} busbw={busbw:.3f} wrong={wrong}")
     bw = pinned_bandwidth(a.bytes)
-    print(f"pinned_copy h2d_GBps={bw['h2d']:.2f} d2h_GBps={bw['d2h']:.2f}")
+    print(f"pinned_copy h2d_GBps={bw['h2d']:.2f} d2h_GBps={bw['d2h']:.2f} bidir_GBps={bw['bidir']:.2f}")
 
 
 if __name__ == "__main__":

@@ -55,7 +55,7 @@ for s in $steps; do
       ;;
     matrix2)  # two processes on one GPU, one group each
       step matrix_2cuda_groups_shm 200 "$build/tests/gpu/gpu_matrix" --np 2 --devices cuda,cuda --groups g0,g1 \
-        --transport shm --mid "${MID:-266240}" --max 64
+        --transport shm --mid "${MID:-266240}" --max 256
       step matrix_2cuda_groups_tcp 200 "$build/tests/gpu/gpu_matrix" --np 2 --devices cuda,cuda --groups g0,g1 \
         --transport tcp --mid "${MID:-266240}" --max 64
       ;;
@@ -92,6 +92,7 @@ for s in $steps; do
     bench)
       step passthrough 120 "$build/tools/hetccl-gpu-passthrough"
       step border_vs_gloo 300 bash "$here/bench/gpu_border_vs_gloo.sh" "$build"
+      step two_groups 300 bash "$here/bench/gpu_two_groups.sh" "$build"
       ;;
     ucx)  # the GPU matrix with the border over UCX: 1 CUDA + 3 host ranks (UCX_TLS=sm and tcp, plus
           # cuda_copy/cuda_ipc where UCX has them), then two processes on the one GPU in two groups, staged;

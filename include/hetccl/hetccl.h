@@ -137,7 +137,9 @@ typedef struct hetcclCommInfo_v1 {
                                                 memory to the transport), "staged" (device memory through
                                                 pinned staging), "direct" (AllReduce, Broadcast and
                                                 AllGather hand device memory to the transport; other
-                                                collectives stage) */
+                                                collectives stage), "device" (AllReduce through the
+                                                device border: copy engines and shared memory; other
+                                                collectives as staged or direct) */
 } hetcclCommInfo_t;
 
 /* The HETCCL_* settings this library reads (what hetccl-info prints).

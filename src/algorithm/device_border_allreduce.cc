@@ -173,7 +173,7 @@ bool takesDeviceBorder(Comm& c, const CollArgs& a) {
   if (!c.deviceBorder() || !c.kernels() || a.kind != CollKind::kAllReduce || a.count == 0) return false;
   if (a.op.scalarAt) return false;  // a scalar in device memory: staged (copied in stream order)
   const size_t bytes = a.count * dataTypeSize(a.dt);
-  return inPlaceOrDisjoint(a, bytes, bytes);
+  return bytes >= c.deviceBorder()->minBytes() && inPlaceOrDisjoint(a, bytes, bytes);
 }
 
 void enqueueDeviceBorderAllReduce(Comm& c, const CollArgs& a) {
@@ -239,10 +239,10 @@ void enqueueDeviceBorderAllReduce(Comm& c, const CollArgs& a) {
         DeviceRuntime& dev = c.device();
         try {
           waitEvent(dev, end, c.options().timeoutS, &c.abortFlag(), "waiting for a device border AllReduce");
-        } catch (const Error& e) {
-          b.releaseAll();
+        } catch (const Error&) {
           bool poisoned = false;
-          const int who = lastSeq ? b.behind(lastSeq, !small, &poisoned) : -1;
+          const int who = lastSeq ? b.behind(lastSeq, !small, &poisoned) : -1;  // before the release hides it
+          b.releaseAll();
           if (who < 0 || c.abortFlag().load()) throw;
           throwError(hetcclRemoteError, "device border AllReduce of " + std::to_string(bytes) + " bytes: rank " +
                                             std::to_string(b.peerRank(who)) + " did not store its share within " +

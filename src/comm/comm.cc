@@ -287,7 +287,15 @@ void Comm::setUpDeviceBorder() {
   for (const Group& g : topo_.groups) s.peerRanks.push_back(g.ranks[myLocal()]);
   s.me = myGroup();
   s.partBytes = settings::kGpuBorderChunk.get();
+  s.minBytes = settings::kGpuBorderMin.get();
+  s.ranksOnHost = nranks_;  // one host (deviceBorderWhyNot)
   auto b = DeviceBorder::create(s);
+  if (!b) {
+    if (!gpuDirect_) kernels_ = nullptr;
+    if (f.want == "1") throwError(hetcclInvalidUsage, "HETCCL_GPU_BORDER=1, but /dev/shm has too little room for "
+                                                      "the device border's segments (lower HETCCL_GPU_BORDER_CHUNK)");
+    return;
+  }
   std::lock_guard<std::mutex> g(backendMu_);  // abort() reads it from any thread
   border_ = std::move(b);
 }

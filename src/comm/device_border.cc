@@ -2,8 +2,10 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -20,6 +22,7 @@ constexpr size_t kFlagStride = 64;  // one cache line per flag: no false sharing
 constexpr uint64_t kMagic = 0x6865746363426472ull;
 constexpr uint64_t kNameSalt = 0x626f72646572ull;  // keeps these names apart from the shm transport's
 constexpr uint64_t kReleased = ~uint64_t{0};
+constexpr size_t kMinPart = size_t{64} << 10;
 
 struct Header {
   uint64_t magic;
@@ -45,34 +48,45 @@ std::unique_ptr<DeviceBorder> DeviceBorder::create(const Setup& s) {
   b->dev_ = s.device;
   b->peerRanks_ = s.peerRanks;
   b->me_ = s.me;
-  b->partBytes_ = s.partBytes;
+  b->minBytes_ = s.minBytes;
   const int g = b->peers();
   // Header, then per slot: ready, done, ack by each reader; then the slots' data.
   b->flagBytes_ = pageRound(kFlagStride + static_cast<size_t>(kSlots) * (2 + g) * kFlagStride);
-  b->segBytes_ = b->flagBytes_ + static_cast<size_t>(kSlots) * (g + 1) * s.partBytes;
-  b->seg_.assign(g, nullptr);
-  b->registered_.assign(g, false);
+  auto segFor = [&](size_t part) { return b->flagBytes_ + static_cast<size_t>(kSlots) * (g + 1) * part; };
+  const size_t want = std::max<size_t>(4096, s.partBytes / 4096 * 4096);
+  const size_t floor = std::min(kMinPart, want);
+  size_t part = want;
+  struct statvfs vfs {};
+  if (statvfs("/dev/shm", &vfs) == 0) {
+    const size_t room = static_cast<size_t>(vfs.f_bavail) * vfs.f_frsize / 2 / std::max(1, s.ranksOnHost);
+    while (part > floor && segFor(part) > room) part = std::max(floor, part / 2 / 4096 * 4096);
+    if (segFor(part) > room) part = 0;
+  }
 
   // Names: this job's id with a nonce of rank 0's (two runs never meet).
   struct Entry {
     int32_t pid;
     uint32_t pad;
     uint64_t nonce;
-    uint64_t segBytes;
+    uint64_t part;
   };
   const int nranks = s.bootstrap->nranks();
   std::vector<Entry> all(nranks, Entry{});
   all[s.rank].pid = static_cast<int32_t>(getpid());
   randomBytes(&all[s.rank].nonce, sizeof(uint64_t));
-  all[s.rank].segBytes = b->segBytes_;
+  all[s.rank].part = part;
   s.bootstrap->allGather(all.data(), sizeof(Entry));
   const uint64_t jobId = s.bootstrap->id().jobId ^ all[0].nonce ^ kNameSalt;
-  for (int q = 0; q < g; ++q)
-    if (all[s.peerRanks[q]].segBytes != b->segBytes_)
-      throwError(hetcclInvalidUsage, "device border: rank " + std::to_string(s.peerRanks[q]) + " lays out " +
-                                         std::to_string(all[s.peerRanks[q]].segBytes) + " bytes but rank " +
-                                         std::to_string(s.rank) + " " + std::to_string(b->segBytes_) +
-                                         " (HETCCL_GPU_BORDER_CHUNK must agree)");
+  for (const Entry& e : all) part = std::min<size_t>(part, e.part);
+  if (part == 0) {
+    LOG_INFO(kInit, "rank %d: no device border: /dev/shm has too little room for its segments "
+             "(HETCCL_GPU_BORDER_CHUNK %zu)", s.rank, s.partBytes);
+    return nullptr;
+  }
+  b->partBytes_ = part;
+  b->segBytes_ = segFor(part);
+  b->seg_.assign(g, nullptr);
+  b->registered_.assign(g, false);
 
   const std::string mine = shmSegmentName(all[s.rank].pid, jobId, s.rank);
   uint8_t* own = mapSegment(createShmSegment(mine, b->segBytes_), b->segBytes_, mine);
@@ -106,12 +120,13 @@ std::unique_ptr<DeviceBorder> DeviceBorder::create(const Setup& s) {
     s.device->registerHost(b->seg_[q], b->segBytes_);
     b->registered_[q] = true;
   }
-  b->scratchBytes_ = static_cast<size_t>(g - 1) * s.partBytes;
+  b->scratchBytes_ = static_cast<size_t>(g - 1) * part;
   b->scratch_ = static_cast<uint8_t*>(s.device->alloc(b->scratchBytes_));
   b->out_ = s.device->createStream();
   b->in_ = s.device->createStream();
   LOG_INFO(kInit, "rank %d: device border with %d peers: %d slots of %zu-byte parts, %zu bytes shared memory, %zu "
-           "bytes device scratch", s.rank, g, kSlots, s.partBytes, b->segBytes_, b->scratchBytes_);
+           "bytes device scratch; AllReduce of %zu bytes and up", s.rank, g, kSlots, part, b->segBytes_,
+           b->scratchBytes_, s.minBytes);
   return b;
 }
 

@@ -51,10 +51,15 @@ class DeviceBorder {
     int rank = 0;                 // global rank
     std::vector<int> peerRanks;   // global rank of every border peer, by group index
     int me = 0;                   // this rank's index in peerRanks
-    size_t partBytes = 0;         // HETCCL_GPU_BORDER_CHUNK
+    size_t partBytes = 0;         // HETCCL_GPU_BORDER_CHUNK: the most; less where /dev/shm is short
+    size_t minBytes = 0;          // HETCCL_GPU_BORDER_MIN
+    int ranksOnHost = 1;          // whose segments share this host's /dev/shm
   };
   // Collective over every rank of the communicator (one bootstrap allgather
-  // and two barriers): every rank calls it, with its own border peers.
+  // and two barriers): every rank calls it, with its own border peers. The
+  // part size is the smallest any rank can afford: every rank's segment
+  // must fit in half of what /dev/shm has free (ranks x segment), and it is
+  // never below 64 KiB (then there is no border: null, and the calls stage).
   static std::unique_ptr<DeviceBorder> create(const Setup& s);
   ~DeviceBorder();
   DeviceBorder(const DeviceBorder&) = delete;
@@ -64,6 +69,7 @@ class DeviceBorder {
   int me() const { return me_; }
   int peerRank(int g) const { return peerRanks_[g]; }
   size_t partBytes() const { return partBytes_; }
+  size_t minBytes() const { return minBytes_; }
   size_t segmentBytes() const { return segBytes_; }
   size_t scratchBytes() const { return scratchBytes_; }
 
@@ -99,6 +105,7 @@ class DeviceBorder {
   DeviceRuntime* dev_ = nullptr;
   std::vector<int> peerRanks_;
   int me_ = 0;
+  size_t minBytes_ = 0;
   size_t partBytes_ = 0, flagBytes_ = 0, segBytes_ = 0, scratchBytes_ = 0;
   std::vector<uint8_t*> seg_;         // by peer index, mapped here
   std::vector<bool> registered_;

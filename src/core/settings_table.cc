@@ -106,10 +106,15 @@ const std::vector<VarSpec>& settingsTable() {
      "the caller's stream order. auto: where every group holds GPU ranks, all groups have the same size, all "
      "ranks share a host and the kernels plugin loads on every rank; 1: the same, init fails naming why it "
      "cannot; 0: never (staged through pinned memory)", 0, 0, "auto|0|1"},
-    {"HETCCL_GPU_BORDER_CHUNK", VarType::kBytes, "2M", nullptr,
+    {"HETCCL_GPU_BORDER_CHUNK", VarType::kBytes, "8M", nullptr,
      "device border: bytes of one part of a slice (a slice is one part per group); shared memory per rank is "
-     "4 x (groups + 1) parts, device scratch (groups - 1) parts; every rank must set the same",
+     "4 x (groups + 1) parts, device scratch (groups - 1) parts; halved (down to 64 KiB) until every rank's "
+     "segment fits in half of the free /dev/shm, the smallest of all ranks' then used by all",
      4096, int64_t{1} << 30},
+    {"HETCCL_GPU_BORDER_MIN", VarType::kBytes, "1M", nullptr,
+     "device border: smallest AllReduce (bytes) that takes it; smaller ones stage through pinned memory, "
+     "where the CPU relays them (on one GPU shared by two processes the fold kernels of the two make the GPU "
+     "switch contexts, which costs more than the relay for small calls)", 0, kTiB},
     {"HETCCL_GPU_DIRECT_MIN", VarType::kBytes, "16M", nullptr,
      "HETCCL_GPU_DIRECT=auto: smallest call (AllReduce/Broadcast bytes, AllGather output bytes) that goes "
      "direct; smaller ones stage", 0, kTiB},

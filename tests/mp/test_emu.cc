@@ -170,10 +170,19 @@ void warmUp(const Rank& r) {
 
 // A stream-ordered call whose peer is gone: the stream does not hang, the
 // communicator reports the failure naming the peer.
-TEST(EmuFaults, PeerExitsUnderAStreamOrderedCall) {
+// The calls of these fault tests go through the device border
+// (comm/device_border.h) with `border`, else through pinned staging.
+void borderEnv(JobOptions& o, bool border) {
+  o.env.emplace_back("HETCCL_GPU_BORDER", border ? "1" : "0");
+  o.env.emplace_back("HETCCL_GPU_BORDER_MIN", "0");
+  o.env.emplace_back("HETCCL_GPU_BORDER_CHUNK", "65536");
+}
+
+void peerExitsUnderAStreamOrderedCall(bool border) {
   JobOptions o;
   o.devices = {"emu", "emu"};
   o.env.emplace_back("HETCCL_TIMEOUT_S", "5");
+  borderEnv(o, border);
   runJob("a,b", o, [](Rank& r) {
     warmUp(r);
     if (r.rank == 1) _exit(0);
@@ -198,11 +207,16 @@ TEST(EmuFaults, PeerExitsUnderAStreamOrderedCall) {
   });
 }
 
+TEST(EmuFaults, PeerExitsUnderAStreamOrderedCall) { peerExitsUnderAStreamOrderedCall(false); }
+TEST(EmuFaults, PeerExitsUnderADeviceBorderCall) { peerExitsUnderAStreamOrderedCall(true); }
+
 // Abort while the stream waits on a call the silent peer never joins: the
-// stream goes on at once (nothing waits for the 30 s timeout).
-TEST(EmuFaults, AbortReleasesAStreamWaitingOnTheCommunicator) {
+// stream goes on at once (nothing waits for the 30 s timeout), and a new
+// communicator on the device works.
+void abortReleasesAWaitingStream(bool border) {
   JobOptions o;
   o.devices = {"emu", "emu"};
+  borderEnv(o, border);
   runJob("a,b", o, [](Rank& r) {
     warmUp(r);
     if (r.rank == 1) {
@@ -218,9 +232,21 @@ TEST(EmuFaults, AbortReleasesAStreamWaitingOnTheCommunicator) {
     HC_EXPECT_OK(hetcclCommAbort(r.comm), nullptr);
     r.comm = nullptr;
     syncStream(r);
-    EXPECT_LT(secondsSince(t0), 2) << "the stream waited past the abort";
+    EXPECT_LT(secondsSince(t0), 1) << "the stream waited past the abort";
+    // The device is usable: a communicator of this rank alone works.
+    hetcclUniqueId id;
+    HC_ASSERT_OK(hetcclGetUniqueId(&id), nullptr);
+    hetcclConfig_t cfg = HETCCL_CONFIG_INITIALIZER;
+    cfg.device = "emu";
+    HC_ASSERT_OK(hetcclCommInitRankConfig(&r.comm, 1, id, 0, &cfg), nullptr);
+    r.rank = 0;
+    r.nranks = 1;
+    warmUp(r);
   });
 }
+
+TEST(EmuFaults, AbortReleasesAStreamWaitingOnTheCommunicator) { abortReleasesAWaitingStream(false); }
+TEST(EmuFaults, AbortReleasesAStreamWaitingOnADeviceBorderCall) { abortReleasesAWaitingStream(true); }
 
 // A rank whose memory runs out: an error naming memory on that rank, and the
 // other ranks fail too, naming it, instead of waiting. The allocations of
