@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "algorithm/device_border_call.h"
 #include "algorithm/device_exec.h"
 #include "comm/comm.h"
 #include "core/error.h"
@@ -15,69 +16,20 @@ namespace {
 constexpr int kSlots = DeviceBorder::kSlots;
 
 // One border all-reduce of `len` elements from src to dst (device memory;
-// they may be the same), with the pieces every step needs.
-struct BorderCall {
-  Comm& c;
-  DeviceBorder& b;
-  DeviceRuntime& d;
-  const hetcclKernelsApi_t& kn;
-  DataType dt;
-  RedKind kind;
-  size_t es;
+// they may be the same).
+struct BorderAllReduce : BorderCall {
+  BorderAllReduce(Comm& comm, DataType type, RedKind k, const uint8_t* from, uint8_t* to, size_t n)
+      : BorderCall(comm, type, k), src(from), dst(to), len(n) {}
   const uint8_t* src;
   uint8_t* dst;
   size_t len;
-  std::vector<Event> events;  // given back when the call is over
-
-  int G() const { return b.peers(); }
-  int me() const { return b.me(); }
-  // Where peer g's part lies in device scratch (g != me).
-  uint8_t* scratchOf(int g) { return b.scratch(g < me() ? g : g - 1); }
-
-  void check(int rc, const char* what) {
-    if (rc != HETCCL_KERNELS_SUCCESS)
-      throwError(rc == HETCCL_KERNELS_INVALID_ARGUMENT ? hetcclInvalidArgument : hetcclUnhandledDeviceError,
-                 std::string("device border: kernel '") + what + "' (" + kn.kind + "): " + kn.lastError());
-  }
-  Event event(Stream s) {
-    Event e = c.deviceState()->takeEvent();
-    events.push_back(e);
-    d.recordEvent(e, s);
-    return e;
-  }
-
-  // dst[0, n) = v(0) op v(1) op ... op v(G-1), left to right on every rank
-  // (the same bits everywhere), where v(me) = mine and v(g) = scratchOf(g).
-  // mine may be dst: then the running value stays in scratch until the last
-  // step, so mine is read intact.
-  void fold(uint8_t* out, const uint8_t* mine, size_t n, Stream s) {
-    if (n == 0) return;
-    auto v = [&](int g) -> const uint8_t* { return g == me() ? mine : scratchOf(g); };
-    uint8_t* acc = (mine == out && me() != 0) ? scratchOf(0) : out;
-    for (int g = 1; g < G(); ++g) {
-      uint8_t* to = g == G() - 1 ? out : acc;
-      check(kn.reduce(to, g == 1 ? v(0) : acc, v(g), n, static_cast<int>(dt), static_cast<int>(kind), s), "reduce");
-    }
-  }
-
-  // Before slot `slot` is filled for `seq`: every reader is done with its
-  // use for seq - kSlots.
-  void waitSlotFree(uint64_t seq, int slot, Stream s) {
-    if (seq <= kSlots) return;
-    for (int q = 0; q < G(); ++q)
-      if (q != me()) d.streamWaitValue(s, b.ack(me(), q, slot), seq - kSlots);
-  }
-  void ackReads(uint64_t seq, int slot, Stream s) {
-    for (int q = 0; q < G(); ++q)
-      if (q != me()) d.streamWriteValue(s, b.ack(q, me(), slot), seq);
-  }
 
   // One round on the caller's stream: everyone's whole share out, every
   // peer's in, the fold on every rank.
   void small(Stream s) {
     const size_t bytes = len * es;
-    const uint64_t seq = b.nextSeq();
-    const int slot = static_cast<int>(seq % kSlots);
+    int slot = 0;
+    const uint64_t seq = take(&slot);
     waitSlotFree(seq, slot, s);
     d.copy(b.out(me(), slot), src, bytes, s);
     d.streamWriteValue(s, b.ready(me(), slot), seq);
@@ -137,16 +89,13 @@ struct BorderCall {
   // slice t's results a step behind slice t + 1's parts.
   void pipelined(Stream caller) {
     Stream o = b.outStream(), in = b.inStream();
-    Event start = event(caller);
-    d.streamWaitEvent(o, start);
-    d.streamWaitEvent(in, start);
+    fork(caller);
     const size_t perPart = std::max<size_t>(1, b.partBytes() / es);
     const size_t perSlice = perPart * G();
     std::vector<Slice> slices;
     for (size_t off = 0; off < len; off += perSlice) {
       Slice t;
-      t.seq = b.nextSeq();
-      t.slot = static_cast<int>(t.seq % kSlots);
+      t.seq = take(&t.slot);
       t.off = off;
       t.n = std::min(perSlice, len - off);
       t.part = (t.n + G() - 1) / G();
@@ -162,24 +111,15 @@ struct BorderCall {
         resultsIn(slices[t - 1], in);
       }
     }
-    d.streamWaitEvent(caller, event(o));
-    d.streamWaitEvent(caller, event(in));
+    join(caller);
   }
 };
 
 }  // namespace
 
-bool takesDeviceBorder(Comm& c, const CollArgs& a) {
-  if (!c.deviceBorder() || !c.kernels() || a.kind != CollKind::kAllReduce || a.count == 0) return false;
-  if (a.op.scalarAt) return false;  // a scalar in device memory: staged (copied in stream order)
-  const size_t bytes = a.count * dataTypeSize(a.dt);
-  return bytes >= c.deviceBorder()->minBytes() && inPlaceOrDisjoint(a, bytes, bytes);
-}
-
 void enqueueDeviceBorderAllReduce(Comm& c, const CollArgs& a) {
   DeviceBorder& b = *c.deviceBorder();
   DeviceState& ds = *c.deviceState();
-  DeviceRuntime& d = c.device();
   const hetcclKernelsApi_t& kn = *c.kernels();
   Backend& be = c.groupBackend();
   const Stream s = a.stream;
@@ -197,8 +137,7 @@ void enqueueDeviceBorderAllReduce(Comm& c, const CollArgs& a) {
   size_t start = 0, len = n;
   const uint8_t* src = send;
   if (a.op.preMul) {
-    BorderCall pre{c, b, d, kn, a.dt, RedKind::kSum, es, nullptr, nullptr, 0, {}};
-    pre.check(kn.scale(recv, send, n, static_cast<int>(a.dt), a.op.scalar, s), "scale");
+    BorderCall(c, a.dt, RedKind::kSum).check(kn.scale(recv, send, n, static_cast<int>(a.dt), a.op.scalar, s), "scale");
     src = recv;
   }
   if (k > 1) {
@@ -214,7 +153,8 @@ void enqueueDeviceBorderAllReduce(Comm& c, const CollArgs& a) {
     src = recv;
   }
 
-  BorderCall bc{c, b, d, kn, a.dt, a.op.kind, es, src + start * es, recv + start * es, len, {}};
+  const uint64_t firstSeq = b.seq();
+  BorderAllReduce bc(c, a.dt, a.op.kind, src + start * es, recv + start * es, len);
   const bool small = len * es <= std::min(c.smallBytes(), b.partBytes());
   if (len) {
     if (small) bc.small(s);
@@ -227,37 +167,7 @@ void enqueueDeviceBorderAllReduce(Comm& c, const CollArgs& a) {
     if (tail) be.broadcast(recv + q * k * es, recv + q * k * es, tail, a.dt, k - 1, s);
     be.groupEnd();
   }
-
-  // The proxy watches the call end; the caller goes on.
-  Event end = bc.event(s);
-  std::vector<Event> events = std::move(bc.events);
-  const uint64_t lastSeq = len ? b.seq() : 0;
-  LOG_TRACE(kColl, "device border AllReduce of %zu bytes: share of %zu elements, last border sequence %llu",
-            n * es, len, static_cast<unsigned long long>(lastSeq));
-  c.proxy().submit(
-      [&c, &b, end, lastSeq, small, bytes = n * es] {
-        DeviceRuntime& dev = c.device();
-        try {
-          waitEvent(dev, end, c.options().timeoutS, &c.abortFlag(), "waiting for a device border AllReduce");
-        } catch (const Error&) {
-          bool poisoned = false;
-          const int who = lastSeq ? b.behind(lastSeq, !small, &poisoned) : -1;  // before the release hides it
-          b.releaseAll();
-          if (who < 0 || c.abortFlag().load()) throw;
-          throwError(hetcclRemoteError, "device border AllReduce of " + std::to_string(bytes) + " bytes: rank " +
-                                            std::to_string(b.peerRank(who)) + " did not store its share within " +
-                                            std::to_string(static_cast<int>(c.options().timeoutS)) +
-                                            " s (HETCCL_TIMEOUT_S); it died, stalled or left the job");
-        }
-        bool poisoned = false;
-        if (lastSeq) b.behind(lastSeq, !small, &poisoned);
-        if (poisoned)
-          throwError(hetcclRemoteError, "device border AllReduce: a border peer released the border (it failed "
-                                        "or aborted); the result is not valid");
-      },
-      [&ds, events] {
-        for (Event e : events) ds.giveEvent(e);
-      });
+  bc.watch(s, "AllReduce", n * es, firstSeq, -1, !small);
 }
 
 }  // namespace hetccl

@@ -25,9 +25,8 @@ namespace hetccl {
 
 class Comm;
 
-// Whether `a` goes through the device border on this communicator.
-bool takesDeviceBorder(Comm& c, const CollArgs& a);
-// Enqueues `a` (an AllReduce that takesDeviceBorder) on its stream.
+// Enqueues `a` (an AllReduce that takesDeviceBorder, device_border_coll.h)
+// on its stream.
 void enqueueDeviceBorderAllReduce(Comm& c, const CollArgs& a);
 
 }  // namespace hetccl

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "algorithm/device_border_allreduce.h"
+#include "algorithm/device_border_coll.h"
 #include "algorithm/device_direct.h"
 #include "algorithm/staged_backend.h"
 #include "comm/comm.h"
@@ -248,7 +248,7 @@ void passThrough(Comm& c, const std::vector<CollArgs>& calls) {
 void enqueueDeviceCalls(Comm& c, std::vector<CollArgs> calls, bool mayWait) {
   if (calls.empty()) return;
   if (c.topo().ngroups() == 1) return passThrough(c, calls);
-  if (calls.size() == 1 && takesDeviceBorder(c, calls[0])) return enqueueDeviceBorderAllReduce(c, calls[0]);
+  if (calls.size() == 1 && takesDeviceBorder(c, calls[0])) return enqueueDeviceBorder(c, calls[0]);
   if (mayWait && calls.size() == 1 && takesDirectPath(c, calls[0])) return runDirectCall(c, calls[0]);
   if (calls.size() == 1 && calls[0].kind == CollKind::kAllReduce) {
     const CollArgs& a = calls[0];

@@ -163,7 +163,7 @@ void DeviceBorder::releaseAll() {
     }
 }
 
-int DeviceBorder::behind(uint64_t seq, bool results, bool* poisoned) {
+int DeviceBorder::behind(uint64_t seq, bool results, bool* poisoned, int writer) {
   auto load = [](volatile uint64_t* f) { return __atomic_load_n(const_cast<uint64_t*>(f), __ATOMIC_ACQUIRE); };
   *poisoned = false;
   int who = -1;
@@ -171,7 +171,8 @@ int DeviceBorder::behind(uint64_t seq, bool results, bool* poisoned) {
   for (int q = 0; q < peers(); ++q) {
     for (int s2 = 0; s2 < kSlots; ++s2)
       if (load(ready(q, s2)) == kReleased || load(done(q, s2)) == kReleased) *poisoned = true;
-    if (q != me_ && who < 0 && (load(ready(q, slot)) < seq || (results && load(done(q, slot)) < seq))) who = q;
+    if (q == me_ || who >= 0 || (writer >= 0 && q != writer)) continue;
+    if (load(ready(q, slot)) < seq || (results && load(done(q, slot)) < seq)) who = q;
   }
   return who;
 }

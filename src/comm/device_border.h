@@ -95,7 +95,8 @@ class DeviceBorder {
   // A peer whose store of a flag this rank needs for sequence `seq` (ready,
   // and done where `results`) has not come (the lowest such peer index), or
   // -1. `poisoned`: a flag holds the release value: a peer released them.
-  int behind(uint64_t seq, bool results, bool* poisoned);
+  // `writer` >= 0: only that peer stores for `seq` (a broadcast's root).
+  int behind(uint64_t seq, bool results, bool* poisoned, int writer = -1);
 
  private:
   DeviceBorder() = default;

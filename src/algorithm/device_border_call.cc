@@ -1,0 +1,109 @@
+#include "algorithm/device_border_call.h"
+
+#include <string>
+
+#include "core/error.h"
+#include "core/log.h"
+
+namespace hetccl {
+
+namespace {
+constexpr int kSlots = DeviceBorder::kSlots;
+}
+
+BorderCall::BorderCall(Comm& comm, DataType type, RedKind k)
+    : c(comm),
+      b(*comm.deviceBorder()),
+      d(comm.device()),
+      kn(*comm.kernels()),
+      dt(type),
+      kind(k),
+      es(dataTypeSize(type)) {}
+
+void BorderCall::check(int rc, const char* what) {
+  if (rc != HETCCL_KERNELS_SUCCESS)
+    throwError(rc == HETCCL_KERNELS_INVALID_ARGUMENT ? hetcclInvalidArgument : hetcclUnhandledDeviceError,
+               std::string("device border: kernel '") + what + "' (" + kn.kind + "): " + kn.lastError());
+}
+
+Event BorderCall::event(Stream s) {
+  Event e = c.deviceState()->takeEvent();
+  events.push_back(e);
+  d.recordEvent(e, s);
+  return e;
+}
+
+void BorderCall::fold(uint8_t* out, const uint8_t* mine, size_t n, Stream s) {
+  if (n == 0) return;
+  auto v = [&](int g) -> const uint8_t* { return g == me() ? mine : scratchOf(g); };
+  uint8_t* acc = (mine == out && me() != 0) ? scratchOf(0) : out;
+  for (int g = 1; g < G(); ++g) {
+    uint8_t* to = g == G() - 1 ? out : acc;
+    check(kn.reduce(to, g == 1 ? v(0) : acc, v(g), n, static_cast<int>(dt), static_cast<int>(kind), s), "reduce");
+  }
+}
+
+void BorderCall::waitSlotFree(uint64_t seq, int slot, Stream s) {
+  if (seq <= kSlots) return;
+  for (int q = 0; q < G(); ++q)
+    if (q != me()) d.streamWaitValue(s, b.ack(me(), q, slot), seq - kSlots);
+}
+
+void BorderCall::ackReads(uint64_t seq, int slot, Stream s) {
+  for (int q = 0; q < G(); ++q)
+    if (q != me()) d.streamWriteValue(s, b.ack(q, me(), slot), seq);
+}
+
+uint64_t BorderCall::take(int* slot) {
+  const uint64_t seq = b.nextSeq();
+  *slot = static_cast<int>(seq % kSlots);
+  return seq;
+}
+
+void BorderCall::fork(Stream caller) {
+  Event start = event(caller);
+  d.streamWaitEvent(b.outStream(), start);
+  d.streamWaitEvent(b.inStream(), start);
+}
+
+void BorderCall::join(Stream caller) {
+  d.streamWaitEvent(caller, event(b.outStream()));
+  d.streamWaitEvent(caller, event(b.inStream()));
+}
+
+void BorderCall::watch(Stream caller, const char* what, size_t bytes, uint64_t firstSeq, int writer, bool results) {
+  Event end = event(caller);
+  DeviceState& ds = *c.deviceState();
+  const uint64_t lastSeq = b.seq() > firstSeq ? b.seq() : 0;
+  LOG_TRACE(kColl, "device border %s of %zu bytes, border sequence %llu..%llu", what, bytes,
+            static_cast<unsigned long long>(firstSeq + 1), static_cast<unsigned long long>(lastSeq));
+  Comm& comm = c;
+  DeviceBorder& border = b;
+  std::string name = what;
+  c.proxy().submit(
+      [&comm, &border, end, lastSeq, writer, results, name, bytes] {
+        try {
+          waitEvent(comm.device(), end, comm.options().timeoutS, &comm.abortFlag(),
+                    ("waiting for a device border " + name).c_str());
+        } catch (const Error&) {
+          bool poisoned = false;
+          const int who = lastSeq ? border.behind(lastSeq, results, &poisoned, writer) : -1;  // before the release
+          border.releaseAll();
+          if (who < 0 || comm.abortFlag().load()) throw;
+          throwError(hetcclRemoteError, "device border " + name + " of " + std::to_string(bytes) + " bytes: rank " +
+                                            std::to_string(border.peerRank(who)) + " did not store its share within " +
+                                            std::to_string(static_cast<int>(comm.options().timeoutS)) +
+                                            " s (HETCCL_TIMEOUT_S); it died, stalled or left the job");
+        }
+        bool poisoned = false;
+        if (lastSeq) border.behind(lastSeq, results, &poisoned, writer);
+        if (poisoned)
+          throwError(hetcclRemoteError, "device border " + name + ": a border peer released the border (it failed "
+                                        "or aborted); the result is not valid");
+      },
+      [&ds, events = events] {
+        for (Event e : events) ds.giveEvent(e);
+      });
+}
+
+}  // namespace hetccl

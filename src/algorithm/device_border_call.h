@@ -1,0 +1,66 @@
+// What every collective over the device border (comm/device_border.h)
+// shares: the flag protocol of one slot use, the fold in one order on every
+// rank, the fork and join of the internal streams, and the proxy's watch of
+// the call. The collectives themselves: device_border_allreduce.cc,
+// device_border_coll.cc.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "comm/comm.h"
+
+namespace hetccl {
+
+struct BorderCall {
+  BorderCall(Comm& comm, DataType type, RedKind k);
+
+  Comm& c;
+  DeviceBorder& b;
+  DeviceRuntime& d;
+  const hetcclKernelsApi_t& kn;
+  DataType dt;
+  RedKind kind;
+  size_t es;
+  std::vector<Event> events;  // given back when the call is over
+
+  int G() const { return b.peers(); }
+  int me() const { return b.me(); }
+  // The global rank of the border peer of group g with this rank's index
+  // `i` in its group (or another index).
+  int rankOf(int g) const { return b.peerRank(g); }
+  // Where peer g's part lies in device scratch (g != me).
+  uint8_t* scratchOf(int g) { return b.scratch(g < me() ? g : g - 1); }
+
+  // Throws naming the kernel and the plugin's text on a nonzero return.
+  void check(int rc, const char* what);
+  // An event recorded on s now (from the pool; back when the call is over).
+  Event event(Stream s);
+  // out[0, n) = v(0) op v(1) op ... op v(G-1), left to right on every rank
+  // (the same bits everywhere), where v(me) = mine and v(g) = scratchOf(g).
+  // mine may be out: the running value then stays in scratch until the last
+  // step, so mine is read intact.
+  void fold(uint8_t* out, const uint8_t* mine, size_t n, Stream s);
+  // Before this rank fills slot `slot` for `seq`: every reader is done with
+  // the slot's use for seq - kSlots.
+  void waitSlotFree(uint64_t seq, int slot, Stream s);
+  // After this rank's last read of `slot` for `seq`: tells every other peer
+  // (also those whose slot it did not read: their next use waits for it).
+  void ackReads(uint64_t seq, int slot, Stream s);
+  // A slot use: the next sequence number and its slot.
+  uint64_t take(int* slot);
+
+  // The internal streams start after the caller's work so far ...
+  void fork(Stream caller);
+  // ... and the caller's later work waits for both.
+  void join(Stream caller);
+  // Records the call's end on `caller` and has the proxy watch it (bounded
+  // by HETCCL_TIMEOUT_S and the abort flag): on a timeout every stream wait
+  // is released and the communicator fails naming the border peer that did
+  // not come. `writer`: the one peer whose stores this rank waits for, or
+  // -1 for all; `results`: it waits for their result stores too.
+  void watch(Stream caller, const char* what, size_t bytes, uint64_t firstSeq, int writer, bool results);
+};
+
+}  // namespace hetccl

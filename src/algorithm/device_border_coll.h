@@ -1,0 +1,29 @@
+// Collectives of GPU ranks across groups through the device border
+// (comm/device_border.h), in the caller's stream order; the calling thread
+// never waits, the proxy only watches (device_border_call.h):
+// - AllReduce: device_border_allreduce.h;
+// - AllGather: each border peer's block crosses to the other groups by the
+//   copy engines (out to its shared segment, in from every peer's straight
+//   into the receive buffer); inside each group the vendor library then
+//   exchanges the blocks each rank brought in (grouped send/recv);
+// - Broadcast: the root's data crosses once, to the rank of the root's
+//   group index in every other group, which then broadcasts it in its
+//   group through the vendor library;
+// - ReduceScatter, groups of one rank: each rank copies out the blocks the
+//   others own, copies in its own block from every peer and folds them on
+//   the GPU (larger groups stage).
+// Other collectives stage through pinned memory (device_exec.h).
+#pragma once
+
+#include "algorithm/coll.h"
+
+namespace hetccl {
+
+class Comm;
+
+// Whether `a` goes through the device border on this communicator.
+bool takesDeviceBorder(Comm& c, const CollArgs& a);
+// Enqueues `a`, which takesDeviceBorder, on its stream.
+void enqueueDeviceBorder(Comm& c, const CollArgs& a);
+
+}  // namespace hetccl
