@@ -1,6 +1,7 @@
 // backend/nccl: the NCCL-ABI backend's loader (no GPU: no communicator is
 // made) and its call mapping, over a table of fake library functions.
 #include <dlfcn.h>
+#include <unistd.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -374,16 +375,28 @@ TEST(NcclSelfBind, EmuGroupLibraryCallsComeHomeBehindAGlobalDropin) {
   EXPECT_EQ(v, 22809);
 }
 
-// NCCL 2.28.9 itself (the CUDA prefix has it): no GPU is needed to load it
-// and read its relocations.
+// The real NCCL where the backend looks for it (HETCCL_NCCL_LIB first, then
+// its search paths; names the loader resolves by itself are skipped: the
+// drop-in may hold the soname): no GPU is needed to load it and read its
+// relocations.
 TEST(NcclSelfBind, RealNcclCallsComeHomeBehindAGlobalDropin) {
-  const char* real = "/usr/local/cuda/lib64/libnccl.so.2";
-  void* h = dlopen(real, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+  std::vector<std::string> tries;
+  if (const char* given = getenv("HETCCL_NCCL_LIB")) tries.push_back(given);
+  for (const std::string& p : nccl::ncclSearchPaths("nccl"))
+    if (p.find('/') != std::string::npos) tries.push_back(p);
+  std::string real;
+  for (const std::string& p : tries)
+    if (access(p.c_str(), R_OK) == 0) {
+      real = p;
+      break;
+    }
+  if (real.empty()) GTEST_SKIP() << "no NCCL where the backend looks for it";
+  void* h = dlopen(real.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
   if (!h) {
     ASSERT_NE(dlopen(HETCCL_TEST_DROPIN_LIB, RTLD_NOW | RTLD_GLOBAL), nullptr) << dlerror();
-    h = dlopen(real, RTLD_NOW | RTLD_LOCAL);
+    h = dlopen(real.c_str(), RTLD_NOW | RTLD_LOCAL);
   }
-  if (!h) GTEST_SKIP() << "no NCCL at " << real;
+  if (!h) GTEST_SKIP() << "no NCCL at " << real << ": " << dlerror();
   if (dlsym(h, "hetcclDropinFlavor")) GTEST_SKIP() << real << " is hetccl's drop-in";
   nccl::RebindResult r = nccl::rebindOwnApi(h, {"nccl", "pnccl"});
   // The calls NCCL 2.28.9 makes to its own API through its PLT (readelf -r).

@@ -248,6 +248,8 @@ std::string ncclVersionString(int code) {
 
 std::string ncclLibName(const std::string& flavor) { return flavorOf(flavor).lib; }
 
+std::vector<std::string> ncclSearchPaths(const std::string& flavor) { return defaultPaths(flavor); }
+
 const NcclApi& loadNcclApiFromPath(const std::string& path, const std::string& flavor) {
   return loadFromPath(path, flavor, "");
 }

@@ -151,5 +151,8 @@ const NcclApi& loadNcclApiFromPath(const std::string& path, const std::string& f
 std::string ncclVersionString(int code);
 // "nccl" -> "NCCL", "rccl" -> "RCCL" (for messages).
 std::string ncclLibName(const std::string& flavor);
+// Where the library of `flavor` is looked for when its variable
+// (HETCCL_NCCL_LIB...) is unset, in order.
+std::vector<std::string> ncclSearchPaths(const std::string& flavor);
 
 }  // namespace hetccl::nccl
