@@ -136,6 +136,81 @@ void enqueueReduceScatter(Comm& c, const CollArgs& a) {
   bc.watch(s, "ReduceScatter", blk * c.nranks(), firstSeq, -1, false);
 }
 
+// Groups of one rank: block p of the send buffer goes to rank p, block q
+// of the receive buffer comes from rank q.
+void enqueueAlltoAll(Comm& c, const CollArgs& a) {
+  BorderCall bc(c, a.dt, RedKind::kSum);
+  DeviceBorder& b = bc.b;
+  const Stream s = a.stream;
+  const size_t blk = a.count * bc.es;
+  const int G = bc.G(), me = bc.me();
+  auto* send = static_cast<const uint8_t*>(a.send);
+  auto* recv = static_cast<uint8_t*>(a.recv);
+  bc.d.copy(recv + c.rank() * blk, send + c.rank() * blk, blk, s);  // nothing where in place
+  const uint64_t firstSeq = b.seq();
+  const size_t piece = b.partBytes();
+  Stream o = b.outStream(), in = b.inStream();
+  bc.fork(s);
+  for (size_t off = 0; off < blk; off += piece) {
+    const size_t len = std::min(piece, blk - off);
+    int slot = 0;
+    const uint64_t seq = bc.take(&slot);
+    bc.waitSlotFree(seq, slot, o);
+    for (int p = 0; p < G; ++p)
+      if (p != me) bc.d.copy(b.out(me, slot, p), send + rankAt(c, p, 0) * blk + off, len, o);
+    bc.d.streamWriteValue(o, b.ready(me, slot), seq);
+    // In place the blocks written here are the ones copied out above.
+    bc.d.streamWaitValue(in, b.ready(me, slot), seq);
+    for (int q = 0; q < G; ++q) {
+      if (q == me) continue;
+      bc.d.streamWaitValue(in, b.ready(q, slot), seq);
+      bc.d.copy(recv + rankAt(c, q, 0) * blk + off, b.out(q, slot, me), len, in);
+    }
+    bc.ackReads(seq, slot, in);
+  }
+  bc.join(s);
+  bc.watch(s, "AlltoAll", blk * c.nranks(), firstSeq, -1, false);
+}
+
+// Groups of one rank: every rank's data out, the root folds them in.
+void enqueueReduce(Comm& c, const CollArgs& a) {
+  BorderCall bc(c, a.dt, a.op.kind);
+  DeviceBorder& b = bc.b;
+  const Stream s = a.stream;
+  const size_t bytes = a.count * bc.es;
+  const int G = bc.G(), me = bc.me();
+  const int rootGroup = c.topo().groupOf[a.root];
+  const bool isRoot = me == rootGroup;
+  auto* send = static_cast<const uint8_t*>(a.send);
+  auto* recv = static_cast<uint8_t*>(a.recv);
+  const uint64_t firstSeq = b.seq();
+  const size_t piece = b.partBytes();
+  Stream o = b.outStream(), in = b.inStream();
+  bc.fork(s);
+  for (size_t off = 0; off < bytes; off += piece) {
+    const size_t len = std::min(piece, bytes - off);
+    int slot = 0;
+    const uint64_t seq = bc.take(&slot);
+    if (!isRoot) {
+      bc.waitSlotFree(seq, slot, o);
+      bc.d.copy(b.out(me, slot), send + off, len, o);
+      bc.d.streamWriteValue(o, b.ready(me, slot), seq);
+    } else {
+      for (int q = 0; q < G; ++q) {
+        if (q == me) continue;
+        bc.d.streamWaitValue(in, b.ready(q, slot), seq);
+        bc.d.copy(bc.scratchOf(q), b.out(q, slot), len, in);
+      }
+      bc.fold(recv + off, send + off, len / bc.es, in);
+    }
+    bc.ackReads(seq, slot, in);
+  }
+  if (isRoot && a.op.postDiv)
+    bc.check(bc.kn.divide(recv, a.count, static_cast<int>(a.dt), a.op.divisor, in), "divide");
+  bc.join(s);
+  bc.watch(s, "Reduce", bytes, firstSeq, -1, false);
+}
+
 }  // namespace
 
 bool takesDeviceBorder(Comm& c, const CollArgs& a) {
@@ -159,6 +234,12 @@ bool takesDeviceBorder(Comm& c, const CollArgs& a) {
       if (groupSize(c) != 1 || a.op.preMul) return false;
       return blk * n >= c.deviceBorder()->minBytes() &&
              (r == s + c.rank() * blk || s + blk * n <= r || r + blk <= s);
+    case CollKind::kAlltoAll:
+      return groupSize(c) == 1 && blk * n >= c.deviceBorder()->minBytes() &&
+             inPlaceOrDisjoint(a, blk * n, blk * n);
+    case CollKind::kReduce:
+      if (groupSize(c) != 1 || a.op.preMul) return false;
+      return blk >= c.deviceBorder()->minBytes() && (c.rank() != a.root || inPlaceOrDisjoint(a, blk, blk));
     default:
       return false;
   }
@@ -170,6 +251,8 @@ void enqueueDeviceBorder(Comm& c, const CollArgs& a) {
     case CollKind::kAllGather: return enqueueAllGather(c, a);
     case CollKind::kBroadcast: return enqueueBroadcast(c, a);
     case CollKind::kReduceScatter: return enqueueReduceScatter(c, a);
+    case CollKind::kAlltoAll: return enqueueAlltoAll(c, a);
+    case CollKind::kReduce: return enqueueReduce(c, a);
     default: break;
   }
 }

@@ -11,7 +11,10 @@
 //   group through the vendor library;
 // - ReduceScatter, groups of one rank: each rank copies out the blocks the
 //   others own, copies in its own block from every peer and folds them on
-//   the GPU (larger groups stage).
+//   the GPU (larger groups stage);
+// - AlltoAll, groups of one rank: each block crosses once, out of the
+//   sender's buffer and into the receiver's;
+// - Reduce, groups of one rank: every rank's data out, the root folds.
 // Other collectives stage through pinned memory (device_exec.h).
 #pragma once
 
