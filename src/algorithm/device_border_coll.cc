@@ -101,8 +101,58 @@ void enqueueBroadcast(Comm& c, const CollArgs& a) {
   bc.watch(s, "Broadcast", bytes, firstSeq, rootGroup, false);
 }
 
+// Groups of several ranks, piece by piece (one part of every block): the
+// vendor library reduces inside the group, to rank j of the group, the
+// blocks of every group's rank j (the own group's into the receive buffer,
+// the others' into outgoing scratch); then the border peers swap what they
+// reduced for each other and fold, as with groups of one rank.
+void enqueueGroupReduceScatter(Comm& c, const CollArgs& a) {
+  BorderCall bc(c, a.dt, a.op.kind);
+  DeviceBorder& b = bc.b;
+  Backend& be = c.groupBackend();
+  const Stream s = a.stream;
+  const size_t blk = a.count * bc.es;
+  const int k = groupSize(c), i = c.myLocal(), G = bc.G(), me = bc.me();
+  auto* send = static_cast<const uint8_t*>(a.send);
+  auto* recv = static_cast<uint8_t*>(a.recv);
+  const ReduceOp groupOp(a.op.kind);
+  c.deviceState()->waitStagedDone(c.options().timeoutS, &c.abortFlag());
+  const uint64_t firstSeq = b.seq();
+  const size_t piece = b.partBytes();
+  Stream o = b.outStream(), in = b.inStream();
+  for (size_t off = 0; off < blk; off += piece) {
+    const size_t len = std::min(piece, blk - off), cnt = len / bc.es;
+    if (off) bc.d.streamWaitEvent(s, bc.event(o));  // outgoing scratch copied out
+    be.groupStart();
+    for (int g = 0; g < G; ++g)
+      for (int j = 0; j < k; ++j) {
+        uint8_t* to = j != i ? recv + off /* ignored off the root */ : g == me ? recv + off : b.outgoing(g < me ? g : g - 1);
+        be.reduce(send + rankAt(c, g, j) * blk + off, to, cnt, a.dt, groupOp, j, s);
+      }
+    be.groupEnd();
+    bc.fork(s);
+    int slot = 0;
+    const uint64_t seq = bc.take(&slot);
+    bc.waitSlotFree(seq, slot, o);
+    for (int p = 0; p < G; ++p)
+      if (p != me) bc.d.copy(b.out(me, slot, p), b.outgoing(p < me ? p : p - 1), len, o);
+    bc.d.streamWriteValue(o, b.ready(me, slot), seq);
+    for (int q = 0; q < G; ++q) {
+      if (q == me) continue;
+      bc.d.streamWaitValue(in, b.ready(q, slot), seq);
+      bc.d.copy(bc.scratchOf(q), b.out(q, slot, me), len, in);
+    }
+    bc.ackReads(seq, slot, in);
+    bc.fold(recv + off, recv + off, cnt, in);
+  }
+  if (a.op.postDiv) bc.check(bc.kn.divide(recv, a.count, static_cast<int>(a.dt), a.op.divisor, in), "divide");
+  bc.join(s);
+  bc.watch(s, "ReduceScatter", blk * c.nranks(), firstSeq, -1, false);
+}
+
 // Groups of one rank: global rank of group g is rankAt(c, g, 0).
 void enqueueReduceScatter(Comm& c, const CollArgs& a) {
+  if (groupSize(c) > 1) return enqueueGroupReduceScatter(c, a);
   BorderCall bc(c, a.dt, a.op.kind);
   DeviceBorder& b = bc.b;
   const Stream s = a.stream;
@@ -229,9 +279,12 @@ bool takesDeviceBorder(Comm& c, const CollArgs& a) {
       return blk >= c.deviceBorder()->minBytes() &&
              (c.rank() != a.root || inPlaceOrDisjoint(a, blk, blk));
     case CollKind::kReduceScatter:
-      // Groups of one rank, plain ops and integer Avg (a PreMulSum would
-      // scale every rank's whole input first).
-      if (groupSize(c) != 1 || a.op.preMul) return false;
+      // Plain ops and integer Avg (a PreMulSum would scale every rank's
+      // whole input first). Groups of several ranks: out of place (the
+      // group's reductions read every block while the receive block fills).
+      if (a.op.preMul) return false;
+      if (groupSize(c) > 1)
+        return blk * n >= c.deviceBorder()->minBytes() && (s + blk * n <= r || r + blk <= s);
       return blk * n >= c.deviceBorder()->minBytes() &&
              (r == s + c.rank() * blk || s + blk * n <= r || r + blk <= s);
     case CollKind::kAlltoAll:

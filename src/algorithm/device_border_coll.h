@@ -9,9 +9,11 @@
 // - Broadcast: the root's data crosses once, to the rank of the root's
 //   group index in every other group, which then broadcasts it in its
 //   group through the vendor library;
-// - ReduceScatter, groups of one rank: each rank copies out the blocks the
-//   others own, copies in its own block from every peer and folds them on
-//   the GPU (larger groups stage);
+// - ReduceScatter: each rank copies out the blocks the other border peers
+//   own, copies in its own block from every peer and folds them on the
+//   GPU; with groups of several ranks the vendor library first reduces,
+//   piece by piece, inside the group the blocks each rank carries across
+//   (out of place only; in place stages);
 // - AlltoAll, groups of one rank: each block crosses once, out of the
 //   sender's buffer and into the receiver's;
 // - Reduce, groups of one rank: every rank's data out, the root folds.

@@ -289,6 +289,7 @@ void Comm::setUpDeviceBorder() {
   s.partBytes = settings::kGpuBorderChunk.get();
   s.minBytes = settings::kGpuBorderMin.get();
   s.ranksOnHost = nranks_;  // one host (deviceBorderWhyNot)
+  s.groupSize = static_cast<int>(topo_.groupOfRank(rank_).ranks.size());
   auto b = DeviceBorder::create(s);
   if (!b) {
     if (!gpuDirect_) kernels_ = nullptr;

@@ -26,7 +26,8 @@
 // may synchronise the device), two internal streams and the device scratch.
 // Memory: slots x (peers + 1) x HETCCL_GPU_BORDER_CHUNK bytes of shared
 // memory per rank, (peers - 1) x HETCCL_GPU_BORDER_CHUNK bytes of device
-// scratch; fixed, whatever the message size.
+// scratch (twice that with groups of several ranks); fixed, whatever the
+// message size.
 #pragma once
 
 #include <cstddef>
@@ -54,6 +55,7 @@ class DeviceBorder {
     size_t partBytes = 0;         // HETCCL_GPU_BORDER_CHUNK: the most; less where /dev/shm is short
     size_t minBytes = 0;          // HETCCL_GPU_BORDER_MIN
     int ranksOnHost = 1;          // whose segments share this host's /dev/shm
+    int groupSize = 1;            // ranks in every group
   };
   // Collective over every rank of the communicator (one bootstrap allgather
   // and two barriers): every rank calls it, with its own border peers. The
@@ -79,8 +81,11 @@ class DeviceBorder {
   // Part p of the owner's out area of `slot`; its result area.
   uint8_t* out(int owner, int slot, int part = 0) { return data(owner, slot) + static_cast<size_t>(part) * partBytes_; }
   uint8_t* result(int owner, int slot) { return data(owner, slot) + static_cast<size_t>(peers()) * partBytes_; }
-  // Device scratch: room for one part of every other peer.
+  // Device scratch: room for one part of every other peer (coming in) ...
   uint8_t* scratch(int i) { return scratch_ + static_cast<size_t>(i) * partBytes_; }
+  // ... and, with groups of several ranks, one part for every other peer
+  // going out (what the group reduced for it).
+  uint8_t* outgoing(int i) { return scratch_ + static_cast<size_t>(peers() - 1 + i) * partBytes_; }
 
   // Internal streams: copies out (device to host) and copies in plus folds.
   Stream outStream() const { return out_; }

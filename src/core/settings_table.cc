@@ -100,8 +100,9 @@ const std::vector<VarSpec>& settingsTable() {
      "up; 1: every such call (init fails naming why it cannot); 0: always stage through pinned memory",
      0, 0, "auto|0|1"},
     {"HETCCL_GPU_BORDER", VarType::kChoice, "auto", nullptr,
-     "GPU ranks' AllReduce across groups on one host through the device border: each group's vendor library "
-     "reduces inside the group in device memory, and only each rank's share crosses to the other groups, by "
+     "GPU ranks' AllReduce, AllGather, Broadcast, ReduceScatter (and AlltoAll, Reduce with groups of one rank) "
+     "across groups on one host through the device border: each group's vendor library "
+     "works inside the group in device memory, and only each rank's share crosses to the other groups, by "
      "the GPUs' copy engines through shared memory registered with every runtime, folded by GPU kernels, in "
      "the caller's stream order. auto: where every group holds GPU ranks, all groups have the same size, all "
      "ranks share a host and the kernels plugin loads on every rank; 1: the same, init fails naming why it "
@@ -112,7 +113,8 @@ const std::vector<VarSpec>& settingsTable() {
      "segment fits in half of the free /dev/shm, the smallest of all ranks' then used by all",
      4096, int64_t{1} << 30},
     {"HETCCL_GPU_BORDER_MIN", VarType::kBytes, "1M", nullptr,
-     "device border: smallest AllReduce (bytes) that takes it; smaller ones stage through pinned memory, "
+     "device border: smallest call (AllReduce/Broadcast/Reduce bytes, AllGather/ReduceScatter/AlltoAll bytes "
+     "of all ranks) that takes it; smaller ones stage through pinned memory, "
      "where the CPU relays them (on one GPU shared by two processes the fold kernels of the two make the GPU "
      "switch contexts, which costs more than the relay for small calls)", 0, kTiB},
     {"HETCCL_GPU_DIRECT_MIN", VarType::kBytes, "16M", nullptr,
