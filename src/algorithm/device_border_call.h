@@ -51,6 +51,29 @@ struct BorderCall {
   // A slot use: the next sequence number and its slot.
   uint64_t take(int* slot);
 
+  // One slot use in which every peer sends part p to peer p: on the out
+  // stream this rank's parts (from(p), len bytes, p != me) go to its slot,
+  // on the in stream every peer's part for this rank comes to to(q), then
+  // the reads are acknowledged. afterOwn: the in stream first waits until
+  // this rank's own parts are out (in place, it writes over them).
+  template <typename From, typename To>
+  void swapParts(size_t len, From from, To to, bool afterOwn = false) {
+    int slot = 0;
+    const uint64_t seq = take(&slot);
+    Stream o = b.outStream(), in = b.inStream();
+    waitSlotFree(seq, slot, o);
+    for (int p = 0; p < G(); ++p)
+      if (p != me()) d.copy(b.out(me(), slot, p), from(p), len, o);
+    d.streamWriteValue(o, b.ready(me(), slot), seq);
+    if (afterOwn) d.streamWaitValue(in, b.ready(me(), slot), seq);
+    for (int q = 0; q < G(); ++q) {
+      if (q == me()) continue;
+      d.streamWaitValue(in, b.ready(q, slot), seq);
+      d.copy(to(q), b.out(q, slot, me()), len, in);
+    }
+    ackReads(seq, slot, in);
+  }
+
   // The internal streams start after the caller's work so far ...
   void fork(Stream caller);
   // ... and the caller's later work waits for both.

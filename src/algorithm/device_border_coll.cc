@@ -15,90 +15,115 @@ int groupSize(Comm& c) { return static_cast<int>(c.topo().groupOfRank(c.rank()).
 // Global rank of group g's rank with index i.
 int rankAt(Comm& c, int g, int i) { return c.topo().groups[g].ranks[i]; }
 
-// The receive block of global rank r.
-uint8_t* block(const CollArgs& a, int r, size_t blk) { return static_cast<uint8_t*>(a.recv) + r * blk; }
+// One collective over the border, with what every step names: the caller's
+// stream, the block (count elements: per rank, or the whole buffer), the
+// buffers, the internal streams and the border sequence before the call.
+struct BlockCall : BorderCall {
+  BlockCall(Comm& comm, const CollArgs& args, RedKind k)
+      : BorderCall(comm, args.dt, k),
+        a(args),
+        s(args.stream),
+        blk(args.count * es),
+        send(static_cast<const uint8_t*>(args.send)),
+        recv(static_cast<uint8_t*>(args.recv)),
+        o(b.outStream()),
+        in(b.inStream()),
+        firstSeq(b.seq()) {}
+  const CollArgs& a;
+  Stream s;
+  size_t blk;
+  const uint8_t* send;
+  uint8_t* recv;
+  Stream o, in;
+  uint64_t firstSeq;
+
+  int k() { return groupSize(c); }
+  int i() { return c.myLocal(); }
+  // The receive block of global rank r.
+  uint8_t* block(int r) { return recv + r * blk; }
+  // The vendor library takes calls from this thread next: staged calls
+  // queued on the proxy go first (device_exec.h).
+  Backend& groupBackend() {
+    c.deviceState()->waitStagedDone(c.options().timeoutS, &c.abortFlag());
+    return c.groupBackend();
+  }
+  // Integer Avg: the division once the folds are done (on the in stream).
+  void divide(uint8_t* buf) {
+    if (a.op.postDiv) check(kn.divide(buf, a.count, static_cast<int>(dt), a.op.divisor, in), "divide");
+  }
+  void finish(const char* what, size_t bytes, int writer = -1) { watch(s, what, bytes, firstSeq, writer, false); }
+  // Groups of one rank: the send block for group g's rank.
+  const uint8_t* sendTo(int g) { return send + rankAt(c, g, 0) * blk; }
+  // The internal streams take over, and f(offset, length) runs for every
+  // piece of the block.
+  template <typename F>
+  void pieces(size_t piece, F f) {
+    fork(s);
+    for (size_t off = 0; off < blk; off += piece) f(off, std::min(piece, blk - off));
+  }
+};
 
 void enqueueAllGather(Comm& c, const CollArgs& a) {
-  BorderCall bc(c, a.dt, RedKind::kSum);
+  BlockCall bc(c, a, RedKind::kSum);
   DeviceBorder& b = bc.b;
-  const Stream s = a.stream;
-  const size_t blk = a.count * bc.es;
-  const int k = groupSize(c), i = c.myLocal(), G = bc.G(), me = bc.me();
-  uint8_t* mine = block(a, c.rank(), blk);
-  bc.d.copy(mine, a.send, blk, s);  // nothing where in place
-  const uint64_t firstSeq = b.seq();
-  const size_t piece = b.partBytes() * G;  // the whole out area
-  Stream o = b.outStream(), in = b.inStream();
-  bc.fork(s);
-  for (size_t off = 0; off < blk; off += piece) {
-    const size_t len = std::min(piece, blk - off);
+  const int k = bc.k(), i = bc.i(), G = bc.G(), me = bc.me();
+  uint8_t* mine = bc.block(c.rank());
+  bc.d.copy(mine, a.send, bc.blk, bc.s);  // nothing where in place
+  bc.pieces(b.partBytes() * G /* the whole out area */, [&](size_t off, size_t len) {
     int slot = 0;
     const uint64_t seq = bc.take(&slot);
-    bc.waitSlotFree(seq, slot, o);
-    bc.d.copy(b.out(me, slot), mine + off, len, o);
-    bc.d.streamWriteValue(o, b.ready(me, slot), seq);
+    bc.waitSlotFree(seq, slot, bc.o);
+    bc.d.copy(b.out(me, slot), mine + off, len, bc.o);
+    bc.d.streamWriteValue(bc.o, b.ready(me, slot), seq);
     for (int q = 0; q < G; ++q) {
       if (q == me) continue;
-      bc.d.streamWaitValue(in, b.ready(q, slot), seq);
-      bc.d.copy(block(a, rankAt(c, q, i), blk) + off, b.out(q, slot), len, in);
+      bc.d.streamWaitValue(bc.in, b.ready(q, slot), seq);
+      bc.d.copy(bc.block(rankAt(c, q, i)) + off, b.out(q, slot), len, bc.in);
     }
-    bc.ackReads(seq, slot, in);
-  }
-  bc.join(s);
+    bc.ackReads(seq, slot, bc.in);
+  });
+  bc.join(bc.s);
   if (k > 1) {
     // Every rank of the group holds the blocks of its own index in every
     // group: exchange them inside the group.
-    c.deviceState()->waitStagedDone(c.options().timeoutS, &c.abortFlag());
-    Backend& be = c.groupBackend();
+    Backend& be = bc.groupBackend();
     be.groupStart();
     for (int j = 0; j < k; ++j) {
       if (j == i) continue;
       for (int g = 0; g < G; ++g) {
-        be.send(block(a, rankAt(c, g, i), blk), a.count, a.dt, j, s);
-        be.recv(block(a, rankAt(c, g, j), blk), a.count, a.dt, j, s);
+        be.send(bc.block(rankAt(c, g, i)), a.count, a.dt, j, bc.s);
+        be.recv(bc.block(rankAt(c, g, j)), a.count, a.dt, j, bc.s);
       }
     }
     be.groupEnd();
   }
-  bc.watch(s, "AllGather", blk * c.nranks(), firstSeq, -1, false);
+  bc.finish("AllGather", bc.blk * c.nranks());
 }
 
 void enqueueBroadcast(Comm& c, const CollArgs& a) {
-  BorderCall bc(c, a.dt, RedKind::kSum);
+  BlockCall bc(c, a, RedKind::kSum);
   DeviceBorder& b = bc.b;
-  const Stream s = a.stream;
-  const size_t bytes = a.count * bc.es;
-  const int k = groupSize(c), i = c.myLocal();
   const int rootGroup = c.topo().groupOf[a.root], rootIndex = c.topo().localIndex[a.root];
-  auto* recv = static_cast<uint8_t*>(a.recv);
   const bool isRoot = c.rank() == a.root;
-  if (isRoot) bc.d.copy(recv, a.send, bytes, s);
-  const uint64_t firstSeq = b.seq();
-  if (i == rootIndex) {  // the border peers of the root
-    const size_t piece = b.partBytes() * bc.G();
-    Stream o = b.outStream(), in = b.inStream();
-    bc.fork(s);
-    for (size_t off = 0; off < bytes; off += piece) {
-      const size_t len = std::min(piece, bytes - off);
+  if (isRoot) bc.d.copy(bc.recv, a.send, bc.blk, bc.s);
+  if (bc.i() == rootIndex) {  // the border peers of the root
+    bc.pieces(b.partBytes() * bc.G(), [&](size_t off, size_t len) {
       int slot = 0;
       const uint64_t seq = bc.take(&slot);
       if (isRoot) {
-        bc.waitSlotFree(seq, slot, o);
-        bc.d.copy(b.out(bc.me(), slot), recv + off, len, o);
-        bc.d.streamWriteValue(o, b.ready(bc.me(), slot), seq);
+        bc.waitSlotFree(seq, slot, bc.o);
+        bc.d.copy(b.out(bc.me(), slot), bc.recv + off, len, bc.o);
+        bc.d.streamWriteValue(bc.o, b.ready(bc.me(), slot), seq);
       } else {
-        bc.d.streamWaitValue(in, b.ready(rootGroup, slot), seq);
-        bc.d.copy(recv + off, b.out(rootGroup, slot), len, in);
+        bc.d.streamWaitValue(bc.in, b.ready(rootGroup, slot), seq);
+        bc.d.copy(bc.recv + off, b.out(rootGroup, slot), len, bc.in);
       }
-      bc.ackReads(seq, slot, in);
-    }
-    bc.join(s);
+      bc.ackReads(seq, slot, bc.in);
+    });
+    bc.join(bc.s);
   }
-  if (k > 1) {
-    c.deviceState()->waitStagedDone(c.options().timeoutS, &c.abortFlag());
-    c.groupBackend().broadcast(recv, recv, a.count, a.dt, rootIndex, s);
-  }
-  bc.watch(s, "Broadcast", bytes, firstSeq, rootGroup, false);
+  if (bc.k() > 1) bc.groupBackend().broadcast(bc.recv, bc.recv, a.count, a.dt, rootIndex, bc.s);
+  bc.finish("Broadcast", bc.blk, rootGroup);
 }
 
 // Groups of several ranks, piece by piece (one part of every block): the
@@ -106,159 +131,88 @@ void enqueueBroadcast(Comm& c, const CollArgs& a) {
 // blocks of every group's rank j (the own group's into the receive buffer,
 // the others' into outgoing scratch); then the border peers swap what they
 // reduced for each other and fold, as with groups of one rank.
-void enqueueGroupReduceScatter(Comm& c, const CollArgs& a) {
-  BorderCall bc(c, a.dt, a.op.kind);
+void enqueueGroupReduceScatter(BlockCall& bc) {
+  Comm& c = bc.c;
   DeviceBorder& b = bc.b;
-  Backend& be = c.groupBackend();
-  const Stream s = a.stream;
-  const size_t blk = a.count * bc.es;
-  const int k = groupSize(c), i = c.myLocal(), G = bc.G(), me = bc.me();
-  auto* send = static_cast<const uint8_t*>(a.send);
-  auto* recv = static_cast<uint8_t*>(a.recv);
-  const ReduceOp groupOp(a.op.kind);
-  c.deviceState()->waitStagedDone(c.options().timeoutS, &c.abortFlag());
-  const uint64_t firstSeq = b.seq();
+  Backend& be = bc.groupBackend();
+  const int k = bc.k(), i = bc.i(), G = bc.G(), me = bc.me();
+  auto outgoing = [&](int g) { return b.outgoing(g < me ? g : g - 1); };
+  const ReduceOp groupOp(bc.kind);
   const size_t piece = b.partBytes();
-  Stream o = b.outStream(), in = b.inStream();
-  for (size_t off = 0; off < blk; off += piece) {
-    const size_t len = std::min(piece, blk - off), cnt = len / bc.es;
-    if (off) bc.d.streamWaitEvent(s, bc.event(o));  // outgoing scratch copied out
+  for (size_t off = 0; off < bc.blk; off += piece) {
+    const size_t len = std::min(piece, bc.blk - off), cnt = len / bc.es;
+    if (off) bc.d.streamWaitEvent(bc.s, bc.event(bc.o));  // outgoing scratch copied out
     be.groupStart();
     for (int g = 0; g < G; ++g)
       for (int j = 0; j < k; ++j) {
-        uint8_t* to = j != i ? recv + off /* ignored off the root */ : g == me ? recv + off : b.outgoing(g < me ? g : g - 1);
-        be.reduce(send + rankAt(c, g, j) * blk + off, to, cnt, a.dt, groupOp, j, s);
+        // Only the root's (j == i) destination is written.
+        uint8_t* to = j == i && g != me ? outgoing(g) : bc.recv + off;
+        be.reduce(bc.send + rankAt(c, g, j) * bc.blk + off, to, cnt, bc.dt, groupOp, j, bc.s);
       }
     be.groupEnd();
-    bc.fork(s);
-    int slot = 0;
-    const uint64_t seq = bc.take(&slot);
-    bc.waitSlotFree(seq, slot, o);
-    for (int p = 0; p < G; ++p)
-      if (p != me) bc.d.copy(b.out(me, slot, p), b.outgoing(p < me ? p : p - 1), len, o);
-    bc.d.streamWriteValue(o, b.ready(me, slot), seq);
-    for (int q = 0; q < G; ++q) {
-      if (q == me) continue;
-      bc.d.streamWaitValue(in, b.ready(q, slot), seq);
-      bc.d.copy(bc.scratchOf(q), b.out(q, slot, me), len, in);
-    }
-    bc.ackReads(seq, slot, in);
-    bc.fold(recv + off, recv + off, cnt, in);
+    bc.fork(bc.s);
+    bc.swapParts(len, outgoing, [&](int q) { return bc.scratchOf(q); });
+    bc.fold(bc.recv + off, bc.recv + off, cnt, bc.in);
   }
-  if (a.op.postDiv) bc.check(bc.kn.divide(recv, a.count, static_cast<int>(a.dt), a.op.divisor, in), "divide");
-  bc.join(s);
-  bc.watch(s, "ReduceScatter", blk * c.nranks(), firstSeq, -1, false);
 }
 
 // Groups of one rank: global rank of group g is rankAt(c, g, 0).
 void enqueueReduceScatter(Comm& c, const CollArgs& a) {
-  if (groupSize(c) > 1) return enqueueGroupReduceScatter(c, a);
-  BorderCall bc(c, a.dt, a.op.kind);
-  DeviceBorder& b = bc.b;
-  const Stream s = a.stream;
-  const size_t blk = a.count * bc.es;
-  const int G = bc.G(), me = bc.me();
-  auto* send = static_cast<const uint8_t*>(a.send);
-  auto* recv = static_cast<uint8_t*>(a.recv);
-  const uint8_t* own = send + c.rank() * blk;
-  const uint64_t firstSeq = b.seq();
-  const size_t piece = b.partBytes();
-  Stream o = b.outStream(), in = b.inStream();
-  bc.fork(s);
-  for (size_t off = 0; off < blk; off += piece) {
-    const size_t len = std::min(piece, blk - off);
-    int slot = 0;
-    const uint64_t seq = bc.take(&slot);
-    bc.waitSlotFree(seq, slot, o);
-    for (int p = 0; p < G; ++p)
-      if (p != me) bc.d.copy(b.out(me, slot, p), send + rankAt(c, p, 0) * blk + off, len, o);
-    bc.d.streamWriteValue(o, b.ready(me, slot), seq);
-    for (int q = 0; q < G; ++q) {
-      if (q == me) continue;
-      bc.d.streamWaitValue(in, b.ready(q, slot), seq);
-      bc.d.copy(bc.scratchOf(q), b.out(q, slot, me), len, in);
-    }
-    bc.ackReads(seq, slot, in);
-    bc.fold(recv + off, own + off, len / bc.es, in);
+  BlockCall bc(c, a, a.op.kind);
+  if (bc.k() > 1) {
+    enqueueGroupReduceScatter(bc);
+  } else {
+    const uint8_t* own = bc.send + c.rank() * bc.blk;
+    bc.pieces(bc.b.partBytes(), [&](size_t off, size_t len) {
+      bc.swapParts(len, [&](int p) { return bc.sendTo(p) + off; }, [&](int q) { return bc.scratchOf(q); });
+      bc.fold(bc.recv + off, own + off, len / bc.es, bc.in);
+    });
   }
-  if (a.op.postDiv) bc.check(bc.kn.divide(recv, a.count, static_cast<int>(a.dt), a.op.divisor, in), "divide");
-  bc.join(s);
-  bc.watch(s, "ReduceScatter", blk * c.nranks(), firstSeq, -1, false);
+  bc.divide(bc.recv);
+  bc.join(bc.s);
+  bc.finish("ReduceScatter", bc.blk * c.nranks());
 }
 
 // Groups of one rank: block p of the send buffer goes to rank p, block q
 // of the receive buffer comes from rank q.
 void enqueueAlltoAll(Comm& c, const CollArgs& a) {
-  BorderCall bc(c, a.dt, RedKind::kSum);
-  DeviceBorder& b = bc.b;
-  const Stream s = a.stream;
-  const size_t blk = a.count * bc.es;
-  const int G = bc.G(), me = bc.me();
-  auto* send = static_cast<const uint8_t*>(a.send);
-  auto* recv = static_cast<uint8_t*>(a.recv);
-  bc.d.copy(recv + c.rank() * blk, send + c.rank() * blk, blk, s);  // nothing where in place
-  const uint64_t firstSeq = b.seq();
-  const size_t piece = b.partBytes();
-  Stream o = b.outStream(), in = b.inStream();
-  bc.fork(s);
-  for (size_t off = 0; off < blk; off += piece) {
-    const size_t len = std::min(piece, blk - off);
-    int slot = 0;
-    const uint64_t seq = bc.take(&slot);
-    bc.waitSlotFree(seq, slot, o);
-    for (int p = 0; p < G; ++p)
-      if (p != me) bc.d.copy(b.out(me, slot, p), send + rankAt(c, p, 0) * blk + off, len, o);
-    bc.d.streamWriteValue(o, b.ready(me, slot), seq);
-    // In place the blocks written here are the ones copied out above.
-    bc.d.streamWaitValue(in, b.ready(me, slot), seq);
-    for (int q = 0; q < G; ++q) {
-      if (q == me) continue;
-      bc.d.streamWaitValue(in, b.ready(q, slot), seq);
-      bc.d.copy(recv + rankAt(c, q, 0) * blk + off, b.out(q, slot, me), len, in);
-    }
-    bc.ackReads(seq, slot, in);
-  }
-  bc.join(s);
-  bc.watch(s, "AlltoAll", blk * c.nranks(), firstSeq, -1, false);
+  BlockCall bc(c, a, RedKind::kSum);
+  bc.d.copy(bc.block(c.rank()), bc.send + c.rank() * bc.blk, bc.blk, bc.s);  // nothing where in place
+  bc.pieces(bc.b.partBytes(), [&](size_t off, size_t len) {
+    bc.swapParts(
+        len, [&](int p) { return bc.sendTo(p) + off; }, [&](int q) { return bc.block(rankAt(c, q, 0)) + off; },
+        /*afterOwn=*/true);
+  });
+  bc.join(bc.s);
+  bc.finish("AlltoAll", bc.blk * c.nranks());
 }
 
 // Groups of one rank: every rank's data out, the root folds them in.
 void enqueueReduce(Comm& c, const CollArgs& a) {
-  BorderCall bc(c, a.dt, a.op.kind);
+  BlockCall bc(c, a, a.op.kind);
   DeviceBorder& b = bc.b;
-  const Stream s = a.stream;
-  const size_t bytes = a.count * bc.es;
-  const int G = bc.G(), me = bc.me();
-  const int rootGroup = c.topo().groupOf[a.root];
-  const bool isRoot = me == rootGroup;
-  auto* send = static_cast<const uint8_t*>(a.send);
-  auto* recv = static_cast<uint8_t*>(a.recv);
-  const uint64_t firstSeq = b.seq();
-  const size_t piece = b.partBytes();
-  Stream o = b.outStream(), in = b.inStream();
-  bc.fork(s);
-  for (size_t off = 0; off < bytes; off += piece) {
-    const size_t len = std::min(piece, bytes - off);
+  const int me = bc.me();
+  const bool isRoot = me == c.topo().groupOf[a.root];
+  bc.pieces(b.partBytes(), [&](size_t off, size_t len) {
     int slot = 0;
     const uint64_t seq = bc.take(&slot);
     if (!isRoot) {
-      bc.waitSlotFree(seq, slot, o);
-      bc.d.copy(b.out(me, slot), send + off, len, o);
-      bc.d.streamWriteValue(o, b.ready(me, slot), seq);
+      bc.waitSlotFree(seq, slot, bc.o);
+      bc.d.copy(b.out(me, slot), bc.send + off, len, bc.o);
+      bc.d.streamWriteValue(bc.o, b.ready(me, slot), seq);
     } else {
-      for (int q = 0; q < G; ++q) {
+      for (int q = 0; q < bc.G(); ++q) {
         if (q == me) continue;
-        bc.d.streamWaitValue(in, b.ready(q, slot), seq);
-        bc.d.copy(bc.scratchOf(q), b.out(q, slot), len, in);
+        bc.d.streamWaitValue(bc.in, b.ready(q, slot), seq);
+        bc.d.copy(bc.scratchOf(q), b.out(q, slot), len, bc.in);
       }
-      bc.fold(recv + off, send + off, len / bc.es, in);
+      bc.fold(bc.recv + off, bc.send + off, len / bc.es, bc.in);
     }
-    bc.ackReads(seq, slot, in);
-  }
-  if (isRoot && a.op.postDiv)
-    bc.check(bc.kn.divide(recv, a.count, static_cast<int>(a.dt), a.op.divisor, in), "divide");
-  bc.join(s);
-  bc.watch(s, "Reduce", bytes, firstSeq, -1, false);
+    bc.ackReads(seq, slot, bc.in);
+  });
+  if (isRoot) bc.divide(bc.recv);
+  bc.join(bc.s);
+  bc.finish("Reduce", bc.blk);
 }
 
 }  // namespace
