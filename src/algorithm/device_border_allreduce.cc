@@ -13,8 +13,6 @@
 namespace hetccl {
 namespace {
 
-constexpr int kSlots = DeviceBorder::kSlots;
-
 // One border all-reduce of `len` elements from src to dst (device memory;
 // they may be the same).
 struct BorderAllReduce : BorderCall {
