@@ -6,7 +6,12 @@
 //
 //   nvcc -O2 -o probe_handoff bench/probe_handoff.cu -lcuda && ./probe_handoff [iterations]
 // Prints one line per mode: "handoff <mode> us_per_round=<t>" where a round
-// is one store by each process and one wait for the other's store.
+// is one store by each process and one wait for the other's store. The
+// copy modes run with copies of 8, 1024, 1025, 2048 and 4096 bytes: device
+// to host and host to device, one direction small at a time, and the host
+// to device leg through device scratch (a copy engine write of at least
+// 2 KiB, then a device-to-device copy of the small size), batched with the
+// overlap hint, as a 2D copy, and from the mapped device address.
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <sys/mman.h>
@@ -36,21 +41,51 @@ __global__ void addOne(float* p, int n) {
 struct Shared {
   volatile uint64_t flag[2][16];  // one cache line each
   volatile uint64_t go;
-  char data[2][4096];
+  char data[2][8192];
 };
 
-enum Mode { kFlags, kFlagsKernel, kFlagsCopies, kFull, kFullTwoStreams, kModes };
-const char* kNames[] = {"flags", "flags+kernel", "flags+copies", "copies+kernel", "copies+kernel_2streams"};
+enum Mode {
+  kFlags, kFlagsKernel, kFlagsCopies, kFull, kFullTwoStreams, kSmallD2H, kSmallH2D, kViaScratch,
+  kH2DBatch, kH2D2D, kH2DMapped, kModes
+};
+const char* kNames[] = {"flags", "flags+kernel", "flags+copies", "copies+kernel", "copies+kernel_2streams",
+                        "small_d2h", "small_h2d", "h2d_via_scratch", "small_h2d_batch_overlap", "small_h2d_2d",
+                        "small_h2d_from_mapped"};
 
-double run(Shared* sh, int me, Mode mode, int iters, uint64_t base) {
+// The host to device leg of the small-copy modes: plain, batched with the
+// overlap-with-compute hint, as a 2D copy, or as a device-to-device copy
+// from the host buffer's mapped device address.
+void copyIn(Mode mode, void* dst, void* src, size_t n, cudaStream_t s) {
+  if (mode == kH2DBatch) {
+    cudaMemcpyAttributes at{};
+    at.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+    at.flags = cudaMemcpyFlagPreferOverlapWithCompute;
+    size_t idx = 0;
+    void* d[1] = {dst};
+    const void* sr[1] = {src};
+    CK(cudaMemcpyBatchAsync(d, sr, &n, 1, &at, &idx, 1, s));
+  } else if (mode == kH2D2D) {
+    CK(cudaMemcpy2DAsync(dst, n, src, n, n, 1, cudaMemcpyHostToDevice, s));
+  } else if (mode == kH2DMapped) {
+    CUdeviceptr p;
+    CK(cuMemHostGetDevicePointer(&p, src, 0));
+    CK(cudaMemcpyAsync(dst, reinterpret_cast<void*>(p), n, cudaMemcpyDeviceToDevice, s));
+  } else {
+    CK(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, s));
+  }
+}
+constexpr size_t kBig = 2048;
+
+double run(Shared* sh, int me, Mode mode, int iters, uint64_t base, size_t small) {
   cudaStream_t s, s2;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   CK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
   cudaEvent_t ev;
   CK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
   float* dev = nullptr;
-  CK(cudaMalloc(&dev, 4096));
-  CK(cudaMemset(dev, 0, 4096));
+  CK(cudaMalloc(&dev, 16384));
+  CK(cudaMemset(dev, 0, 16384));
+  char* scratch = reinterpret_cast<char*>(dev) + 8192;
   CUdeviceptr mine, peer;
   CK(cuMemHostGetDevicePointer(&mine, (void*)&sh->flag[me][0], 0));
   CK(cuMemHostGetDevicePointer(&peer, (void*)&sh->flag[1 - me][0], 0));
@@ -62,10 +97,16 @@ double run(Shared* sh, int me, Mode mode, int iters, uint64_t base) {
   auto t0 = std::chrono::steady_clock::now();
   for (int i = 1; i <= iters; ++i) {
     uint64_t v = base * 1000000 + i;
-    if (mode != kFlags && mode != kFlagsKernel) CK(cudaMemcpyAsync(sh->data[me], dev, 8, cudaMemcpyDeviceToHost, s));
+    const bool copies = mode != kFlags && mode != kFlagsKernel;
+    const size_t out = mode >= kSmallH2D ? kBig : small;
+    const size_t in = mode == kSmallD2H || mode == kViaScratch ? kBig : small;
+    if (copies) CK(cudaMemcpyAsync(sh->data[me], dev, out, cudaMemcpyDeviceToHost, s));
     CK(cuStreamWriteValue64((CUstream)s, mine, v, 0));
     CK(cuStreamWaitValue64((CUstream)s, peer, v, CU_STREAM_WAIT_VALUE_GEQ));
-    if (mode != kFlags && mode != kFlagsKernel) CK(cudaMemcpyAsync(dev + 8, sh->data[1 - me], 8, cudaMemcpyHostToDevice, s));
+    if (copies) copyIn(mode, mode == kViaScratch ? scratch : reinterpret_cast<char*>(dev) + 4096,
+                       const_cast<char*>(sh->data[1 - me]), in, s);
+    if (mode == kViaScratch)
+      CK(cudaMemcpyAsync(reinterpret_cast<char*>(dev) + 4096, scratch, small, cudaMemcpyDeviceToDevice, s));
     if (mode == kFlagsKernel || mode == kFull) addOne<<<1, 32, 0, s>>>(dev, 2);
     if (mode == kFullTwoStreams) {
       CK(cudaEventRecord(ev, s));
@@ -93,9 +134,16 @@ int main(int argc, char** argv) {
   const int me = child == 0 ? 1 : 0;
   CK(cudaSetDevice(0));
   CK(cudaHostRegister(sh, sizeof(Shared), cudaHostRegisterMapped | cudaHostRegisterPortable));
+  const size_t sizes[] = {8, 1024, 1025, 2048, 4096};
+  uint64_t base = 0;
   for (int m = 0; m < kModes; ++m) {
-    double us = run(sh, me, static_cast<Mode>(m), iters, 2 * m);
-    if (me == 0) printf("handoff %s us_per_round=%.2f\n", kNames[m], us);
+    const bool sized = m != kFlags && m != kFlagsKernel;
+    for (size_t small : sizes) {
+      double us = run(sh, me, static_cast<Mode>(m), iters, base, small);
+      base += 2;
+      if (me == 0) printf("handoff %s bytes=%zu us_per_round=%.2f\n", kNames[m], small, us);
+      if (!sized) break;
+    }
   }
   CK(cudaHostUnregister(sh));
   if (child) waitpid(child, nullptr, 0);

@@ -93,6 +93,7 @@ for s in $steps; do
       step passthrough 120 "$build/tools/hetccl-gpu-passthrough"
       step border_vs_gloo 300 bash "$here/bench/gpu_border_vs_gloo.sh" "$build"
       step two_groups 300 bash "$here/bench/gpu_two_groups.sh" "$build"
+      step torch_two_groups 400 python3 "$here/bench/torch_two_groups.py" --dropin "$build/dropin/libnccl.so.2"
       ;;
     ucx)  # the GPU matrix with the border over UCX: 1 CUDA + 3 host ranks (UCX_TLS=sm and tcp, plus
           # cuda_copy/cuda_ipc where UCX has them), then two processes on the one GPU in two groups, staged;

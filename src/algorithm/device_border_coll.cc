@@ -215,6 +215,61 @@ void enqueueReduce(Comm& c, const CollArgs& a) {
   bc.finish("Reduce", bc.blk);
 }
 
+// Groups of one rank: every rank's block out, the root copies them in
+// (a Reduce without the fold).
+void enqueueGather(Comm& c, const CollArgs& a) {
+  BlockCall bc(c, a, RedKind::kSum);
+  DeviceBorder& b = bc.b;
+  const int me = bc.me();
+  const bool isRoot = c.rank() == a.root;
+  if (isRoot) bc.d.copy(bc.block(c.rank()), bc.send, bc.blk, bc.s);  // nothing where in place
+  bc.pieces(b.partBytes(), [&](size_t off, size_t len) {
+    int slot = 0;
+    const uint64_t seq = bc.take(&slot);
+    if (!isRoot) {
+      bc.waitSlotFree(seq, slot, bc.o);
+      bc.d.copy(b.out(me, slot), bc.send + off, len, bc.o);
+      bc.d.streamWriteValue(bc.o, b.ready(me, slot), seq);
+    } else {
+      for (int q = 0; q < bc.G(); ++q) {
+        if (q == me) continue;
+        bc.d.streamWaitValue(bc.in, b.ready(q, slot), seq);
+        bc.d.copy(bc.block(rankAt(c, q, 0)) + off, b.out(q, slot), len, bc.in);
+      }
+    }
+    bc.ackReads(seq, slot, bc.in);
+  });
+  bc.join(bc.s);
+  bc.finish("Gather", bc.blk * c.nranks());
+}
+
+// Groups of one rank: the root puts each rank's block in that rank's part
+// of its out area; every rank copies its part in (a Broadcast of distinct
+// parts).
+void enqueueScatter(Comm& c, const CollArgs& a) {
+  BlockCall bc(c, a, RedKind::kSum);
+  DeviceBorder& b = bc.b;
+  const int me = bc.me(), rootGroup = c.topo().groupOf[a.root];
+  const bool isRoot = c.rank() == a.root;
+  if (isRoot) bc.d.copy(bc.recv, bc.send + c.rank() * bc.blk, bc.blk, bc.s);  // nothing where in place
+  bc.pieces(b.partBytes(), [&](size_t off, size_t len) {
+    int slot = 0;
+    const uint64_t seq = bc.take(&slot);
+    if (isRoot) {
+      bc.waitSlotFree(seq, slot, bc.o);
+      for (int p = 0; p < bc.G(); ++p)
+        if (p != me) bc.d.copy(b.out(me, slot, p), bc.sendTo(p) + off, len, bc.o);
+      bc.d.streamWriteValue(bc.o, b.ready(me, slot), seq);
+    } else {
+      bc.d.streamWaitValue(bc.in, b.ready(rootGroup, slot), seq);
+      bc.d.copy(bc.recv + off, b.out(rootGroup, slot, me), len, bc.in);
+    }
+    bc.ackReads(seq, slot, bc.in);
+  });
+  bc.join(bc.s);
+  bc.finish("Scatter", bc.blk * c.nranks(), rootGroup);
+}
+
 }  // namespace
 
 bool takesDeviceBorder(Comm& c, const CollArgs& a) {
@@ -247,6 +302,12 @@ bool takesDeviceBorder(Comm& c, const CollArgs& a) {
     case CollKind::kReduce:
       if (groupSize(c) != 1 || a.op.preMul) return false;
       return blk >= c.deviceBorder()->minBytes() && (c.rank() != a.root || inPlaceOrDisjoint(a, blk, blk));
+    case CollKind::kGather:
+      return groupSize(c) == 1 && blk * n >= c.deviceBorder()->minBytes() &&
+             (c.rank() != a.root || inPlaceOrDisjoint(a, blk, blk * n, c.rank() * blk));
+    case CollKind::kScatter:
+      return groupSize(c) == 1 && blk * n >= c.deviceBorder()->minBytes() &&
+             (c.rank() != a.root || r == s + c.rank() * blk || s + blk * n <= r || r + blk <= s);
     default:
       return false;
   }
@@ -260,6 +321,8 @@ void enqueueDeviceBorder(Comm& c, const CollArgs& a) {
     case CollKind::kReduceScatter: return enqueueReduceScatter(c, a);
     case CollKind::kAlltoAll: return enqueueAlltoAll(c, a);
     case CollKind::kReduce: return enqueueReduce(c, a);
+    case CollKind::kGather: return enqueueGather(c, a);
+    case CollKind::kScatter: return enqueueScatter(c, a);
     default: break;
   }
 }

@@ -16,8 +16,10 @@
 //   (out of place only; in place stages);
 // - AlltoAll, groups of one rank: each block crosses once, out of the
 //   sender's buffer and into the receiver's;
-// - Reduce, groups of one rank: every rank's data out, the root folds.
-// Other collectives stage through pinned memory (device_exec.h).
+// - Reduce, groups of one rank: every rank's data out, the root folds;
+// - Gather and Scatter, groups of one rank: each block crosses once,
+//   between the root's buffer and the other rank's.
+// Send/recv and the other cases stage through pinned memory (device_exec.h).
 #pragma once
 
 #include "algorithm/coll.h"
