@@ -72,22 +72,30 @@ void BorderCall::join(Stream caller) {
 }
 
 void BorderCall::watch(Stream caller, const char* what, size_t bytes, uint64_t firstSeq, int writer, bool results) {
-  Event end = event(caller);
-  DeviceState& ds = *c.deviceState();
   const uint64_t lastSeq = b.seq() > firstSeq ? b.seq() : 0;
   LOG_TRACE(kColl, "device border %s of %zu bytes, border sequence %llu..%llu", what, bytes,
             static_cast<unsigned long long>(firstSeq + 1), static_cast<unsigned long long>(lastSeq));
+  DeviceBorder& border = b;
+  watch(caller, what, bytes, [&border, lastSeq, writer, results](bool* poisoned) {
+    *poisoned = false;
+    return lastSeq ? border.behind(lastSeq, results, poisoned, writer) : -1;
+  });
+}
+
+void BorderCall::watch(Stream caller, const char* what, size_t bytes, std::function<int(bool*)> behind) {
+  Event end = event(caller);
+  DeviceState& ds = *c.deviceState();
   Comm& comm = c;
   DeviceBorder& border = b;
   std::string name = what;
   c.proxy().submit(
-      [&comm, &border, end, lastSeq, writer, results, name, bytes] {
+      [&comm, &border, end, behind = std::move(behind), name, bytes] {
         try {
           waitEvent(comm.device(), end, comm.options().timeoutS, &comm.abortFlag(),
                     ("waiting for a device border " + name).c_str());
         } catch (const Error&) {
           bool poisoned = false;
-          const int who = lastSeq ? border.behind(lastSeq, results, &poisoned, writer) : -1;  // before the release
+          const int who = behind(&poisoned);  // before the release
           border.releaseAll();
           if (who < 0 || comm.abortFlag().load()) throw;
           throwError(hetcclRemoteError, "device border " + name + " of " + std::to_string(bytes) + " bytes: rank " +
@@ -96,7 +104,7 @@ void BorderCall::watch(Stream caller, const char* what, size_t bytes, uint64_t f
                                             " s (HETCCL_TIMEOUT_S); it died, stalled or left the job");
         }
         bool poisoned = false;
-        if (lastSeq) border.behind(lastSeq, results, &poisoned, writer);
+        behind(&poisoned);
         if (poisoned)
           throwError(hetcclRemoteError, "device border " + name + ": a border peer released the border (it failed "
                                         "or aborted); the result is not valid");

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "algorithm/device_border_coll.h"
+#include "algorithm/device_border_p2p.h"
 #include "algorithm/device_direct.h"
 #include "algorithm/staged_backend.h"
 #include "comm/comm.h"
@@ -249,6 +250,10 @@ void enqueueDeviceCalls(Comm& c, std::vector<CollArgs> calls, bool mayWait) {
   if (calls.empty()) return;
   if (c.topo().ngroups() == 1) return passThrough(c, calls);
   if (calls.size() == 1 && takesDeviceBorder(c, calls[0])) return enqueueDeviceBorder(c, calls[0]);
+  // Send/recv with border peers: through the border's pair channels (before
+  // the rest of their group, which waits for them on its streams).
+  calls = enqueueBorderPairs(c, std::move(calls));
+  if (calls.empty()) return;
   if (mayWait && calls.size() == 1 && takesDirectPath(c, calls[0])) return runDirectCall(c, calls[0]);
   if (calls.size() == 1 && calls[0].kind == CollKind::kAllReduce) {
     const CollArgs& a = calls[0];

@@ -50,9 +50,16 @@ std::unique_ptr<DeviceBorder> DeviceBorder::create(const Setup& s) {
   b->me_ = s.me;
   b->minBytes_ = s.minBytes;
   const int g = b->peers();
-  // Header, then per slot: ready, done, ack by each reader; then the slots' data.
-  b->flagBytes_ = pageRound(kFlagStride + static_cast<size_t>(kSlots) * (2 + g) * kFlagStride);
-  auto segFor = [&](size_t part) { return b->flagBytes_ + static_cast<size_t>(kSlots) * (g + 1) * part; };
+  // Header, then per slot: ready, done, ack by each reader; then per reader
+  // and slot the pair channel's ready and ack; then the slots' data, then
+  // the pair channels' data (kSlots parts for each other peer).
+  b->pairFlagsAt_ = kFlagStride + static_cast<size_t>(kSlots) * (2 + g) * kFlagStride;
+  b->flagBytes_ = pageRound(b->pairFlagsAt_ + static_cast<size_t>(kSlots) * 2 * g * kFlagStride);
+  auto segFor = [&](size_t part) {
+    return b->flagBytes_ + static_cast<size_t>(kSlots) * (g + 1) * part + static_cast<size_t>(kSlots) * (g - 1) * part;
+  };
+  b->sendSeq_.assign(g, 0);
+  b->recvSeq_.assign(g, 0);
   const size_t want = std::max<size_t>(4096, s.partBytes / 4096 * 4096);
   const size_t floor = std::min(kMinPart, want);
   size_t part = want;
@@ -125,7 +132,7 @@ std::unique_ptr<DeviceBorder> DeviceBorder::create(const Setup& s) {
   b->out_ = s.device->createStream();
   b->in_ = s.device->createStream();
   LOG_INFO(kInit, "rank %d: device border with %d peers: %d slots of %zu-byte parts, %zu bytes shared memory, %zu "
-           "bytes device scratch; AllReduce of %zu bytes and up", s.rank, g, kSlots, part, b->segBytes_,
+           "bytes device scratch; calls of %zu bytes and up (HETCCL_GPU_BORDER_MIN)", s.rank, g, kSlots, part, b->segBytes_,
            b->scratchBytes_, s.minBytes);
   return b;
 }
@@ -152,6 +159,17 @@ uint8_t* DeviceBorder::data(int owner, int slot) {
   return seg_[owner] + flagBytes_ + static_cast<size_t>(slot) * (peers() + 1) * partBytes_;
 }
 
+volatile uint64_t* DeviceBorder::pairFlag(int owner, int reader, int slot, int which) {
+  const size_t at = pairFlagsAt_ + ((static_cast<size_t>(reader) * kSlots + slot) * 2 + which) * kFlagStride;
+  return reinterpret_cast<volatile uint64_t*>(seg_[owner] + at);
+}
+
+uint8_t* DeviceBorder::pairData(int owner, int reader, int slot) {
+  const size_t channel = static_cast<size_t>(reader < owner ? reader : reader - 1);
+  return data(owner, 0) + static_cast<size_t>(kSlots) * (peers() + 1) * partBytes_ +
+         (channel * kSlots + static_cast<size_t>(slot)) * partBytes_;
+}
+
 void DeviceBorder::releaseAll() {
   auto store = [](volatile uint64_t* f) { __atomic_store_n(const_cast<uint64_t*>(f), kReleased, __ATOMIC_RELEASE); };
   for (int slot = 0; slot < kSlots; ++slot)
@@ -160,7 +178,22 @@ void DeviceBorder::releaseAll() {
       store(ready(q, slot));
       store(done(q, slot));
       store(ack(me_, q, slot));
+      store(pairReady(q, me_, slot));
+      store(pairAck(me_, q, slot));
     }
+}
+
+int DeviceBorder::pairBehind(int peer, uint64_t sent, uint64_t received, bool* poisoned) {
+  auto load = [](volatile uint64_t* f) { return __atomic_load_n(const_cast<uint64_t*>(f), __ATOMIC_ACQUIRE); };
+  *poisoned = false;
+  bool late = false;
+  for (int slot = 0; slot < kSlots; ++slot) {
+    if (load(pairReady(peer, me_, slot)) == kReleased || load(pairAck(me_, peer, slot)) == kReleased) *poisoned = true;
+  }
+  // What this rank's streams wait for last on each side of the channel.
+  if (received && load(pairReady(peer, me_, static_cast<int>(received % kSlots))) < received) late = true;
+  if (sent > kSlots && load(pairAck(me_, peer, static_cast<int>(sent % kSlots))) < sent - kSlots) late = true;
+  return late ? peer : -1;
 }
 
 int DeviceBorder::behind(uint64_t seq, bool results, bool* poisoned, int writer) {

@@ -14,6 +14,13 @@
 //   done[slot]         ... after filling the result area
 //   ack[reader][slot]  a reader's stream stored it after its last read of
 //                      the slot, so the owner may fill it again
+// Send/recv between two border peers goes through a pair channel of its
+// own in the sender's segment (kSlots parts for each reader) with its own
+// flags, counted per direction: pairReady[reader][slot] (the n-th part the
+// owner sent that reader is in slot n % kSlots) and pairAck[reader][slot]
+// (the reader's stream copied it in). Pair traffic so never takes a
+// collective sequence number: the other peers need not take part, and the
+// two directions go on independently.
 // Every flag holds the border sequence number of the slot's last use and
 // only grows; streams wait for ">= sequence" (stream memory operations:
 // cuStreamWaitValue64 / WriteValue64). Every wait a stream makes is for a
@@ -24,7 +31,7 @@
 //
 // Everything here is made at init: the segments, their registration (which
 // may synchronise the device), two internal streams and the device scratch.
-// Memory: slots x (peers + 1) x HETCCL_GPU_BORDER_CHUNK bytes of shared
+// Memory: slots x (2 x peers) x HETCCL_GPU_BORDER_CHUNK bytes of shared
 // memory per rank, (peers - 1) x HETCCL_GPU_BORDER_CHUNK bytes of device
 // scratch (twice that with groups of several ranks); fixed, whatever the
 // message size.
@@ -87,6 +94,20 @@ class DeviceBorder {
   // going out (what the group reduced for it).
   uint8_t* outgoing(int i) { return scratch_ + static_cast<size_t>(peers() - 1 + i) * partBytes_; }
 
+  // The pair channel from `owner` to `reader` (see above).
+  volatile uint64_t* pairReady(int owner, int reader, int slot) { return pairFlag(owner, reader, slot, 0); }
+  volatile uint64_t* pairAck(int owner, int reader, int slot) { return pairFlag(owner, reader, slot, 1); }
+  uint8_t* pairData(int owner, int reader, int slot);
+  // The number of the next part this rank sends to / receives from peer g.
+  uint64_t nextSend(int g) { return ++sendSeq_[g]; }
+  uint64_t nextRecv(int g) { return ++recvSeq_[g]; }
+  uint64_t sent(int g) const { return sendSeq_[g]; }
+  uint64_t received(int g) const { return recvSeq_[g]; }
+  // Peer g when this rank's last pair wait on it (up to part `sent` out,
+  // part `received` in) has not been met, else -1; `poisoned`: g released
+  // its flags of the channel. Any thread.
+  int pairBehind(int g, uint64_t sent, uint64_t received, bool* poisoned);
+
   // Internal streams: copies out (device to host) and copies in plus folds.
   Stream outStream() const { return out_; }
   Stream inStream() const { return in_; }
@@ -106,13 +127,15 @@ class DeviceBorder {
  private:
   DeviceBorder() = default;
   volatile uint64_t* flag(int owner, int slot, int which);
+  volatile uint64_t* pairFlag(int owner, int reader, int slot, int which);
   uint8_t* data(int owner, int slot);
 
   DeviceRuntime* dev_ = nullptr;
   std::vector<int> peerRanks_;
   int me_ = 0;
   size_t minBytes_ = 0;
-  size_t partBytes_ = 0, flagBytes_ = 0, segBytes_ = 0, scratchBytes_ = 0;
+  size_t partBytes_ = 0, flagBytes_ = 0, segBytes_ = 0, scratchBytes_ = 0, pairFlagsAt_ = 0;
+  std::vector<uint64_t> sendSeq_, recvSeq_;  // pair channel parts, by peer
   std::vector<uint8_t*> seg_;         // by peer index, mapped here
   std::vector<bool> registered_;
   uint8_t* scratch_ = nullptr;

@@ -100,7 +100,8 @@ const std::vector<VarSpec>& settingsTable() {
      "up; 1: every such call (init fails naming why it cannot); 0: always stage through pinned memory",
      0, 0, "auto|0|1"},
     {"HETCCL_GPU_BORDER", VarType::kChoice, "auto", nullptr,
-     "GPU ranks' AllReduce, AllGather, Broadcast, ReduceScatter (and AlltoAll, Reduce, Gather, Scatter with groups of one rank) "
+     "GPU ranks' AllReduce, AllGather, Broadcast, ReduceScatter (and AlltoAll, Reduce, Gather, Scatter with groups of one "
+     "rank; send/recv between ranks of the same index in two groups) "
      "across groups on one host through the device border: each group's vendor library "
      "works inside the group in device memory, and only each rank's share crosses to the other groups, by "
      "the GPUs' copy engines through shared memory registered with every runtime, folded by GPU kernels, in "
@@ -113,7 +114,7 @@ const std::vector<VarSpec>& settingsTable() {
      "segment fits in half of the free /dev/shm, the smallest of all ranks' then used by all",
      4096, int64_t{1} << 30},
     {"HETCCL_GPU_BORDER_MIN", VarType::kBytes, "1M", nullptr,
-     "device border: smallest call (AllReduce/Broadcast/Reduce bytes, AllGather/ReduceScatter/AlltoAll/Gather/Scatter bytes "
+     "device border: smallest call (AllReduce/Broadcast/Reduce/send/recv bytes, AllGather/ReduceScatter/AlltoAll/Gather/Scatter bytes "
      "of all ranks) that takes it; smaller ones stage through pinned memory, "
      "where the CPU relays them (on one GPU shared by two processes the fold kernels of the two make the GPU "
      "switch contexts, which costs more than the relay for small calls)", 0, kTiB},

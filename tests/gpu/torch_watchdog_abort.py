@@ -11,15 +11,20 @@ all_reduce (async_op, as a training loop does), whose stream waits on
 hetccl's completion flag. The watchdog times it out after 8 s and aborts
 the communicator from its own thread (TORCH_NCCL_ASYNC_ERROR_HANDLING=2:
 abort, do not kill the process); the abort must release the waiting stream
-(the device synchronises), and the next call must raise. The process must
-exit normally. Prints "torch_watchdog_abort: ok".
+(the device synchronises) and the work must end with an exception
+(work.wait() raises). The process must exit normally. Prints
+"torch_watchdog_abort: ok".
 
-The main thread does not keep enqueueing: torch 2.11's watchdog holds the
-work list's lock while it handles each failed work (about 60 s each,
-sleeping), so an enqueue blocks in torch itself (ProcessGroupNCCL::
-workEnqueue) whatever library is underneath.
+The main thread issues no call after the abort: torch 2.11's watchdog holds
+the work list's lock while it handles each failed work (sleeping), so an
+enqueue then blocks in torch itself (ProcessGroupNCCL::workEnqueue),
+whatever library is underneath. torch's flight recorder and its dump on timeout are off (they
+spend seconds gathering stack traces before the abort). Each step of rank 0
+is stamped on stderr, and Python's stacks are dumped if it is still running
+after 150 s, so a hang shows where it sits.
 """
 import datetime
+import faulthandler
 import os
 import socket
 import sys
@@ -46,7 +51,8 @@ def report(q, *item):
 def worker(rank, port, q):
     try:
         os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), HETCCL_GROUP=f"g{rank}",
-                          TORCH_NCCL_ASYNC_ERROR_HANDLING="2")
+                          TORCH_NCCL_ASYNC_ERROR_HANDLING="2", TORCH_NCCL_DUMP_ON_TIMEOUT="0",
+                          TORCH_FR_BUFFER_SIZE="0")
         dev = torch.device("cuda", 0)
         torch.cuda.set_device(dev)
         dist.init_process_group("nccl", rank=rank, world_size=2, device_id=dev,
@@ -58,22 +64,34 @@ def worker(rank, port, q):
             time.sleep(150)  # gone quiet, alive: only the watchdog's abort ends rank 0's call
             report(q, rank, "ok", "")
             os._exit(0)
+        faulthandler.dump_traceback_later(150, exit=False)
         t0 = time.time()
-        raised = None
+
+        def stamp(what):
+            print(f"rank 0: {time.time() - t0:6.1f} s: {what}", file=sys.stderr, flush=True)
+
         work = dist.all_reduce(x, async_op=True)
+        stamp("all_reduce enqueued; rank 1 is quiet")
         while not work.is_completed() and time.time() - t0 < 120:
             time.sleep(0.2)
+        if not work.is_completed():
+            report(q, rank, f"FAILED: the work did not end in {time.time() - t0:.0f} s (no abort, or it did not "
+                   "release the stream)", "")
+            os._exit(1)
+        stamp("the work ended")
+        raised = None
         try:
-            torch.cuda.synchronize()  # the abort released the stream
-            dist.all_reduce(x)  # on the aborted communicator
-            torch.cuda.synchronize()
+            work.wait()
         except Exception as e:
             raised = f"{type(e).__name__}: {str(e)[:160]}"
+        stamp(f"work.wait() {'raised' if raised else 'returned'}")
+        torch.cuda.synchronize()  # the abort released the stream
+        stamp("the device synchronised")
         waited = time.time() - t0
         if raised is None:
-            report(q, rank, f"FAILED: no call raised in {waited:.0f} s", "")
+            report(q, rank, f"FAILED: the aborted work ended without an error after {waited:.0f} s", "")
         else:
-            report(q, rank, "ok", f"the next call raised after {waited:.1f} s: {raised}")
+            report(q, rank, "ok", f"the aborted work raised after {waited:.1f} s: {raised}")
         os._exit(0)
     except Exception:
         report(q, rank, "FAILED: " + traceback.format_exc(), "")

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <string>
@@ -178,18 +179,19 @@ void borderEnv(JobOptions& o, bool border) {
   o.env.emplace_back("HETCCL_GPU_BORDER_CHUNK", "65536");
 }
 
-void peerExitsUnderAStreamOrderedCall(bool border) {
+void peerExitsUnderAStreamOrderedCall(bool border, bool send = false) {
   JobOptions o;
   o.devices = {"emu", "emu"};
   o.env.emplace_back("HETCCL_TIMEOUT_S", "5");
   borderEnv(o, border);
-  runJob("a,b", o, [](Rank& r) {
+  runJob("a,b", o, [send](Rank& r) {
     warmUp(r);
     if (r.rank == 1) _exit(0);
     const size_t count = (size_t{1} << 20) + 3;
     DeviceBuffer b(r, count * 4);
     auto t0 = std::chrono::steady_clock::now();
-    hetcclResult_t res = hetcclAllReduce(b.get(), b.get(), count, hetcclFloat32, hetcclSum, r.comm, r.stream);
+    hetcclResult_t res = send ? hetcclSend(b.get(), count, hetcclFloat32, 1, r.comm, r.stream)
+                              : hetcclAllReduce(b.get(), b.get(), count, hetcclFloat32, hetcclSum, r.comm, r.stream);
     std::string text = hetcclGetLastError(r.comm);
     syncStream(r);  // must come back
     EXPECT_LT(secondsSince(t0), 20);
@@ -209,6 +211,58 @@ void peerExitsUnderAStreamOrderedCall(bool border) {
 
 TEST(EmuFaults, PeerExitsUnderAStreamOrderedCall) { peerExitsUnderAStreamOrderedCall(false); }
 TEST(EmuFaults, PeerExitsUnderADeviceBorderCall) { peerExitsUnderAStreamOrderedCall(true); }
+TEST(EmuFaults, PeerExitsUnderADeviceBorderSend) { peerExitsUnderAStreamOrderedCall(true, true); }
+
+// Send/recv between the two groups' ranks through the device border's pair
+// channels (64 KiB parts, 4 slots), as torch issues them: separate calls
+// in opposite orders on the two ranks, many parts; both ranks sending
+// first (fits in the slots, as a small NCCL send does); one group of both
+// directions, many parts.
+TEST(EmuBorder, SendRecvThroughThePairChannels) {
+  JobOptions o;
+  o.devices = {"emu", "emu"};
+  borderEnv(o, true);
+  runJob("a,b", o, [](Rank& r) {
+    const int peer = 1 - r.rank;
+    const size_t big = (size_t{1} << 18) + 5, small = 3 * 16384;  // 17 parts; 3 parts
+    DeviceBuffer out(r, big * 4), in(r, big * 4);
+    std::vector<int32_t> mine = iota(big, r.rank * 100000, 3), want = iota(big, peer * 100000, 3);
+    std::vector<int32_t> junk(big, -1);
+    out.upload(mine.data(), big * 4);
+    auto send = [&](size_t n) { return hetcclSend(out.get(), n, hetcclInt32, peer, r.comm, r.stream); };
+    auto recv = [&](size_t n) { return hetcclRecv(in.get(), n, hetcclInt32, peer, r.comm, r.stream); };
+
+    in.upload(junk.data(), big * 4);
+    if (r.rank == 0) {
+      HC_ASSERT_OK(send(big), r.comm);
+      HC_ASSERT_OK(recv(big), r.comm);
+    } else {
+      HC_ASSERT_OK(recv(big), r.comm);
+      HC_ASSERT_OK(send(big), r.comm);
+    }
+    syncStream(r);
+    EXPECT_EQ(readBack(in, big), want) << "separate calls in opposite orders";
+
+    in.upload(junk.data(), big * 4);
+    HC_ASSERT_OK(send(small), r.comm);
+    HC_ASSERT_OK(recv(small), r.comm);
+    syncStream(r);
+    std::vector<int32_t> got = readBack(in, big);
+    EXPECT_TRUE(std::equal(want.begin(), want.begin() + small, got.begin())) << "both ranks sending first";
+    EXPECT_EQ(got[small], -1) << "written past the message";
+
+    in.upload(junk.data(), big * 4);
+    HC_ASSERT_OK(hetcclGroupStart(), r.comm);
+    HC_ASSERT_OK(send(big), r.comm);
+    HC_ASSERT_OK(recv(big), r.comm);
+    HC_ASSERT_OK(hetcclGroupEnd(), r.comm);
+    syncStream(r);
+    EXPECT_EQ(readBack(in, big), want) << "one group of both directions";
+    hetcclResult_t async = hetcclSuccess;
+    HC_EXPECT_OK(hetcclCommGetAsyncError(r.comm, &async), r.comm);
+    EXPECT_EQ(async, hetcclSuccess) << hetcclGetLastError(r.comm);
+  });
+}
 
 // Abort while the stream waits on a call the silent peer never joins: the
 // stream goes on at once (nothing waits for the 30 s timeout), and a new

@@ -1,0 +1,29 @@
+// Send/recv of GPU ranks through the device border (comm/device_border.h):
+// between two border peers (the ranks of the same index in two groups) the
+// sender's copy engine puts each part of the buffer into the pair channel
+// of its shared segment (out stream) and the receiver's copies it straight
+// into the receive buffer (in stream), chunk flags as stream memory
+// operations, in the caller's stream order; the calling thread never
+// waits and the proxy only watches. The two directions of a pair are
+// counted apart, so a send and a receive may be issued in either order or
+// in one group, and no other peer takes part. Other send/recv (peers in the
+// same group or at another index, smaller than HETCCL_GPU_BORDER_MIN) stage
+// through pinned memory (device_exec.h).
+#pragma once
+
+#include <vector>
+
+#include "algorithm/coll.h"
+
+namespace hetccl {
+
+class Comm;
+
+// Whether the send or receive `a` goes through the device border. Both
+// ends of it decide alike (from the peer and the size alone).
+bool takesBorderPair(Comm& c, const CollArgs& a);
+// Enqueues those of `calls` (one group: they run together) that
+// takesBorderPair, on their streams; returns the others, in order.
+std::vector<CollArgs> enqueueBorderPairs(Comm& c, std::vector<CollArgs> calls);
+
+}  // namespace hetccl
