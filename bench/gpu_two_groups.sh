@@ -12,8 +12,9 @@
 # directions run at once (bidir): busbw bound = bidir / 2.
 # Prints the tables and, per size:
 #   ratio gpu_2groups_allreduce <bytes> out_busbw=.. in_busbw=.. time_us=.. bound=.. out/bound=.. in/bound=..
-# and at MAX: hetccl/gloo=<busbw ratio>; then AllGather, ReduceScatter and
-# AlltoAll, Broadcast, Reduce, Gather and Scatter at OTHER bytes (default 64 MiB) against their bounds.
+# and at MAX: hetccl/gloo=<busbw ratio>; then AllGather, ReduceScatter,
+# AlltoAll, Broadcast, Reduce, Gather, Scatter and SendRecv at OTHER bytes
+# (default 64 MiB) against their bounds.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=${1:-build}
@@ -25,7 +26,7 @@ perf_out=$("$build/tools/hetccl-perf" --np 2 --devices cuda,cuda --groups g0,g1 
   -o allreduce -d float -b "$min" -e "$max" -f 2 -n "${ITERS:-20}" -w 5 -c 1)
 echo "$perf_out"
 other_out=""
-for op in allgather reducescatter alltoall broadcast reduce gather scatter; do
+for op in allgather reducescatter alltoall broadcast reduce gather scatter sendrecv; do
   other_out+=$("$build/tools/hetccl-perf" --np 2 --devices cuda,cuda --groups g0,g1 --transport "$transport" \
     -o "$op" -d float -b "${OTHER:-67108864}" -e "${OTHER:-67108864}" -n 10 -w 3 -c 1 | sed "s/^/$op /")
   other_out+=$'\n'
@@ -51,9 +52,10 @@ for r in (l.split() for l in perf.splitlines() if l.strip() and l.split()[0].isd
     print(line)
 other = """$other_out"""
 # Bounds on the one shared link: AllGather, ReduceScatter and AlltoAll move
-# half of the data each way per rank, as AllReduce (bidir / 2); Broadcast,
-# Reduce, Gather and Scatter move it once out of one rank and once into the
-# other, both at once (bidir).
+# half of the data each way per rank, as AllReduce (bidir / 2); SendRecv
+# moves all of it out of and into each rank (bidir / 2); Broadcast, Reduce,
+# Gather and Scatter move it once out of one rank and once into the other,
+# both at once (bidir).
 for r in (l.split() for l in other.splitlines() if len(l.split()) > 1 and l.split()[1].isdigit()):
     op, size, t, bus = r[0], int(r[1]), float(r[6]), float(r[8])
     b = bidir if op in ("broadcast", "reduce", "gather", "scatter") else bidir / 2

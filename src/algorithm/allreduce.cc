@@ -17,11 +17,12 @@ namespace {
 // owns. Where the transport folds (host memory), my parts are received with
 // receive-reduce; otherwise (device memory, HETCCL_PLAN_FOLDS) each round's
 // parts arrive whole in scratch and are folded there, in the same order.
-void borderReduce(Comm& c, LocalOps& lo, const BorderAssignment& ba, uint8_t* buf, DataType dt,
+void borderReduce(const PlanContext& pc, LocalOps& lo, const BorderAssignment& ba, uint8_t* buf, DataType dt,
                   const ReduceOp& op) {
+  Comm& c = pc.comm;
   const int G = c.topo().ngroups(), g = c.myGroup();
   const size_t es = dataTypeSize(dt);
-  const MsgTag& tag = c.callTag();
+  const MsgTag& tag = pc.tag;
   const bool folds = lo.transportFolds();
 
   size_t sharedElems = 0, mineElems = 0;
@@ -60,7 +61,7 @@ void borderReduce(Comm& c, LocalOps& lo, const BorderAssignment& ba, uint8_t* bu
         sat += p.count;
       }
     }
-    runBorder(c, x);
+    runBorder(pc, x);
     if (folds) continue;
     at = 0;  // mine = mine op incoming, as the transport's receive-reduce would
     for (const auto& p : ba.split) {
@@ -103,7 +104,7 @@ void borderReduce(Comm& c, LocalOps& lo, const BorderAssignment& ba, uint8_t* bu
       if (rHi > rLo) x.push_back(Xfer::recv(p.owners[h], buf + rLo * es, (rHi - rLo) * es, tag));
     }
   }
-  runBorder(c, x);
+  runBorder(pc, x);
 }
 
 // PreMulSum: the scaled input, written to buf; otherwise `in` itself.
@@ -114,10 +115,12 @@ const uint8_t* preScaled(LocalOps& lo, const CollArgs& a, const uint8_t* in, uin
 }
 
 // One AllReduce across groups of `n` elements of `in` into `buf`.
-void allReduceAcrossGroups(Comm& c, LocalOps& lo, const CollArgs& a, const uint8_t* in, uint8_t* buf, size_t n) {
+void allReduceAcrossGroups(const PlanContext& p, LocalOps& lo, const CollArgs& a, const uint8_t* in, uint8_t* buf,
+                           size_t n) {
+  Comm& c = p.comm;
   const size_t es = dataTypeSize(a.dt);
   in = preScaled(lo, a, in, buf, n);
-  Backend& be = c.backend();
+  Backend& be = p.backend;
   // Out of place, the group steps read the input where it is: no copy of it
   // into buf first (the final AllGather fills what this rank does not own).
   const Topology& t = c.topo();
@@ -141,7 +144,7 @@ void allReduceAcrossGroups(Comm& c, LocalOps& lo, const CollArgs& a, const uint8
       if (!done) t.forgetLazy();
     }
   } drain{c.transport()};
-  borderReduce(c, lo, assignBorder(t, layouts, c.rank()), buf, a.dt, a.op);
+  borderReduce(p, lo, assignBorder(t, layouts, c.rank()), buf, a.dt, a.op);
 
   // Group step: everyone's final shards.
   if (mine.shard > 0) be.allGather(buf + i * mine.shard * es, buf, mine.shard, a.dt, a.stream);
@@ -157,14 +160,15 @@ size_t allReduceChunk(const Comm& c, size_t count, DataType dt) {
   return std::max<size_t>(c.chunkBytes() / es, 1);
 }
 
-void runAllReduce(Comm& c, const CollArgs& a) {
+void runAllReduce(const PlanContext& p, const CollArgs& a) {
+  Comm& c = p.comm;
   const size_t es = dataTypeSize(a.dt), n = a.count;
   auto* buf = static_cast<uint8_t*>(a.recv);
   const auto* in = static_cast<const uint8_t*>(a.send);
   HostLocalOps host(c);
-  LocalOps& lo = planOps(c, host);
+  LocalOps& lo = planOps(p, host);
   if (c.topo().ngroups() == 1) {
-    c.backend().allReduce(preScaled(lo, a, in, buf, n), buf, n, a.dt, a.op.kind, a.stream);
+    p.backend.allReduce(preScaled(lo, a, in, buf, n), buf, n, a.dt, a.op.kind, a.stream);
     if (a.op.postDiv) lo.divide(buf, n, a.dt, a.op.divisor);
     return;
   }
@@ -172,11 +176,11 @@ void runAllReduce(Comm& c, const CollArgs& a) {
   // Large calls run chunk after chunk, each a whole AllReduce of its range
   // (every rank cuts alike: HETCCL_CHUNK_BYTES is equal everywhere).
   const size_t step = allReduceChunk(c, n, a.dt);
-  ChunkHooks* hooks = c.chunkHooks();
+  ChunkHooks* hooks = p.hooks;
   if (step < n) LOG_TRACE(kColl, "AllReduce of %zu elements in chunks of %zu", n, step);
   for (size_t off = 0, k = 0; off < n; off += step, ++k) {
     if (hooks && hooks->before) hooks->before(k);
-    allReduceAcrossGroups(c, lo, a, in + off * es, buf + off * es, std::min(step, n - off));
+    allReduceAcrossGroups(p, lo, a, in + off * es, buf + off * es, std::min(step, n - off));
     if (hooks && hooks->after) hooks->after(k);
   }
 }

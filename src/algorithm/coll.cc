@@ -73,45 +73,49 @@ bool rooted(CollKind k) {
 // moves, every rank sends its call's tag to the next rank and checks the
 // previous one's: if the ranks disagree, some neighbours do, and they fail
 // at once (failing the communicator, which tells the others).
-void checkNeighbours(Comm& c) {
+void checkNeighbours(Comm& c, const MsgTag& tag) {
   const int n = c.nranks(), me = c.rank();
-  std::vector<Xfer> x{Xfer::send((me + 1) % n, nullptr, 0, c.callTag()),
-                      Xfer::recv((me + n - 1) % n, nullptr, 0, c.callTag())};
+  std::vector<Xfer> x{Xfer::send((me + 1) % n, nullptr, 0, tag), Xfer::recv((me + n - 1) % n, nullptr, 0, tag)};
   c.transport().run(x);
 }
 
 }  // namespace
 
-void runCollective(Comm& c, const CollArgs& call) {
+PlanContext hostPlan(Comm& c) { return PlanContext{c, c.groupBackend()}; }
+
+void runCollective(const PlanContext& base, const CollArgs& call) {
+  Comm& c = base.comm;
   CollArgs a = call;
   // PreMulSum with the scalar in memory: read now, when the call runs (GPU
   // ranks' staged calls point it at the pinned copy made in stream order).
   if (a.op.scalarAt) a.op.scalar = elementToDouble(a.op.scalarAt, a.dt);
-  c.callTag() = makeTag(c.nextSeq(), a);
-  LOG_TRACE(kColl, "%s", c.callTag().describe().c_str());
-  if (c.checkMismatch()) checkSameCall(c, c.callTag());
-  else if (rooted(a.kind) && c.nranks() > 1) checkNeighbours(c);
+  PlanContext p = base;
+  p.tag = makeTag(c.nextSeq(), a);
+  c.callTag() = p.tag;  // what the host backend's group steps carry (BackendContext::callTag)
+  LOG_TRACE(kColl, "%s", p.tag.describe().c_str());
+  if (c.checkMismatch()) checkSameCall(c, p.tag);
+  else if (rooted(a.kind) && c.nranks() > 1) checkNeighbours(c, p.tag);
   switch (a.kind) {
-    case CollKind::kAllReduce: return runAllReduce(c, a);
-    case CollKind::kBroadcast: return runBroadcast(c, a);
-    case CollKind::kReduce: return runReduce(c, a);
-    case CollKind::kAllGather: return runAllGather(c, a);
-    case CollKind::kReduceScatter: return runReduceScatter(c, a);
-    case CollKind::kAlltoAll: return runAlltoAll(c, a);
-    case CollKind::kGather: return runGather(c, a);
-    case CollKind::kScatter: return runScatter(c, a);
+    case CollKind::kAllReduce: return runAllReduce(p, a);
+    case CollKind::kBroadcast: return runBroadcast(p, a);
+    case CollKind::kReduce: return runReduce(p, a);
+    case CollKind::kAllGather: return runAllGather(p, a);
+    case CollKind::kReduceScatter: return runReduceScatter(p, a);
+    case CollKind::kAlltoAll: return runAlltoAll(p, a);
+    case CollKind::kGather: return runGather(p, a);
+    case CollKind::kScatter: return runScatter(p, a);
     case CollKind::kSendRecv: break;
   }
   throwError(hetcclInternalError, "runCollective: not a collective");
 }
 
-void runCalls(Comm& c, const std::vector<CollArgs>& calls) {
+void runCalls(const PlanContext& p, const std::vector<CollArgs>& calls) {
   std::vector<CollArgs> p2p;
   for (const CollArgs& a : calls) {
     if (a.kind == CollKind::kSendRecv) p2p.push_back(a);
-    else runCollective(c, a);
+    else runCollective(p, a);
   }
-  if (!p2p.empty()) runPointToPoint(c, p2p.data(), p2p.size());
+  if (!p2p.empty()) runPointToPoint(p, p2p.data(), p2p.size());
 }
 
 }  // namespace hetccl

@@ -13,7 +13,10 @@
 
 namespace hetccl {
 
+class Backend;
 class Comm;
+class LocalOps;
+struct ChunkHooks;
 
 struct CollArgs {
   CollKind kind = CollKind::kAllReduce;
@@ -39,28 +42,46 @@ CallExtent callExtent(int nranks, int rank, const CollArgs& a);
 // The message tag of a collective call.
 MsgTag makeTag(uint64_t seq, const CollArgs& a);
 
-void runAllReduce(Comm& c, const CollArgs& a);
+// What a plan runs with, given by whoever runs it (the calling thread of a
+// host rank, a GPU rank's proxy job): nothing of it is communicator state.
+struct PlanContext {
+  Comm& comm;
+  // The group's steps: the vendor library, or on a GPU rank's proxy the
+  // staged or direct wrapper around it.
+  Backend& backend;
+  // Where buffers live and how they are combined: null is the host form.
+  LocalOps* ops = nullptr;
+  // A chunked AllReduce's hand-off to the caller's stream, or null.
+  ChunkHooks* hooks = nullptr;
+  // The tag of the collective being run (runCollective sets it, and
+  // publishes it to the host backend, which tags its group steps with it).
+  MsgTag tag{};
+};
+// The context of a host rank's own thread: the group backend, host ops.
+PlanContext hostPlan(Comm& c);
+
+void runAllReduce(const PlanContext& p, const CollArgs& a);
 // Elements per chunk of an AllReduce of `count` (count itself when it runs
 // in one piece): the same on every rank of the communicator.
 size_t allReduceChunk(const Comm& c, size_t count, DataType dt);
-void runBroadcast(Comm& c, const CollArgs& a);
-void runReduce(Comm& c, const CollArgs& a);
-void runAllGather(Comm& c, const CollArgs& a);
-void runReduceScatter(Comm& c, const CollArgs& a);
-void runAlltoAll(Comm& c, const CollArgs& a);
-void runGather(Comm& c, const CollArgs& a);
-void runScatter(Comm& c, const CollArgs& a);
+void runBroadcast(const PlanContext& p, const CollArgs& a);
+void runReduce(const PlanContext& p, const CollArgs& a);
+void runAllGather(const PlanContext& p, const CollArgs& a);
+void runReduceScatter(const PlanContext& p, const CollArgs& a);
+void runAlltoAll(const PlanContext& p, const CollArgs& a);
+void runGather(const PlanContext& p, const CollArgs& a);
+void runScatter(const PlanContext& p, const CollArgs& a);
 // Point-to-point operations of one group call (or a single one): same-group
 // pairs through the backend, the rest through the transport; no deadlock for
 // any pairing order.
-void runPointToPoint(Comm& c, const CollArgs* ops, size_t n);
+void runPointToPoint(const PlanContext& p, const CollArgs* ops, size_t n);
 
 // Dispatches by a.kind (collectives; not send/recv). Assigns the sequence
-// number and sets the call tag.
-void runCollective(Comm& c, const CollArgs& a);
+// number and sets the call tag (in its own copy of p).
+void runCollective(const PlanContext& p, const CollArgs& a);
 
 // The calls of one hetccl call or one group call, on this thread: the
 // collectives in call order, then all point-to-point operations together.
-void runCalls(Comm& c, const std::vector<CollArgs>& calls);
+void runCalls(const PlanContext& p, const std::vector<CollArgs>& calls);
 
 }  // namespace hetccl

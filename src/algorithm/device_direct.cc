@@ -118,10 +118,9 @@ void runDirect(Comm& c, CollArgs a, Event ready) {
   waitEvent(d, ready, to, &c.abortFlag(), ("waiting for the caller's stream to reach the " + name).c_str());
   DirectBackend be(c.groupBackend(), proxyBackendContext(c), ds);
   DeviceLocalOps lo(c, *c.kernels());
-  ProxyJobScope scope(c, &be, nullptr, &lo);
   a.stream = nullptr;
   try {
-    runCollective(c, a);
+    runCollective(PlanContext{c, be, &lo, nullptr}, a);
     lo.fence(("finishing the " + name).c_str());
   } catch (...) {
     // Best effort: let enqueued kernels finish before the call returns and

@@ -129,8 +129,7 @@ void runStaged(Comm& c, const std::vector<CollArgs>& host, const std::vector<Eve
   for (Event e : ready)
     waitEvent(d, e, to, &c.abortFlag(), "waiting for the caller's stream to copy the buffers to pinned staging");
   StagedBackend staged(c.groupBackend(), proxyBackendContext(c), ds);
-  ProxyJobScope scope(c, &staged, hooks, nullptr);
-  runCalls(c, host);
+  runCalls(PlanContext{c, staged, nullptr, hooks}, host);
 }
 
 // One AllReduce across groups that runs in chunks (allReduceChunk), in place
@@ -302,18 +301,6 @@ void enqueueDeviceCalls(Comm& c, std::vector<CollArgs> calls, bool mayWait) {
   LOG_TRACE(kColl, "GPU call ticket %llu: %zu call(s) on %zu stream(s)", static_cast<unsigned long long>(ticket),
             calls.size(), streams.size());
   c.proxy().submit([&c, host = std::move(host), ready] { runStaged(c, host, ready); }, release);
-}
-
-ProxyJobScope::ProxyJobScope(Comm& c, Backend* backend, ChunkHooks* hooks, LocalOps* ops) : c_(c) {
-  c.setActiveBackend(backend);
-  c.setChunkHooks(hooks);
-  c.setLocalOps(ops);
-}
-
-ProxyJobScope::~ProxyJobScope() {
-  c_.setActiveBackend(nullptr);
-  c_.setChunkHooks(nullptr);
-  c_.setLocalOps(nullptr);
 }
 
 bool inPlaceOrDisjoint(const CollArgs& a, size_t sendBytes, size_t recvBytes, size_t inPlaceAt) {

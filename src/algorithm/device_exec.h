@@ -33,19 +33,6 @@ void enqueueDeviceCalls(Comm& c, std::vector<CollArgs> calls, bool mayWait = fal
 // The group backend's context for work the proxy runs on this rank's behalf.
 BackendContext proxyBackendContext(Comm& c);
 
-// What plans use during one proxy job of a GPU rank (the staged or direct
-// backend, chunk hooks, local ops), set for the scope's lifetime only.
-class ProxyJobScope {
- public:
-  ProxyJobScope(Comm& c, Backend* backend, ChunkHooks* hooks, LocalOps* ops);
-  ~ProxyJobScope();
-  ProxyJobScope(const ProxyJobScope&) = delete;
-  ProxyJobScope& operator=(const ProxyJobScope&) = delete;
-
- private:
-  Comm& c_;
-};
-
 // Whether a call's send buffer (sendBytes) is its in-place spot, recv +
 // inPlaceAt, or lies wholly outside recv's recvBytes.
 bool inPlaceOrDisjoint(const CollArgs& a, size_t sendBytes, size_t recvBytes, size_t inPlaceAt = 0);

@@ -38,11 +38,12 @@ void addRecv(Exchange& e, void* buf, size_t count, DataType dt, int peer) {
 }
 
 // Runs sends and receives of one collective call; they all carry its tag.
-void runExchange(Comm& c, const std::vector<CollArgs>& ops, bool collectiveTags) {
+void runExchange(const PlanContext& p, const std::vector<CollArgs>& ops, bool collectiveTags) {
+  Comm& c = p.comm;
   const Topology& t = c.topo();
   const int g = c.myGroup();
   std::vector<Xfer> cross;
-  Backend& be = c.backend();
+  Backend& be = p.backend;
   // To self: the i-th send pairs with the i-th receive.
   std::vector<const CollArgs*> selfSend, selfRecv;
   for (const CollArgs& op : ops)
@@ -64,7 +65,7 @@ void runExchange(Comm& c, const std::vector<CollArgs>& ops, bool collectiveTags)
   for (const CollArgs& op : ops) {
     if (op.root == c.rank()) continue;
     const size_t bytes = op.count * dataTypeSize(op.dt);
-    MsgTag tag = c.callTag();
+    MsgTag tag = p.tag;
     if (!collectiveTags) {
       // Point-to-point: matched per ordered pair by a per-peer counter.
       tag = MsgTag{};
@@ -90,7 +91,8 @@ void runExchange(Comm& c, const std::vector<CollArgs>& ops, bool collectiveTags)
 
 }  // namespace
 
-void runAlltoAll(Comm& c, const CollArgs& a) {
+void runAlltoAll(const PlanContext& p, const CollArgs& a) {
+  Comm& c = p.comm;
   const size_t bytes = a.count * dataTypeSize(a.dt);
   const int n = c.nranks(), me = c.rank();
   const auto* in = static_cast<const uint8_t*>(a.send);
@@ -107,10 +109,11 @@ void runAlltoAll(Comm& c, const CollArgs& a) {
     addSend(e, in + to * bytes, a.count, a.dt, to);
     addRecv(e, out + from * bytes, a.count, a.dt, from);
   }
-  runExchange(c, e.ops, true);
+  runExchange(p, e.ops, true);
 }
 
-void runGather(Comm& c, const CollArgs& a) {
+void runGather(const PlanContext& p, const CollArgs& a) {
+  Comm& c = p.comm;
   const size_t bytes = a.count * dataTypeSize(a.dt);
   const int n = c.nranks(), me = c.rank();
   Exchange e;
@@ -122,10 +125,11 @@ void runGather(Comm& c, const CollArgs& a) {
   } else {
     addSend(e, a.send, a.count, a.dt, a.root);
   }
-  runExchange(c, e.ops, true);
+  runExchange(p, e.ops, true);
 }
 
-void runScatter(Comm& c, const CollArgs& a) {
+void runScatter(const PlanContext& p, const CollArgs& a) {
+  Comm& c = p.comm;
   const size_t bytes = a.count * dataTypeSize(a.dt);
   const int n = c.nranks(), me = c.rank();
   Exchange e;
@@ -137,12 +141,12 @@ void runScatter(Comm& c, const CollArgs& a) {
   } else {
     addRecv(e, a.recv, a.count, a.dt, a.root);
   }
-  runExchange(c, e.ops, true);
+  runExchange(p, e.ops, true);
 }
 
-void runPointToPoint(Comm& c, const CollArgs* ops, size_t n) {
+void runPointToPoint(const PlanContext& p, const CollArgs* ops, size_t n) {
   std::vector<CollArgs> v(ops, ops + n);
-  runExchange(c, v, false);
+  runExchange(p, v, false);
 }
 
 }  // namespace hetccl

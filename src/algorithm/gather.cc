@@ -37,10 +37,11 @@ int roundOf(int g, int h) { return g < h ? g + 1 : g; }
 
 }  // namespace
 
-void runAllGather(Comm& c, const CollArgs& a) {
+void runAllGather(const PlanContext& p, const CollArgs& a) {
+  Comm& c = p.comm;
   const Topology& t = c.topo();
   const size_t bytes = a.count * dataTypeSize(a.dt);
-  Backend& be = c.backend();
+  Backend& be = p.backend;
   if (t.ngroups() == 1) {
     be.allGather(a.send, a.recv, a.count, a.dt, a.stream);
     return;
@@ -48,7 +49,7 @@ void runAllGather(Comm& c, const CollArgs& a) {
   auto* out = static_cast<uint8_t*>(a.recv);
   const int me = c.rank(), g = c.myGroup();
   HostLocalOps host(c);
-  LocalOps& lo = planOps(c, host);  // device memory on the direct path
+  LocalOps& lo = planOps(p, host);  // device memory on the direct path
   if (out + me * bytes != a.send) {
     lo.copy(out + me * bytes, a.send, bytes);
     lo.fence("copying this rank's AllGather block");  // the transport sends it next
@@ -57,10 +58,10 @@ void runAllGather(Comm& c, const CollArgs& a) {
   // ranks I stand for from them.
   std::vector<Xfer> x;
   for (int h = 0; h < t.ngroups(); ++h)
-    if (h != g) x.push_back(Xfer::send(counterpart(t, h, me), out + me * bytes, bytes, c.callTag()));
+    if (h != g) x.push_back(Xfer::send(counterpart(t, h, me), out + me * bytes, bytes, p.tag));
   for (int r : heldBlocks(t, me))
-    if (r != me) x.push_back(Xfer::recv(r, out + r * bytes, bytes, c.callTag()));
-  runBorder(c, x);
+    if (r != me) x.push_back(Xfer::recv(r, out + r * bytes, bytes, p.tag));
+  runBorder(p, x);
   // Group: every member sends what it holds to every other member.
   const Group& grp = t.groups[g];
   be.groupStart();
@@ -74,7 +75,8 @@ void runAllGather(Comm& c, const CollArgs& a) {
   be.groupEnd();
 }
 
-void runReduceScatter(Comm& c, const CollArgs& a) {
+void runReduceScatter(const PlanContext& p, const CollArgs& a) {
+  Comm& c = p.comm;
   const Topology& t = c.topo();
   const size_t es = dataTypeSize(a.dt), R = a.count;
   const int n = c.nranks(), me = c.rank(), g = c.myGroup();
@@ -85,7 +87,7 @@ void runReduceScatter(Comm& c, const CollArgs& a) {
     scaleArray(scaled.data(), a.send, R * n, a.dt, a.op.scalar);
     in = scaled.data();
   }
-  Backend& be = c.backend();
+  Backend& be = p.backend;
   if (t.ngroups() == 1) {
     be.reduceScatter(in, a.recv, R, a.dt, a.op.kind, a.stream);
     if (a.op.postDiv) divideArray(a.recv, R, a.dt, a.op.divisor);
@@ -126,9 +128,9 @@ void runReduceScatter(Comm& c, const CollArgs& a) {
       std::vector<Xfer> x;
       for (size_t s = 0; s < foreign.size(); ++s)
         if (roundOf(g, t.groupOf[foreign[s]]) == round)
-          x.push_back(Xfer::send(foreign[s], tmp + s * cnt * es, cnt * es, c.callTag()));
+          x.push_back(Xfer::send(foreign[s], tmp + s * cnt * es, cnt * es, p.tag));
       int h = round - 1 < g ? round - 1 : round;  // my round-th other group
-      x.push_back(Xfer::recvReduce(counterpart(t, h, me), out + off * es, cnt * es, a.dt, a.op.kind, c.callTag()));
+      x.push_back(Xfer::recvReduce(counterpart(t, h, me), out + off * es, cnt * es, a.dt, a.op.kind, p.tag));
       c.transport().run(x);
     }
   }

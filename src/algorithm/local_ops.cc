@@ -1,5 +1,6 @@
 #include "algorithm/local_ops.h"
 
+#include "algorithm/coll.h"
 #include "elements/host_reduce.h"
 #include "core/bytes.h"
 #include "comm/comm.h"
@@ -28,12 +29,12 @@ void HostLocalOps::scale(void* out, const void* in, size_t n, DataType dt, doubl
 
 void HostLocalOps::divide(void* buf, size_t n, DataType dt, int divisor) { divideArray(buf, n, dt, divisor); }
 
-LocalOps& planOps(Comm& c, HostLocalOps& host) { return c.localOps() ? *c.localOps() : host; }
+LocalOps& planOps(const PlanContext& p, HostLocalOps& host) { return p.ops ? *p.ops : host; }
 
-void runBorder(Comm& c, std::vector<Xfer>& x) {
-  const bool device = c.localOps() && c.localOps()->deviceMemory();
+void runBorder(const PlanContext& p, std::vector<Xfer>& x) {
+  const bool device = p.ops && p.ops->deviceMemory();
   for (Xfer& e : x) e.device = device;
-  if (!x.empty()) c.transport().run(x);
+  if (!x.empty()) p.comm.transport().run(x);
 }
 
 }  // namespace hetccl

@@ -16,6 +16,7 @@
 namespace hetccl {
 
 class Comm;
+struct PlanContext;
 
 class LocalOps {
  public:
@@ -56,11 +57,11 @@ class HostLocalOps final : public LocalOps {
   Comm& c_;
 };
 
-// The plan's local ops: the proxy job's (the device form on the direct
+// The plan's local ops: the context's (the device form on the direct
 // path), else `host`.
-LocalOps& planOps(Comm& c, HostLocalOps& host);
+LocalOps& planOps(const PlanContext& p, HostLocalOps& host);
 // Runs a border step's transfers on the plan's buffers (Xfer::device where
-// the proxy job's local ops work on device memory); nothing when x is empty.
-void runBorder(Comm& c, std::vector<Xfer>& x);
+// the context's local ops work on device memory); nothing when x is empty.
+void runBorder(const PlanContext& p, std::vector<Xfer>& x);
 
 }  // namespace hetccl

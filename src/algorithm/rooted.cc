@@ -24,11 +24,12 @@ std::vector<int> leaders(const Comm& c, int root) {
 
 }  // namespace
 
-void runBroadcast(Comm& c, const CollArgs& a) {
+void runBroadcast(const PlanContext& p, const CollArgs& a) {
+  Comm& c = p.comm;
   const Topology& t = c.topo();
   const size_t bytes = a.count * dataTypeSize(a.dt);
   if (t.ngroups() == 1) {
-    c.backend().broadcast(a.send, a.recv, a.count, a.dt, t.localIndex[a.root], a.stream);
+    p.backend.broadcast(a.send, a.recv, a.count, a.dt, t.localIndex[a.root], a.stream);
     return;
   }
   std::vector<int> lead = leaders(c, a.root);
@@ -36,16 +37,17 @@ void runBroadcast(Comm& c, const CollArgs& a) {
   std::vector<Xfer> x;
   if (c.rank() == a.root) {
     for (int h = 0; h < t.ngroups(); ++h)
-      if (h != hRoot) x.push_back(Xfer::send(lead[h], a.send, bytes, c.callTag()));
+      if (h != hRoot) x.push_back(Xfer::send(lead[h], a.send, bytes, p.tag));
   } else if (c.rank() == lead[g]) {
-    x.push_back(Xfer::recv(a.root, a.recv, bytes, c.callTag()));
+    x.push_back(Xfer::recv(a.root, a.recv, bytes, p.tag));
   }
-  runBorder(c, x);  // device buffers on the direct path
+  runBorder(p, x);  // device buffers on the direct path
   const void* src = c.rank() == a.root ? a.send : a.recv;
-  c.backend().broadcast(src, a.recv, a.count, a.dt, t.localIndex[lead[g]], a.stream);
+  p.backend.broadcast(src, a.recv, a.count, a.dt, t.localIndex[lead[g]], a.stream);
 }
 
-void runReduce(Comm& c, const CollArgs& a) {
+void runReduce(const PlanContext& p, const CollArgs& a) {
+  Comm& c = p.comm;
   const Topology& t = c.topo();
   const size_t es = dataTypeSize(a.dt);
   const bool isRoot = c.rank() == a.root;
@@ -56,7 +58,7 @@ void runReduce(Comm& c, const CollArgs& a) {
     scaleArray(scaled.data(), a.send, a.count, a.dt, a.op.scalar);
     in = scaled.data();
   }
-  Backend& be = c.backend();
+  Backend& be = p.backend;
   if (t.ngroups() == 1) {
     be.reduce(in, a.recv, a.count, a.dt, a.op.kind, t.localIndex[a.root], a.stream);
     if (isRoot && a.op.postDiv) divideArray(a.recv, a.count, a.dt, a.op.divisor);
@@ -76,11 +78,11 @@ void runReduce(Comm& c, const CollArgs& a) {
       // Fold the other groups' partials in group order.
       for (int h = 0; h < t.ngroups(); ++h) {
         if (h == hRoot) continue;
-        std::vector<Xfer> x{Xfer::recvReduce(lead[h], dst, n * es, a.dt, a.op.kind, c.callTag())};
+        std::vector<Xfer> x{Xfer::recvReduce(lead[h], dst, n * es, a.dt, a.op.kind, p.tag)};
         c.transport().run(x);
       }
     } else if (isLeader) {
-      std::vector<Xfer> x{Xfer::send(a.root, tmp, n * es, c.callTag())};
+      std::vector<Xfer> x{Xfer::send(a.root, tmp, n * es, p.tag)};
       c.transport().run(x);
     }
     if (a.count == 0) break;

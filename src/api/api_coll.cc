@@ -43,11 +43,11 @@ bool dispatchCalls(hetcclComm* comm, const std::vector<CollArgs>& calls, bool ma
     return false;
   }
   if (!comm->options().blocking) {  // runs on the proxy, after init and earlier calls
-    comm->proxy().submit([comm, calls] { runCalls(*comm, calls); });  // a failure fails the communicator
+    comm->proxy().submit([comm, calls] { runCalls(hostPlan(*comm), calls); });  // a failure fails the communicator
     return true;
   }
   checkReady(comm);
-  failOnError(*comm, [&] { runCalls(*comm, calls); });
+  failOnError(*comm, [&] { runCalls(hostPlan(*comm), calls); });
   return false;
 }
 
@@ -92,7 +92,7 @@ bool runTogether(const std::vector<hetcclComm*>& comms,
       checkReady(comm);
       comm->proxy().submit([comm, calls] {
         ExclusiveUse use(*comm);
-        runCalls(*comm, calls);  // a failure fails the communicator (the proxy's hook)
+        runCalls(hostPlan(*comm), calls);  // a failure fails the communicator (the proxy's hook)
       });
       waitFor.push_back(comm);
     });

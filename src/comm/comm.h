@@ -68,11 +68,8 @@ class Comm {
   const CommOptions& options() const { return opts_; }
   Bootstrap& bootstrap() { return *bootstrap_; }
   Transport& transport() { return *transport_; }
-  // The backend plans use: the group's library, or on a GPU rank's proxy
-  // the staged wrapper around it (set for the duration of a job).
-  Backend& backend() { return active_ ? *active_ : *backend_; }
+  // The group's library (plans take theirs from their PlanContext).
   Backend& groupBackend() { return *backend_; }
-  void setActiveBackend(Backend* b) { active_ = b; }
   // GPU ranks of multi-group communicators: streams, flag, staging.
   DeviceState* deviceState() { return deviceState_.get(); }
   bool deviceOrdered() const { return !device_->synchronous(); }
@@ -103,15 +100,9 @@ class Comm {
   const hetcclKernelsApi_t* kernels() const { return kernels_; }
   // HETCCL_PLAN_FOLDS: border folds after whole receives, as on the direct path.
   bool planFolds() const { return planFolds_; }
-  // The local ops plans use: the host form unless a GPU rank's proxy job set
-  // its device form (for the duration of the job).
-  LocalOps* localOps() const { return localOps_; }
-  void setLocalOps(LocalOps* o) { localOps_ = o; }
   size_t buffBytes() const { return buffBytes_; }
   size_t smallBytes() const { return smallBytes_; }
   size_t chunkBytes() const { return chunkBytes_; }  // HETCCL_CHUNK_BYTES, equal on every rank
-  ChunkHooks* chunkHooks() const { return chunkHooks_; }
-  void setChunkHooks(ChunkHooks* h) { chunkHooks_ = h; }
   bool checkMismatch() const { return checkMismatch_; }
   std::atomic<bool>& abortFlag() { return abort_; }
   // hetcclCommAbort's part, from any thread, also while init runs on the
@@ -119,7 +110,8 @@ class Comm {
   // backend release the vendor library's waits (its init's too).
   void abort();
 
-  // The call in progress: its tag goes on every message of the call.
+  // The tag of the call in progress as the host backend reads it
+  // (BackendContext::callTag); plans hold theirs in PlanContext::tag.
   MsgTag& callTag() { return callTag_; }
   uint64_t nextSeq() { return ++seq_; }
   // Shrinks made from this communicator so far (their rendezvous ids).
@@ -171,17 +163,14 @@ class Comm {
   std::unique_ptr<Transport> transport_;
   std::unique_ptr<Backend> backend_;
   std::mutex backendMu_;  // orders abort() with init's creation of backend_
-  Backend* active_ = nullptr;
   std::unique_ptr<DeviceState> deviceState_;
   std::unique_ptr<DeviceBorder> border_;
   std::string transportName_;
   size_t buffBytes_ = 0, smallBytes_ = 0, chunkBytes_ = 0, gpuDirectMin_ = 0;
-  ChunkHooks* chunkHooks_ = nullptr;
   bool checkMismatch_ = false;
   bool gpuDirect_ = false, planFolds_ = false;
   std::string gpuDirectWant_;  // HETCCL_GPU_DIRECT: auto, 0 or 1
   const hetcclKernelsApi_t* kernels_ = nullptr;
-  LocalOps* localOps_ = nullptr;
   MsgTag callTag_;
   uint64_t seq_ = 0, shrinkSeq_ = 0;
   std::map<int, uint64_t> sendSeq_, recvSeq_;
