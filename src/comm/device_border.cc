@@ -21,7 +21,7 @@ namespace {
 constexpr size_t kFlagStride = 64;  // one cache line per flag: no false sharing between writers
 constexpr uint64_t kMagic = 0x6865746363426472ull;
 constexpr uint64_t kNameSalt = 0x626f72646572ull;  // keeps these names apart from the shm transport's
-constexpr uint64_t kReleased = ~uint64_t{0};
+constexpr uint64_t kReleased = kFlagReleased;
 constexpr size_t kMinPart = size_t{64} << 10;
 
 struct Header {

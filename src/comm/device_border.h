@@ -27,7 +27,7 @@
 // store that another stream has already been given, so nothing the GPUs
 // wait on depends on a CPU thread; the CPU only watches (bounded by
 // HETCCL_TIMEOUT_S and the abort flag) and, to release the streams, stores
-// the largest value to every flag they may wait on.
+// kFlagReleased (device/device.h) to every flag they may wait on.
 //
 // Everything here is made at init: the segments, their registration (which
 // may synchronise the device), two internal streams and the device scratch.

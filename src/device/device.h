@@ -13,6 +13,11 @@
 
 namespace hetccl {
 
+// What a release stores into a stream flag (abort, a failed peer): above any
+// value a stream waits for, under both comparisons of streamWaitValue (a
+// value of ~0 is -1 to CUDA's cyclic one and releases nothing).
+inline constexpr uint64_t kFlagReleased = uint64_t{1} << 62;
+
 // An opaque vendor stream (cudaStream_t, hipStream_t); null on host ranks.
 using Stream = void*;
 
@@ -55,7 +60,10 @@ class DeviceRuntime {
   virtual void streamWaitEvent(Stream s, Event e);
   // Work enqueued on `s` after this call waits until *flag >= value, where
   // flag lives in allocPinned memory and the host stores it (the proxy's
-  // completion signal). The caller's thread does not wait.
+  // completion signal). The caller's thread does not wait. CUDA compares
+  // cyclically ((int64_t)(*flag - value) >= 0), HIP and the host fallback
+  // as unsigned numbers: both agree only while flag and value stay below
+  // 2^63, so flags count up from 0 and a release stores kFlagReleased.
   virtual void streamWaitValue(Stream s, volatile uint64_t* flag, uint64_t value);
   // Work enqueued on `s` after this call runs once `s` has stored `value` to
   // *flag (registered or pinned host memory), after all earlier work on `s`

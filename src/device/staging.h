@@ -66,7 +66,7 @@ class DeviceState {
   // (what it then copies out is not a result). This comes before anything
   // that synchronises the device (the vendor library's abort frees device
   // memory): a stream still waiting on the flag would hold that forever.
-  void releaseAll() { complete(~uint64_t{0}); }
+  void releaseAll() { complete(kFlagReleased); }
 
   Event takeEvent();
   void giveEvent(Event e);

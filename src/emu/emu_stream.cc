@@ -326,7 +326,12 @@ int emuStreamWaitValue64(emuStream_t stream, uint64_t addr, uint64_t value, unsi
   if (!addr || flags != 0) return emu::setError(emuErrorInvalidValue);
   auto* p = reinterpret_cast<const volatile uint64_t*>(addr);
   emu::resolve(stream)->push([p, value] {
-    emu::waitUntil([&] { return __atomic_load_n(const_cast<const uint64_t*>(p), __ATOMIC_ACQUIRE) >= value; });
+    // Done only where CUDA's cyclic comparison and HIP's unsigned one both
+    // say so: a flag protocol that relies on either alone hangs here.
+    emu::waitUntil([&] {
+      const uint64_t cur = __atomic_load_n(const_cast<const uint64_t*>(p), __ATOMIC_ACQUIRE);
+      return cur >= value && static_cast<int64_t>(cur - value) >= 0;
+    });
   });
   return emuSuccess;
 }

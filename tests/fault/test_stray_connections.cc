@@ -29,6 +29,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -262,6 +263,9 @@ int floodBody(RankCtx& ctx, int collectives) {
     hetcclCommUserRank(sub, &subRank);
     hetcclCommCount(sub, &subN);
     failed += checkedCollectives(ctx, sub, subRank, subN, 6, 100 + block, &wrong, "subcoll");
+    // Alive a while longer, so that the attacker's scan finds its listeners
+    // on a loaded machine too (six calls alone can be over before it looks).
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
     r = hetcclCommDestroy(sub);
     if (r != hetcclSuccess) ctx.reportCall("subdestroy", r, nullptr), ++failed;
     ++splits;
