@@ -54,6 +54,26 @@ struct BlockCall : BorderCall {
   void finish(const char* what, size_t bytes, int writer = -1) { watch(s, what, bytes, firstSeq, writer, false); }
   // Groups of one rank: the send block for group g's rank.
   const uint8_t* sendTo(int g) { return send + rankAt(c, g, 0) * blk; }
+  // One slot use in which every rank but the root's border peer puts its
+  // send piece [off, off + len) out, and that one copies peer q's into
+  // to(q) (Reduce, Gather with groups of one rank).
+  template <typename To>
+  void toRoot(bool atRoot, size_t off, size_t len, To to) {
+    int slot = 0;
+    const uint64_t seq = take(&slot);
+    if (!atRoot) {
+      waitSlotFree(seq, slot, o);
+      d.copy(b.out(me(), slot), send + off, len, o);
+      d.streamWriteValue(o, b.ready(me(), slot), seq);
+    } else {
+      for (int q = 0; q < G(); ++q) {
+        if (q == me()) continue;
+        d.streamWaitValue(in, b.ready(q, slot), seq);
+        d.copy(to(q), b.out(q, slot), len, in);
+      }
+    }
+    ackReads(seq, slot, in);
+  }
   // The internal streams take over, and f(offset, length) runs for every
   // piece of the block.
   template <typename F>
@@ -194,21 +214,8 @@ void enqueueReduce(Comm& c, const CollArgs& a) {
   const int me = bc.me();
   const bool isRoot = me == c.topo().groupOf[a.root];
   bc.pieces(b.partBytes(), [&](size_t off, size_t len) {
-    int slot = 0;
-    const uint64_t seq = bc.take(&slot);
-    if (!isRoot) {
-      bc.waitSlotFree(seq, slot, bc.o);
-      bc.d.copy(b.out(me, slot), bc.send + off, len, bc.o);
-      bc.d.streamWriteValue(bc.o, b.ready(me, slot), seq);
-    } else {
-      for (int q = 0; q < bc.G(); ++q) {
-        if (q == me) continue;
-        bc.d.streamWaitValue(bc.in, b.ready(q, slot), seq);
-        bc.d.copy(bc.scratchOf(q), b.out(q, slot), len, bc.in);
-      }
-      bc.fold(bc.recv + off, bc.send + off, len / bc.es, bc.in);
-    }
-    bc.ackReads(seq, slot, bc.in);
+    bc.toRoot(isRoot, off, len, [&](int q) { return bc.scratchOf(q); });
+    if (isRoot) bc.fold(bc.recv + off, bc.send + off, len / bc.es, bc.in);
   });
   if (isRoot) bc.divide(bc.recv);
   bc.join(bc.s);
@@ -219,25 +226,10 @@ void enqueueReduce(Comm& c, const CollArgs& a) {
 // (a Reduce without the fold).
 void enqueueGather(Comm& c, const CollArgs& a) {
   BlockCall bc(c, a, RedKind::kSum);
-  DeviceBorder& b = bc.b;
-  const int me = bc.me();
   const bool isRoot = c.rank() == a.root;
   if (isRoot) bc.d.copy(bc.block(c.rank()), bc.send, bc.blk, bc.s);  // nothing where in place
-  bc.pieces(b.partBytes(), [&](size_t off, size_t len) {
-    int slot = 0;
-    const uint64_t seq = bc.take(&slot);
-    if (!isRoot) {
-      bc.waitSlotFree(seq, slot, bc.o);
-      bc.d.copy(b.out(me, slot), bc.send + off, len, bc.o);
-      bc.d.streamWriteValue(bc.o, b.ready(me, slot), seq);
-    } else {
-      for (int q = 0; q < bc.G(); ++q) {
-        if (q == me) continue;
-        bc.d.streamWaitValue(bc.in, b.ready(q, slot), seq);
-        bc.d.copy(bc.block(rankAt(c, q, 0)) + off, b.out(q, slot), len, bc.in);
-      }
-    }
-    bc.ackReads(seq, slot, bc.in);
+  bc.pieces(bc.b.partBytes(), [&](size_t off, size_t len) {
+    bc.toRoot(isRoot, off, len, [&](int q) { return bc.block(rankAt(c, q, 0)) + off; });
   });
   bc.join(bc.s);
   bc.finish("Gather", bc.blk * c.nranks());
