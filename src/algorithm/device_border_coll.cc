@@ -193,10 +193,69 @@ void enqueueReduceScatter(Comm& c, const CollArgs& a) {
   bc.finish("ReduceScatter", bc.blk * c.nranks());
 }
 
-// Groups of one rank: block p of the send buffer goes to rank p, block q
-// of the receive buffer comes from rank q.
+// Groups of several ranks, out of place, piece by piece (at most a part
+// over k of every block): the blocks for another group's ranks cross once,
+// from each rank to its border peer there, which hands each rank of its
+// group the one that is its; blocks inside the group go through the vendor
+// library directly.
+void enqueueGroupAlltoAll(BlockCall& bc) {
+  Comm& c = bc.c;
+  DeviceBorder& b = bc.b;
+  Backend& be = bc.groupBackend();
+  const int k = bc.k(), i = bc.i(), G = bc.G(), me = bc.me();
+  bc.d.copy(bc.block(c.rank()), bc.send + c.rank() * bc.blk, bc.blk, bc.s);
+  be.groupStart();
+  for (int j = 0; j < k; ++j) {
+    if (j == i) continue;
+    be.send(bc.send + rankAt(c, me, j) * bc.blk, bc.a.count, bc.dt, j, bc.s);
+    be.recv(bc.block(rankAt(c, me, j)), bc.a.count, bc.dt, j, bc.s);
+  }
+  be.groupEnd();
+  const size_t piece = std::max(bc.es, b.partBytes() / k / bc.es * bc.es);
+  for (size_t off = 0; off < bc.blk; off += piece) {
+    const size_t len = std::min(piece, bc.blk - off), cnt = len / bc.es;
+    bc.fork(bc.s);  // the last piece's hand-over has read the scratch
+    int slot = 0;
+    const uint64_t seq = bc.take(&slot);
+    bc.waitSlotFree(seq, slot, bc.o);
+    for (int h = 0; h < G; ++h) {
+      if (h == me) continue;
+      for (int j = 0; j < k; ++j)  // part h: the pieces for group h's ranks, in their order
+        bc.d.copy(b.out(me, slot, h) + j * len, bc.send + rankAt(c, h, j) * bc.blk + off, len, bc.o);
+    }
+    bc.d.streamWriteValue(bc.o, b.ready(me, slot), seq);
+    for (int q = 0; q < G; ++q) {
+      if (q == me) continue;
+      bc.d.streamWaitValue(bc.in, b.ready(q, slot), seq);
+      bc.d.copy(bc.scratchOf(q), b.out(q, slot, me), k * len, bc.in);
+    }
+    bc.ackReads(seq, slot, bc.in);
+    bc.join(bc.s);
+    // Rank j of this group gets, from every other group q, the piece that
+    // q's rank i sent it; this rank gets q's rank j's piece from rank j.
+    be.groupStart();
+    for (int q = 0; q < G; ++q) {
+      if (q == me) continue;
+      bc.d.copy(bc.block(rankAt(c, q, i)) + off, bc.scratchOf(q) + i * len, len, bc.s);
+      for (int j = 0; j < k; ++j) {
+        if (j == i) continue;
+        be.send(bc.scratchOf(q) + j * len, cnt, bc.dt, j, bc.s);
+        be.recv(bc.block(rankAt(c, q, j)) + off, cnt, bc.dt, j, bc.s);
+      }
+    }
+    be.groupEnd();
+  }
+}
+
+// Block p of the send buffer goes to rank p, block q of the receive buffer
+// comes from rank q.
 void enqueueAlltoAll(Comm& c, const CollArgs& a) {
   BlockCall bc(c, a, RedKind::kSum);
+  if (bc.k() > 1) {
+    enqueueGroupAlltoAll(bc);
+    bc.finish("AlltoAll", bc.blk * c.nranks());
+    return;
+  }
   bc.d.copy(bc.block(c.rank()), bc.send + c.rank() * bc.blk, bc.blk, bc.s);  // nothing where in place
   bc.pieces(bc.b.partBytes(), [&](size_t off, size_t len) {
     bc.swapParts(
@@ -289,8 +348,10 @@ bool takesDeviceBorder(Comm& c, const CollArgs& a) {
       return blk * n >= c.deviceBorder()->minBytes() &&
              (r == s + c.rank() * blk || s + blk * n <= r || r + blk <= s);
     case CollKind::kAlltoAll:
-      return groupSize(c) == 1 && blk * n >= c.deviceBorder()->minBytes() &&
-             inPlaceOrDisjoint(a, blk * n, blk * n);
+      // Groups of several ranks: out of place (the group's exchange reads
+      // blocks the receive buffer would overwrite).
+      if (groupSize(c) > 1) return blk * n >= c.deviceBorder()->minBytes() && (s + blk * n <= r || r + blk * n <= s);
+      return blk * n >= c.deviceBorder()->minBytes() && inPlaceOrDisjoint(a, blk * n, blk * n);
     case CollKind::kReduce:
       if (groupSize(c) != 1 || a.op.preMul) return false;
       return blk >= c.deviceBorder()->minBytes() && (c.rank() != a.root || inPlaceOrDisjoint(a, blk, blk));

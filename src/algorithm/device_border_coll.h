@@ -14,8 +14,10 @@
 //   GPU; with groups of several ranks the vendor library first reduces,
 //   piece by piece, inside the group the blocks each rank carries across
 //   (out of place only; in place stages);
-// - AlltoAll, groups of one rank: each block crosses once, out of the
-//   sender's buffer and into the receiver's;
+// - AlltoAll: each block crosses once, out of the sender's buffer and
+//   (groups of one rank) into the receiver's; with groups of several ranks
+//   (out of place) to the sender's border peer in the receiver's group,
+//   which hands it on through the vendor library;
 // - Reduce, groups of one rank: every rank's data out, the root folds;
 // - Gather and Scatter, groups of one rank: each block crosses once,
 //   between the root's buffer and the other rank's.
