@@ -116,8 +116,8 @@ const std::vector<VarSpec>& settingsTable() {
     {"HETCCL_GPU_BORDER_MIN", VarType::kBytes, "1M", nullptr,
      "device border: smallest call (AllReduce/Broadcast/Reduce/send/recv bytes, AllGather/ReduceScatter/AlltoAll/Gather/Scatter bytes "
      "of all ranks) that takes it; smaller ones stage through pinned memory, "
-     "where the CPU relays them (on one GPU shared by two processes the fold kernels of the two make the GPU "
-     "switch contexts, which costs more than the relay for small calls)", 0, kTiB},
+     "where the CPU relays them (on one GPU shared by two processes each border slice's hand-off between the two "
+     "contexts costs more than the relay of a small call: docs/performance.md)", 0, kTiB},
     {"HETCCL_GPU_DIRECT_MIN", VarType::kBytes, "16M", nullptr,
      "HETCCL_GPU_DIRECT=auto: smallest call (AllReduce/Broadcast bytes, AllGather output bytes) that goes "
      "direct; smaller ones stage", 0, kTiB},
