@@ -54,16 +54,16 @@ struct BlockCall : BorderCall {
   void finish(const char* what, size_t bytes, int writer = -1) { watch(s, what, bytes, firstSeq, writer, false); }
   // Groups of one rank: the send block for group g's rank.
   const uint8_t* sendTo(int g) { return send + rankAt(c, g, 0) * blk; }
-  // One slot use in which every rank but the root's border peer puts its
-  // send piece [off, off + len) out, and that one copies peer q's into
-  // to(q) (Reduce, Gather with groups of one rank).
+  // One slot use in which every border peer but the root's puts its piece
+  // [from, from + len) out, and the root's copies peer q's into to(q)
+  // (Reduce, Gather).
   template <typename To>
-  void toRoot(bool atRoot, size_t off, size_t len, To to) {
+  void toRoot(bool atRoot, const uint8_t* from, size_t len, To to) {
     int slot = 0;
     const uint64_t seq = take(&slot);
     if (!atRoot) {
       waitSlotFree(seq, slot, o);
-      d.copy(b.out(me(), slot), send + off, len, o);
+      d.copy(b.out(me(), slot), from, len, o);
       d.streamWriteValue(o, b.ready(me(), slot), seq);
     } else {
       for (int q = 0; q < G(); ++q) {
@@ -266,18 +266,36 @@ void enqueueAlltoAll(Comm& c, const CollArgs& a) {
   bc.finish("AlltoAll", bc.blk * c.nranks());
 }
 
-// Groups of one rank: every rank's data out, the root folds them in.
+// Every group reduces, piece by piece, to its rank of the root's index
+// (with groups of several ranks, through the vendor library: the root's
+// group into the receive buffer, the others into outgoing scratch); those
+// ranks' pieces cross to the root, which folds them in.
 void enqueueReduce(Comm& c, const CollArgs& a) {
   BlockCall bc(c, a, a.op.kind);
   DeviceBorder& b = bc.b;
-  const int me = bc.me();
-  const bool isRoot = me == c.topo().groupOf[a.root];
-  bc.pieces(b.partBytes(), [&](size_t off, size_t len) {
-    bc.toRoot(isRoot, off, len, [&](int q) { return bc.scratchOf(q); });
-    if (isRoot) bc.fold(bc.recv + off, bc.send + off, len / bc.es, bc.in);
-  });
+  const bool isRoot = c.rank() == a.root, atBorder = bc.i() == c.topo().localIndex[a.root];
+  if (bc.k() == 1) {
+    bc.pieces(b.partBytes(), [&](size_t off, size_t len) {
+      bc.toRoot(isRoot, bc.send + off, len, [&](int q) { return bc.scratchOf(q); });
+      if (isRoot) bc.fold(bc.recv + off, bc.send + off, len / bc.es, bc.in);
+    });
+  } else {
+    Backend& be = bc.groupBackend();
+    const ReduceOp groupOp(bc.kind);
+    const int rootIndex = c.topo().localIndex[a.root];
+    for (size_t off = 0; off < bc.blk; off += b.partBytes()) {
+      const size_t len = std::min(b.partBytes(), bc.blk - off), cnt = len / bc.es;
+      uint8_t* to = isRoot ? bc.recv + off : b.outgoing(0);  // written at each group's root only
+      if (off && atBorder && !isRoot) bc.d.streamWaitEvent(bc.s, bc.event(bc.o));  // the last piece is out
+      be.reduce(bc.send + off, to, cnt, bc.dt, groupOp, rootIndex, bc.s);
+      if (!atBorder) continue;
+      bc.fork(bc.s);
+      bc.toRoot(isRoot, to, len, [&](int q) { return bc.scratchOf(q); });
+      if (isRoot) bc.fold(bc.recv + off, bc.recv + off, cnt, bc.in);
+    }
+  }
   if (isRoot) bc.divide(bc.recv);
-  bc.join(bc.s);
+  if (atBorder) bc.join(bc.s);
   bc.finish("Reduce", bc.blk);
 }
 
@@ -288,7 +306,7 @@ void enqueueGather(Comm& c, const CollArgs& a) {
   const bool isRoot = c.rank() == a.root;
   if (isRoot) bc.d.copy(bc.block(c.rank()), bc.send, bc.blk, bc.s);  // nothing where in place
   bc.pieces(bc.b.partBytes(), [&](size_t off, size_t len) {
-    bc.toRoot(isRoot, off, len, [&](int q) { return bc.block(rankAt(c, q, 0)) + off; });
+    bc.toRoot(isRoot, bc.send + off, len, [&](int q) { return bc.block(rankAt(c, q, 0)) + off; });
   });
   bc.join(bc.s);
   bc.finish("Gather", bc.blk * c.nranks());
@@ -353,7 +371,7 @@ bool takesDeviceBorder(Comm& c, const CollArgs& a) {
       if (groupSize(c) > 1) return blk * n >= c.deviceBorder()->minBytes() && (s + blk * n <= r || r + blk * n <= s);
       return blk * n >= c.deviceBorder()->minBytes() && inPlaceOrDisjoint(a, blk * n, blk * n);
     case CollKind::kReduce:
-      if (groupSize(c) != 1 || a.op.preMul) return false;
+      if (a.op.preMul) return false;
       return blk >= c.deviceBorder()->minBytes() && (c.rank() != a.root || inPlaceOrDisjoint(a, blk, blk));
     case CollKind::kGather:
       return groupSize(c) == 1 && blk * n >= c.deviceBorder()->minBytes() &&

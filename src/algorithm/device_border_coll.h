@@ -18,7 +18,8 @@
 //   (groups of one rank) into the receiver's; with groups of several ranks
 //   (out of place) to the sender's border peer in the receiver's group,
 //   which hands it on through the vendor library;
-// - Reduce, groups of one rank: every rank's data out, the root folds;
+// - Reduce: every group reduces (the vendor library, piece by piece) to its
+//   rank of the root's index, whose pieces cross to the root, which folds;
 // - Gather and Scatter, groups of one rank: each block crosses once,
 //   between the root's buffer and the other rank's.
 // Send/recv and the other cases stage through pinned memory (device_exec.h).
