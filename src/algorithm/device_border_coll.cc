@@ -301,8 +301,48 @@ void enqueueReduce(Comm& c, const CollArgs& a) {
 
 // Groups of one rank: every rank's block out, the root copies them in
 // (a Reduce without the fold).
+// Groups of several ranks, piece by piece (a part over k of every block):
+// each group's rank of the root's index gathers its group's pieces through
+// the vendor library (the root straight into its receive buffer, the others
+// into outgoing scratch), and those cross to the root.
+void enqueueGroupGather(BlockCall& bc) {
+  Comm& c = bc.c;
+  DeviceBorder& b = bc.b;
+  Backend& be = bc.groupBackend();
+  const int k = bc.k(), i = bc.i(), G = bc.G(), me = bc.me(), rootIndex = c.topo().localIndex[bc.a.root];
+  const bool isRoot = c.rank() == bc.a.root, atBorder = i == rootIndex;
+  const size_t piece = std::max(bc.es, b.partBytes() / k / bc.es * bc.es);
+  for (size_t off = 0; off < bc.blk; off += piece) {
+    const size_t len = std::min(piece, bc.blk - off), cnt = len / bc.es;
+    // Where group rank j's piece goes on this group's gathering rank.
+    auto at = [&](int j) { return isRoot ? bc.block(rankAt(c, me, j)) + off : b.outgoing(0) + j * len; };
+    if (off && atBorder && !isRoot) bc.d.streamWaitEvent(bc.s, bc.event(bc.o));  // the last piece is out
+    if (atBorder) bc.d.copy(at(i), bc.send + off, len, bc.s);  // nothing where in place
+    be.groupStart();
+    for (int j = 0; j < k; ++j) {
+      if (j == i || (!atBorder && j != rootIndex)) continue;
+      if (atBorder) be.recv(at(j), cnt, bc.dt, j, bc.s);
+      else be.send(bc.send + off, cnt, bc.dt, j, bc.s);
+    }
+    be.groupEnd();
+    if (!atBorder) continue;
+    bc.fork(bc.s);
+    bc.toRoot(isRoot, b.outgoing(0), k * len, [&](int q) { return bc.scratchOf(q); });
+    if (!isRoot) continue;
+    for (int q = 0; q < G; ++q)
+      for (int j = 0; j < k && q != me; ++j)
+        bc.d.copy(bc.block(rankAt(c, q, j)) + off, bc.scratchOf(q) + j * len, len, bc.in);
+  }
+  if (atBorder) bc.join(bc.s);
+}
+
 void enqueueGather(Comm& c, const CollArgs& a) {
   BlockCall bc(c, a, RedKind::kSum);
+  if (bc.k() > 1) {
+    enqueueGroupGather(bc);
+    bc.finish("Gather", bc.blk * c.nranks());
+    return;
+  }
   const bool isRoot = c.rank() == a.root;
   if (isRoot) bc.d.copy(bc.block(c.rank()), bc.send, bc.blk, bc.s);  // nothing where in place
   bc.pieces(bc.b.partBytes(), [&](size_t off, size_t len) {
@@ -315,8 +355,57 @@ void enqueueGather(Comm& c, const CollArgs& a) {
 // Groups of one rank: the root puts each rank's block in that rank's part
 // of its out area; every rank copies its part in (a Broadcast of distinct
 // parts).
+// Groups of several ranks, piece by piece (a part over k of every block):
+// the root's pieces for another group cross to that group's rank of the
+// root's index, which hands each rank of its group its own through the
+// vendor library; the root hands its own group theirs directly.
+void enqueueGroupScatter(BlockCall& bc) {
+  Comm& c = bc.c;
+  DeviceBorder& b = bc.b;
+  Backend& be = bc.groupBackend();
+  const int k = bc.k(), i = bc.i(), G = bc.G(), me = bc.me();
+  const int rootGroup = c.topo().groupOf[bc.a.root], rootIndex = c.topo().localIndex[bc.a.root];
+  const bool isRoot = c.rank() == bc.a.root, atBorder = i == rootIndex;
+  const size_t piece = std::max(bc.es, b.partBytes() / k / bc.es * bc.es);
+  for (size_t off = 0; off < bc.blk; off += piece) {
+    const size_t len = std::min(piece, bc.blk - off), cnt = len / bc.es;
+    // Where group rank j's piece is on this group's handing rank.
+    auto from = [&](int j) { return isRoot ? bc.send + rankAt(c, me, j) * bc.blk + off : bc.scratchOf(rootGroup) + j * len; };
+    if (atBorder) {
+      bc.fork(bc.s);  // the last piece's hand-over has read the scratch
+      int slot = 0;
+      const uint64_t seq = bc.take(&slot);
+      if (isRoot) {
+        bc.waitSlotFree(seq, slot, bc.o);
+        for (int h = 0; h < G; ++h)
+          for (int j = 0; j < k && h != me; ++j)
+            bc.d.copy(b.out(me, slot, h) + j * len, bc.send + rankAt(c, h, j) * bc.blk + off, len, bc.o);
+        bc.d.streamWriteValue(bc.o, b.ready(me, slot), seq);
+      } else {
+        bc.d.streamWaitValue(bc.in, b.ready(rootGroup, slot), seq);
+        bc.d.copy(bc.scratchOf(rootGroup), b.out(rootGroup, slot, me), k * len, bc.in);
+      }
+      bc.ackReads(seq, slot, bc.in);
+      bc.join(bc.s);
+      bc.d.copy(bc.recv + off, from(i), len, bc.s);  // nothing where in place
+    }
+    be.groupStart();
+    for (int j = 0; j < k; ++j) {
+      if (j == i || (!atBorder && j != rootIndex)) continue;
+      if (atBorder) be.send(from(j), cnt, bc.dt, j, bc.s);
+      else be.recv(bc.recv + off, cnt, bc.dt, j, bc.s);
+    }
+    be.groupEnd();
+  }
+}
+
 void enqueueScatter(Comm& c, const CollArgs& a) {
   BlockCall bc(c, a, RedKind::kSum);
+  if (bc.k() > 1) {
+    enqueueGroupScatter(bc);
+    bc.finish("Scatter", bc.blk * c.nranks(), c.topo().groupOf[a.root]);
+    return;
+  }
   DeviceBorder& b = bc.b;
   const int me = bc.me(), rootGroup = c.topo().groupOf[a.root];
   const bool isRoot = c.rank() == a.root;
@@ -374,10 +463,10 @@ bool takesDeviceBorder(Comm& c, const CollArgs& a) {
       if (a.op.preMul) return false;
       return blk >= c.deviceBorder()->minBytes() && (c.rank() != a.root || inPlaceOrDisjoint(a, blk, blk));
     case CollKind::kGather:
-      return groupSize(c) == 1 && blk * n >= c.deviceBorder()->minBytes() &&
+      return blk * n >= c.deviceBorder()->minBytes() &&
              (c.rank() != a.root || inPlaceOrDisjoint(a, blk, blk * n, c.rank() * blk));
     case CollKind::kScatter:
-      return groupSize(c) == 1 && blk * n >= c.deviceBorder()->minBytes() &&
+      return blk * n >= c.deviceBorder()->minBytes() &&
              (c.rank() != a.root || r == s + c.rank() * blk || s + blk * n <= r || r + blk <= s);
     default:
       return false;

@@ -20,8 +20,10 @@
 //   which hands it on through the vendor library;
 // - Reduce: every group reduces (the vendor library, piece by piece) to its
 //   rank of the root's index, whose pieces cross to the root, which folds;
-// - Gather and Scatter, groups of one rank: each block crosses once,
-//   between the root's buffer and the other rank's.
+// - Gather and Scatter: each block crosses once, between the root's buffer
+//   and the other rank's; with groups of several ranks through each
+//   group's rank of the root's index, which gathers from or hands to its
+//   group through the vendor library.
 // Send/recv and the other cases stage through pinned memory (device_exec.h).
 #pragma once
 

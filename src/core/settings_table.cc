@@ -100,8 +100,8 @@ const std::vector<VarSpec>& settingsTable() {
      "up; 1: every such call (init fails naming why it cannot); 0: always stage through pinned memory",
      0, 0, "auto|0|1"},
     {"HETCCL_GPU_BORDER", VarType::kChoice, "auto", nullptr,
-     "GPU ranks' AllReduce, AllGather, Broadcast, Reduce, ReduceScatter, AlltoAll (and Gather, Scatter with groups "
-     "of one rank; send/recv between ranks of the same index in two groups) "
+     "GPU ranks' collectives (the README lists the few that stage) and send/recv between ranks of the same index "
+     "in two groups, "
      "across groups on one host through the device border: each group's vendor library "
      "works inside the group in device memory, and only each rank's share crosses to the other groups, by "
      "the GPUs' copy engines through shared memory registered with every runtime, folded by GPU kernels, in "
