@@ -74,6 +74,11 @@ struct BlockCall : BorderCall {
     }
     ackReads(seq, slot, in);
   }
+  // Groups of several ranks: a piece of every block per slot use, a part
+  // over k (whole elements); the root's group and index in its group.
+  size_t groupPiece() { return std::max(es, b.partBytes() / k() / es * es); }
+  int rootGroup() { return c.topo().groupOf[a.root]; }
+  int rootIndex() { return c.topo().localIndex[a.root]; }
   // The internal streams take over, and f(offset, length) runs for every
   // piece of the block.
   template <typename F>
@@ -211,8 +216,7 @@ void enqueueGroupAlltoAll(BlockCall& bc) {
     be.recv(bc.block(rankAt(c, me, j)), bc.a.count, bc.dt, j, bc.s);
   }
   be.groupEnd();
-  const size_t piece = std::max(bc.es, b.partBytes() / k / bc.es * bc.es);
-  for (size_t off = 0; off < bc.blk; off += piece) {
+  for (size_t off = 0, piece = bc.groupPiece(); off < bc.blk; off += piece) {
     const size_t len = std::min(piece, bc.blk - off), cnt = len / bc.es;
     bc.fork(bc.s);  // the last piece's hand-over has read the scratch
     int slot = 0;
@@ -307,15 +311,14 @@ void enqueueReduce(Comm& c, const CollArgs& a) {
 // into outgoing scratch), and those cross to the root.
 void enqueueGroupGather(BlockCall& bc) {
   Comm& c = bc.c;
-  DeviceBorder& b = bc.b;
   Backend& be = bc.groupBackend();
-  const int k = bc.k(), i = bc.i(), G = bc.G(), me = bc.me(), rootIndex = c.topo().localIndex[bc.a.root];
+  const int k = bc.k(), i = bc.i(), me = bc.me(), rootIndex = bc.rootIndex();
   const bool isRoot = c.rank() == bc.a.root, atBorder = i == rootIndex;
-  const size_t piece = std::max(bc.es, b.partBytes() / k / bc.es * bc.es);
-  for (size_t off = 0; off < bc.blk; off += piece) {
+  uint8_t* gathered = bc.b.outgoing(0);
+  for (size_t off = 0, piece = bc.groupPiece(); off < bc.blk; off += piece) {
     const size_t len = std::min(piece, bc.blk - off), cnt = len / bc.es;
     // Where group rank j's piece goes on this group's gathering rank.
-    auto at = [&](int j) { return isRoot ? bc.block(rankAt(c, me, j)) + off : b.outgoing(0) + j * len; };
+    auto at = [&](int j) { return isRoot ? bc.block(rankAt(c, me, j)) + off : gathered + j * len; };
     if (off && atBorder && !isRoot) bc.d.streamWaitEvent(bc.s, bc.event(bc.o));  // the last piece is out
     if (atBorder) bc.d.copy(at(i), bc.send + off, len, bc.s);  // nothing where in place
     be.groupStart();
@@ -327,9 +330,9 @@ void enqueueGroupGather(BlockCall& bc) {
     be.groupEnd();
     if (!atBorder) continue;
     bc.fork(bc.s);
-    bc.toRoot(isRoot, b.outgoing(0), k * len, [&](int q) { return bc.scratchOf(q); });
+    bc.toRoot(isRoot, gathered, k * len, [&](int q) { return bc.scratchOf(q); });
     if (!isRoot) continue;
-    for (int q = 0; q < G; ++q)
+    for (int q = 0; q < bc.G(); ++q)
       for (int j = 0; j < k && q != me; ++j)
         bc.d.copy(bc.block(rankAt(c, q, j)) + off, bc.scratchOf(q) + j * len, len, bc.in);
   }
@@ -352,9 +355,6 @@ void enqueueGather(Comm& c, const CollArgs& a) {
   bc.finish("Gather", bc.blk * c.nranks());
 }
 
-// Groups of one rank: the root puts each rank's block in that rank's part
-// of its out area; every rank copies its part in (a Broadcast of distinct
-// parts).
 // Groups of several ranks, piece by piece (a part over k of every block):
 // the root's pieces for another group cross to that group's rank of the
 // root's index, which hands each rank of its group its own through the
@@ -363,11 +363,9 @@ void enqueueGroupScatter(BlockCall& bc) {
   Comm& c = bc.c;
   DeviceBorder& b = bc.b;
   Backend& be = bc.groupBackend();
-  const int k = bc.k(), i = bc.i(), G = bc.G(), me = bc.me();
-  const int rootGroup = c.topo().groupOf[bc.a.root], rootIndex = c.topo().localIndex[bc.a.root];
+  const int k = bc.k(), i = bc.i(), me = bc.me(), rootGroup = bc.rootGroup(), rootIndex = bc.rootIndex();
   const bool isRoot = c.rank() == bc.a.root, atBorder = i == rootIndex;
-  const size_t piece = std::max(bc.es, b.partBytes() / k / bc.es * bc.es);
-  for (size_t off = 0; off < bc.blk; off += piece) {
+  for (size_t off = 0, piece = bc.groupPiece(); off < bc.blk; off += piece) {
     const size_t len = std::min(piece, bc.blk - off), cnt = len / bc.es;
     // Where group rank j's piece is on this group's handing rank.
     auto from = [&](int j) { return isRoot ? bc.send + rankAt(c, me, j) * bc.blk + off : bc.scratchOf(rootGroup) + j * len; };
@@ -377,7 +375,7 @@ void enqueueGroupScatter(BlockCall& bc) {
       const uint64_t seq = bc.take(&slot);
       if (isRoot) {
         bc.waitSlotFree(seq, slot, bc.o);
-        for (int h = 0; h < G; ++h)
+        for (int h = 0; h < bc.G(); ++h)
           for (int j = 0; j < k && h != me; ++j)
             bc.d.copy(b.out(me, slot, h) + j * len, bc.send + rankAt(c, h, j) * bc.blk + off, len, bc.o);
         bc.d.streamWriteValue(bc.o, b.ready(me, slot), seq);
@@ -399,11 +397,14 @@ void enqueueGroupScatter(BlockCall& bc) {
   }
 }
 
+// Groups of one rank: the root puts each rank's block in that rank's part
+// of its out area; every rank copies its part in (a Broadcast of distinct
+// parts).
 void enqueueScatter(Comm& c, const CollArgs& a) {
   BlockCall bc(c, a, RedKind::kSum);
   if (bc.k() > 1) {
     enqueueGroupScatter(bc);
-    bc.finish("Scatter", bc.blk * c.nranks(), c.topo().groupOf[a.root]);
+    bc.finish("Scatter", bc.blk * c.nranks(), bc.rootGroup());
     return;
   }
   DeviceBorder& b = bc.b;
