@@ -198,6 +198,13 @@ void ShmTransport::cmaReadRange(const Xfer& x, uint64_t addr, size_t lo, size_t 
       if (!processAlive(pids_[x.peer]))
         throwError(hetcclRemoteError, "shm: rank " + std::to_string(x.peer) + " (pid " +
                                           std::to_string(pids_[x.peer]) + ") exited during " + x.tag.describe());
+      // A peer that failed (and may have freed its buffer since) or left
+      // the job explains a bad address better than a wrong count.
+      checkNotPoisoned(&x);
+      for (int peer : ctx_.peers)
+        if (!processAlive(pids_[peer]))
+          throwError(hetcclRemoteError, "shm: rank " + std::to_string(peer) + " (pid " + std::to_string(pids_[peer]) +
+                                            ") exited during " + x.tag.describe());
       if (e == EFAULT)
         throwError(hetcclInvalidArgument, "shm: rank " + std::to_string(x.peer) + "'s buffer (or this rank's) ends "
                                               "before the " + std::to_string(x.bytes) + " bytes that " +
