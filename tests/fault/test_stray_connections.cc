@@ -16,7 +16,10 @@
 // HETCCL_TIMEOUT_S = 5 s: before its init (the others wait in the
 // rendezvous with their ring listeners open) until the attack has had 1,000
 // connections, and right after its first transport connect (the others'
-// transport listeners wait for it) for a few hundred more.
+// transport listeners wait for it) for a few hundred more; and once more in
+// its first split, right after it connects to the split's root (rank 1's new
+// root and ring listeners wait for it), so that a split communicator's
+// listeners are surely seen and attacked.
 //
 // SilentClients: a few connections that send nothing and stay open longer
 // than HETCCL_TIMEOUT_S, placed on the listeners before the real peers
@@ -258,6 +261,10 @@ int floodBody(RankCtx& ctx, int collectives) {
     // split sets up, so several splits, spread out, give its scan (every
     // 2 ms, slower on a loaded machine) enough chances.
     for (int k = 0; k < kSplitsPerGap && !failed; ++k) {
+      // First split: rank 3 holds right after it connects to its new
+      // communicator's root (run by rank 1, the first of color 1), so that
+      // root and rank 1's new ring listener stay open for the attacker.
+      if (ctx.rank == 3 && block == 0 && k == 0) armAfterConnect(1, [&ctx] { waitForParent(ctx, "held3"); });
       hetcclComm_t sub = nullptr;
       r = hetcclCommSplit(comm, ctx.rank % 2, ctx.rank, &sub, nullptr);
       if (r != hetcclSuccess) {
@@ -342,6 +349,19 @@ TEST(StrayConnections, MalformedFloodWhileInitCollectivesAndSplits) {
   const long duringTransport = attacker.established - duringInit;
   const double released2After = now() - t1;
   job.signal(3, SIGUSR1);
+  // Third hold, in rank 3's first split (its peers' new listeners wait for
+  // it; their timeouts are 5 s): at least 1 s and 200 connections more.
+  long atHeld3 = -1;
+  job.waitUntil(
+      [&] {
+        attacker.poll();
+        if (!job.has(3, "held3")) return false;
+        if (atHeld3 < 0) atHeld3 = attacker.established;
+        return now() - job.getD(3, "held3") >= 1.0 && attacker.established >= atHeld3 + 200;
+      },
+      6.0);
+  const long duringSplit = atHeld3 < 0 ? 0 : attacker.established - atHeld3;
+  if (atHeld3 >= 0) job.signal(3, SIGUSR1);
   bool finished = job.waitUntil(
       [&] {
         attacker.poll();
@@ -354,8 +374,8 @@ TEST(StrayConnections, MalformedFloodWhileInitCollectivesAndSplits) {
   for (int r = 0; r < job.nranks(); ++r) job.signal(r, SIGUSR1);
   EXPECT_TRUE(job.finish(20) && finished) << job.describe();
   printf("[fault] stray connections: %ld delivered while rank 3 was held before init (released after %.2f s), "
-         "%ld while it was held in the transport setup (%.2f s)\n[fault] %s\n",
-         duringInit, releasedAfter, duringTransport, released2After, attacker.summary.c_str());
+         "%ld while it was held in the transport setup (%.2f s), %ld while it was held in its first split\n[fault] %s\n",
+         duringInit, releasedAfter, duringTransport, released2After, duringSplit, attacker.summary.c_str());
 
   for (int r = 0; r < job.nranks(); ++r) {
     SCOPED_TRACE("rank " + std::to_string(r));
@@ -411,13 +431,9 @@ TEST(StrayConnections, MalformedFloodWhileInitCollectivesAndSplits) {
   EXPECT_EQ(rootHit, 1) << "the rendezvous root was not attacked";
   EXPECT_EQ(ringHit, 3) << "the held ranks' ring listeners were not all attacked";
   EXPECT_EQ(transportHit, 3) << "the transport listeners waiting for rank 3 were not all attacked";
-  // A split communicator's listeners are open only while it sets up; on a
-  // loaded machine the scan can miss all of them. Then this run shows
-  // nothing about them (said so); a listener seen but never hit fails.
-  if (splitSeen == 0)
-    printf("[fault] note: the scan saw no listener of a split communicator in this run\n");
-  else
-    EXPECT_GE(splitHit, 1) << "no listener of a split communicator was attacked (" << splitSeen << " seen)";
+  EXPECT_TRUE(job.has(3, "held3")) << "rank 3 never connected to its first split's root";
+  EXPECT_GT(duringSplit, 0);
+  EXPECT_GE(splitHit, 1) << "no listener of a split communicator was attacked (" << splitSeen << " seen)";
   EXPECT_TRUE(job.has(3, "held2")) << "rank 3 never made its first transport connection";
   EXPECT_GE(sum["authenticated"], 1) << "no authenticated malformed request got through the handshake";
   EXPECT_GT(sum["dropped_by_server"], 0);
