@@ -116,6 +116,20 @@ typedef struct hetcclConfig_v2 {
         NULL                                                               \
   }
 
+/* How a call's data crossed between groups (hetcclCommInfo_t.pathCalls):
+ * none (one group: the vendor library alone), host (host memory to the
+ * transport), staged (device memory through pinned staging), direct (device
+ * memory handed to the transport), device (the device border: copy engines
+ * and shared memory). */
+typedef enum {
+  hetcclPathNone = 0,
+  hetcclPathHost = 1,
+  hetcclPathStaged = 2,
+  hetcclPathDirect = 3,
+  hetcclPathDevice = 4,
+  hetcclNumPaths = 5
+} hetcclPath_t;
+
 /* What hetcclCommGetInfo reports. Versioned like hetcclConfig_t: set size
  * before the call; the library fills what fits. */
 #define HETCCL_MAX_GROUPS 16
@@ -140,6 +154,8 @@ typedef struct hetcclCommInfo_v1 {
                                                 collectives stage), "device" (AllReduce through the
                                                 device border: copy engines and shared memory; other
                                                 collectives as staged or direct) */
+  unsigned long long pathCalls[hetcclNumPaths]; /* calls so far by the path they took (hetcclPath_t);
+                                                   each call of a group counts once */
 } hetcclCommInfo_t;
 
 /* The HETCCL_* settings this library reads (what hetccl-info prints).

@@ -36,6 +36,10 @@ struct BorderCall {
 
   // Throws naming the kernel and the plugin's text on a nonzero return.
   void check(int rc, const char* what);
+  // dst[0, n) = src[0, n) x scalar (a PreMulSum's inputs), on stream st.
+  void scale(uint8_t* dst, const uint8_t* src, size_t n, double scalar, Stream st) {
+    check(kn.scale(dst, src, n, static_cast<int>(dt), scalar, st), "scale");
+  }
   // An event recorded on s now (from the pool; back when the call is over).
   Event event(Stream s);
   // out[0, n) = v(0) op v(1) op ... op v(G-1), left to right on every rank

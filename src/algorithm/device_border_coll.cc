@@ -47,6 +47,11 @@ struct BlockCall : BorderCall {
     c.deviceState()->waitStagedDone(c.options().timeoutS, &c.abortFlag());
     return c.groupBackend();
   }
+  // The op of the group steps: a PreMulSum (float Avg too) scales there,
+  // by the vendor library; the border then sums. Else the plain kind.
+  ReduceOp groupOp() { return a.op.preMul ? a.op : ReduceOp(kind); }
+  // Where peer g's outgoing part lies in device scratch (g != me).
+  uint8_t* outgoingOf(int g) { return b.outgoing(g < me() ? g : g - 1); }
   // Integer Avg: the division once the folds are done (on the in stream).
   void divide(uint8_t* buf) {
     if (a.op.postDiv) check(kn.divide(buf, a.count, static_cast<int>(dt), a.op.divisor, in), "divide");
@@ -161,8 +166,8 @@ void enqueueGroupReduceScatter(BlockCall& bc) {
   DeviceBorder& b = bc.b;
   Backend& be = bc.groupBackend();
   const int k = bc.k(), i = bc.i(), G = bc.G(), me = bc.me();
-  auto outgoing = [&](int g) { return b.outgoing(g < me ? g : g - 1); };
-  const ReduceOp groupOp(bc.kind);
+  auto outgoing = [&](int g) { return bc.outgoingOf(g); };
+  const ReduceOp groupOp = bc.groupOp();
   const size_t piece = b.partBytes();
   for (size_t off = 0; off < bc.blk; off += piece) {
     const size_t len = std::min(piece, bc.blk - off), cnt = len / bc.es;
@@ -181,16 +186,26 @@ void enqueueGroupReduceScatter(BlockCall& bc) {
   }
 }
 
-// Groups of one rank: global rank of group g is rankAt(c, g, 0).
+// Groups of one rank: global rank of group g is rankAt(c, g, 0). A
+// PreMulSum scales each piece first: those going out into outgoing scratch
+// (out stream), the own one into the receive buffer (in stream).
 void enqueueReduceScatter(Comm& c, const CollArgs& a) {
   BlockCall bc(c, a, a.op.kind);
   if (bc.k() > 1) {
     enqueueGroupReduceScatter(bc);
   } else {
     const uint8_t* own = bc.send + c.rank() * bc.blk;
+    const bool pre = a.op.preMul;
     bc.pieces(bc.b.partBytes(), [&](size_t off, size_t len) {
-      bc.swapParts(len, [&](int p) { return bc.sendTo(p) + off; }, [&](int q) { return bc.scratchOf(q); });
-      bc.fold(bc.recv + off, own + off, len / bc.es, bc.in);
+      const size_t cnt = len / bc.es;
+      for (int p = 0; p < bc.G() && pre; ++p)
+        if (p != bc.me()) bc.scale(bc.outgoingOf(p), bc.sendTo(p) + off, cnt, a.op.scalar, bc.o);
+      bc.swapParts(
+          len, [&](int p) { return pre ? bc.outgoingOf(p) : bc.sendTo(p) + off; },
+          [&](int q) { return bc.scratchOf(q); });
+      const uint8_t* mine = own + off;
+      if (pre) bc.scale(bc.recv + off, mine, cnt, a.op.scalar, bc.in), mine = bc.recv + off;
+      bc.fold(bc.recv + off, mine, cnt, bc.in);
     });
   }
   bc.divide(bc.recv);
@@ -198,24 +213,29 @@ void enqueueReduceScatter(Comm& c, const CollArgs& a) {
   bc.finish("ReduceScatter", bc.blk * c.nranks());
 }
 
-// Groups of several ranks, out of place, piece by piece (at most a part
-// over k of every block): the blocks for another group's ranks cross once,
-// from each rank to its border peer there, which hands each rank of its
-// group the one that is its; blocks inside the group go through the vendor
-// library directly.
+// Groups of several ranks, piece by piece (at most a part over k of every
+// block): the blocks for another group's ranks cross once, from each rank
+// to its border peer there, which hands each rank of its group the one
+// that is its; blocks inside the group go through the vendor library
+// directly (in place: piece by piece, each piece first copied to outgoing
+// scratch, as a send and a receive on one block may not overlap). A
+// piece's hand-over writes only what that piece's copies out have read.
 void enqueueGroupAlltoAll(BlockCall& bc) {
   Comm& c = bc.c;
   DeviceBorder& b = bc.b;
   Backend& be = bc.groupBackend();
   const int k = bc.k(), i = bc.i(), G = bc.G(), me = bc.me();
-  bc.d.copy(bc.block(c.rank()), bc.send + c.rank() * bc.blk, bc.blk, bc.s);
-  be.groupStart();
-  for (int j = 0; j < k; ++j) {
-    if (j == i) continue;
-    be.send(bc.send + rankAt(c, me, j) * bc.blk, bc.a.count, bc.dt, j, bc.s);
-    be.recv(bc.block(rankAt(c, me, j)), bc.a.count, bc.dt, j, bc.s);
+  const bool inPlace = bc.send == bc.recv;
+  if (!inPlace) {
+    bc.d.copy(bc.block(c.rank()), bc.send + c.rank() * bc.blk, bc.blk, bc.s);
+    be.groupStart();
+    for (int j = 0; j < k; ++j) {
+      if (j == i) continue;
+      be.send(bc.send + rankAt(c, me, j) * bc.blk, bc.a.count, bc.dt, j, bc.s);
+      be.recv(bc.block(rankAt(c, me, j)), bc.a.count, bc.dt, j, bc.s);
+    }
+    be.groupEnd();
   }
-  be.groupEnd();
   for (size_t off = 0, piece = bc.groupPiece(); off < bc.blk; off += piece) {
     const size_t len = std::min(piece, bc.blk - off), cnt = len / bc.es;
     bc.fork(bc.s);  // the last piece's hand-over has read the scratch
@@ -237,7 +257,15 @@ void enqueueGroupAlltoAll(BlockCall& bc) {
     bc.join(bc.s);
     // Rank j of this group gets, from every other group q, the piece that
     // q's rank i sent it; this rank gets q's rank j's piece from rank j.
+    uint8_t* own = b.outgoing(0);  // in place: this group's pieces, k x len <= a part
+    for (int j = 0; j < k && inPlace; ++j)
+      if (j != i) bc.d.copy(own + j * len, bc.send + rankAt(c, me, j) * bc.blk + off, len, bc.s);
     be.groupStart();
+    for (int j = 0; j < k && inPlace; ++j) {
+      if (j == i) continue;
+      be.send(own + j * len, cnt, bc.dt, j, bc.s);
+      be.recv(bc.block(rankAt(c, me, j)) + off, cnt, bc.dt, j, bc.s);
+    }
     for (int q = 0; q < G; ++q) {
       if (q == me) continue;
       bc.d.copy(bc.block(rankAt(c, q, i)) + off, bc.scratchOf(q) + i * len, len, bc.s);
@@ -279,13 +307,20 @@ void enqueueReduce(Comm& c, const CollArgs& a) {
   DeviceBorder& b = bc.b;
   const bool isRoot = c.rank() == a.root, atBorder = bc.i() == c.topo().localIndex[a.root];
   if (bc.k() == 1) {
+    // A PreMulSum scales each piece first: the others' into outgoing
+    // scratch (out stream), the root's own into its receive buffer.
+    const bool pre = a.op.preMul;
     bc.pieces(b.partBytes(), [&](size_t off, size_t len) {
-      bc.toRoot(isRoot, bc.send + off, len, [&](int q) { return bc.scratchOf(q); });
-      if (isRoot) bc.fold(bc.recv + off, bc.send + off, len / bc.es, bc.in);
+      const size_t cnt = len / bc.es;
+      const uint8_t* mine = bc.send + off;
+      if (pre && !isRoot) bc.scale(b.outgoing(0), mine, cnt, a.op.scalar, bc.o), mine = b.outgoing(0);
+      if (pre && isRoot) bc.scale(bc.recv + off, mine, cnt, a.op.scalar, bc.in), mine = bc.recv + off;
+      bc.toRoot(isRoot, mine, len, [&](int q) { return bc.scratchOf(q); });
+      if (isRoot) bc.fold(bc.recv + off, mine, cnt, bc.in);
     });
   } else {
     Backend& be = bc.groupBackend();
-    const ReduceOp groupOp(bc.kind);
+    const ReduceOp groupOp = bc.groupOp();
     const int rootIndex = c.topo().localIndex[a.root];
     for (size_t off = 0; off < bc.blk; off += b.partBytes()) {
       const size_t len = std::min(b.partBytes(), bc.blk - off), cnt = len / bc.es;
@@ -429,6 +464,17 @@ void enqueueScatter(Comm& c, const CollArgs& a) {
   bc.finish("Scatter", bc.blk * c.nranks(), rootGroup);
 }
 
+// A PreMulSum (float Avg too) on the border: its scalar known on the host
+// (one in device memory is read in stream order by the staged path) and a
+// float type, which the scale kernel takes; where the group steps scale
+// (groupScales: the vendor library's PreMulSum), a type it takes there.
+bool scalesOnBorder(const CollArgs& a, bool groupScales) {
+  if (!a.op.preMul) return true;
+  if (a.op.scalarAt || !dataTypeIsFloat(a.dt)) return false;
+  return !groupScales || a.dt == hetcclFloat16 || a.dt == hetcclBfloat16 || a.dt == hetcclFloat32 ||
+         a.dt == hetcclFloat64;
+}
+
 }  // namespace
 
 bool takesDeviceBorder(Comm& c, const CollArgs& a) {
@@ -439,7 +485,7 @@ bool takesDeviceBorder(Comm& c, const CollArgs& a) {
   auto* r = static_cast<const uint8_t*>(a.recv);
   switch (a.kind) {
     case CollKind::kAllReduce:
-      if (a.op.scalarAt) return false;  // a scalar in device memory: staged (copied in stream order)
+      if (!scalesOnBorder(a, /*groupScales=*/false)) return false;
       return blk >= c.deviceBorder()->minBytes() && inPlaceOrDisjoint(a, blk, blk);
     case CollKind::kAllGather:
       return blk * n >= c.deviceBorder()->minBytes() && inPlaceOrDisjoint(a, blk, blk * n, c.rank() * blk);
@@ -447,21 +493,13 @@ bool takesDeviceBorder(Comm& c, const CollArgs& a) {
       return blk >= c.deviceBorder()->minBytes() &&
              (c.rank() != a.root || inPlaceOrDisjoint(a, blk, blk));
     case CollKind::kReduceScatter:
-      // Plain ops and integer Avg (a PreMulSum would scale every rank's
-      // whole input first). Groups of several ranks: out of place (the
-      // group's reductions read every block while the receive block fills).
-      if (a.op.preMul) return false;
-      if (groupSize(c) > 1)
-        return blk * n >= c.deviceBorder()->minBytes() && (s + blk * n <= r || r + blk <= s);
+      if (!scalesOnBorder(a, groupSize(c) > 1)) return false;
       return blk * n >= c.deviceBorder()->minBytes() &&
              (r == s + c.rank() * blk || s + blk * n <= r || r + blk <= s);
     case CollKind::kAlltoAll:
-      // Groups of several ranks: out of place (the group's exchange reads
-      // blocks the receive buffer would overwrite).
-      if (groupSize(c) > 1) return blk * n >= c.deviceBorder()->minBytes() && (s + blk * n <= r || r + blk * n <= s);
       return blk * n >= c.deviceBorder()->minBytes() && inPlaceOrDisjoint(a, blk * n, blk * n);
     case CollKind::kReduce:
-      if (a.op.preMul) return false;
+      if (!scalesOnBorder(a, groupSize(c) > 1)) return false;
       return blk >= c.deviceBorder()->minBytes() && (c.rank() != a.root || inPlaceOrDisjoint(a, blk, blk));
     case CollKind::kGather:
       return blk * n >= c.deviceBorder()->minBytes() &&

@@ -12,12 +12,16 @@
 // - ReduceScatter: each rank copies out the blocks the other border peers
 //   own, copies in its own block from every peer and folds them on the
 //   GPU; with groups of several ranks the vendor library first reduces,
-//   piece by piece, inside the group the blocks each rank carries across
-//   (out of place only; in place stages);
+//   piece by piece, inside the group the blocks each rank carries across;
 // - AlltoAll: each block crosses once, out of the sender's buffer and
 //   (groups of one rank) into the receiver's; with groups of several ranks
-//   (out of place) to the sender's border peer in the receiver's group,
-//   which hands it on through the vendor library;
+//   to the sender's border peer in the receiver's group, which hands it on
+//   through the vendor library;
+// - PreMulSum and float Avg (ReduceScatter, Reduce, AllReduce): the scale
+//   kernel scales each input first (groups of one rank; AllReduce always),
+//   or the vendor library's PreMulSum in the group steps; the border sums.
+//   A scalar in device memory, integer PreMulSum and (groups of several
+//   ranks) fp8 stage;
 // - Reduce: every group reduces (the vendor library, piece by piece) to its
 //   rank of the root's index, whose pieces cross to the root, which folds;
 // - Gather and Scatter: each block crosses once, between the root's buffer

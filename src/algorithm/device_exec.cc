@@ -247,13 +247,33 @@ void passThrough(Comm& c, const std::vector<CollArgs>& calls) {
 // up other streams that share its hardware queue).
 void enqueueDeviceCalls(Comm& c, std::vector<CollArgs> calls, bool mayWait) {
   if (calls.empty()) return;
-  if (c.topo().ngroups() == 1) return passThrough(c, calls);
-  if (calls.size() == 1 && takesDeviceBorder(c, calls[0])) return enqueueDeviceBorder(c, calls[0]);
+  if (c.topo().ngroups() == 1) {
+    c.countCalls(hetcclPathNone, calls.size());
+    return passThrough(c, calls);
+  }
+  // Collectives the device border takes go first, one after the other in
+  // the caller's order (every rank's group holds the same collectives in
+  // the same order, and each one's decision is the same on every rank).
+  std::vector<CollArgs> rest;
+  for (const CollArgs& a : calls) {
+    if (!takesDeviceBorder(c, a)) {
+      rest.push_back(a);
+      continue;
+    }
+    enqueueDeviceBorder(c, a);
+    c.countCalls(hetcclPathDevice, 1);
+  }
   // Send/recv with border peers: through the border's pair channels (before
   // the rest of their group, which waits for them on its streams).
-  calls = enqueueBorderPairs(c, std::move(calls));
+  const size_t before = rest.size();
+  calls = enqueueBorderPairs(c, std::move(rest));
+  c.countCalls(hetcclPathDevice, before - calls.size());
   if (calls.empty()) return;
-  if (mayWait && calls.size() == 1 && takesDirectPath(c, calls[0])) return runDirectCall(c, calls[0]);
+  if (mayWait && calls.size() == 1 && takesDirectPath(c, calls[0])) {
+    c.countCalls(hetcclPathDirect, 1);
+    return runDirectCall(c, calls[0]);
+  }
+  c.countCalls(hetcclPathStaged, calls.size());
   if (calls.size() == 1 && calls[0].kind == CollKind::kAllReduce) {
     const CollArgs& a = calls[0];
     const size_t step = allReduceChunk(c, a.count, a.dt);

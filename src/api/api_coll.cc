@@ -18,6 +18,11 @@ using namespace hetccl;
 
 namespace {
 
+// Host ranks' calls: through the transports, or the group alone.
+void countHostCalls(hetcclComm& comm, size_t n) {
+  comm.countCalls(comm.topo().ngroups() == 1 ? hetcclPathNone : hetcclPathHost, n);
+}
+
 // Refuses a call on a communicator that an earlier call left failed.
 void checkUsable(hetcclComm* comm) {
   if (comm->asyncError() != hetcclSuccess)
@@ -37,6 +42,7 @@ void checkUsable(hetcclComm* comm) {
 bool dispatchCalls(hetcclComm* comm, const std::vector<CollArgs>& calls, bool mayWait) {
   ExclusiveUse use(*comm);
   checkUsable(comm);
+  if (!comm->deviceOrdered()) countHostCalls(*comm, calls.size());
   if (comm->deviceOrdered()) {  // GPU rank: enqueue in stream order, return at once
     checkReady(comm);
     failOnError(*comm, [&] { enqueueDeviceCalls(*comm, calls, comm->options().blocking && mayWait); });
@@ -90,6 +96,7 @@ bool runTogether(const std::vector<hetcclComm*>& comms,
       }
       checkUsable(comm);
       checkReady(comm);
+      countHostCalls(*comm, calls.size());
       comm->proxy().submit([comm, calls] {
         ExclusiveUse use(*comm);
         runCalls(hostPlan(*comm), calls);  // a failure fails the communicator (the proxy's hook)

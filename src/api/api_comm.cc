@@ -213,6 +213,7 @@ hetcclResult_t hetcclCommGetInfo(const hetcclComm_t comm, hetcclCommInfo_t* info
     snprintf(out.transport, HETCCL_NAME_BYTES, "%s", comm->transportName().c_str());
     out.borderPeers = largeAllReduceBorderPeers(t, comm->rank());
     snprintf(out.borderPath, HETCCL_NAME_BYTES, "%s", comm->borderPath());
+    for (int p = 0; p < hetcclNumPaths; ++p) out.pathCalls[p] = comm->pathCalls(static_cast<hetcclPath_t>(p));
     size_t n = info->size < sizeof(out) ? info->size : sizeof(out);
     memcpy(info, &out, n);
     info->size = n;

@@ -89,6 +89,11 @@ class Comm {
            : deviceOrdered()    ? "staged"
                                 : "host";
   }
+  // Calls so far by the path their border data took (hetcclPath_t, as
+  // borderPath() names the paths): each collective and send/recv of a
+  // group call counts once. Any thread.
+  void countCalls(hetcclPath_t path, size_t n) { pathCalls_[path].fetch_add(n, std::memory_order_relaxed); }
+  uint64_t pathCalls(hetcclPath_t path) const { return pathCalls_[path].load(std::memory_order_relaxed); }
   // The device border (GPU ranks, HETCCL_GPU_BORDER), else null.
   DeviceBorder* deviceBorder() { return border_.get(); }
   bool gpuDirect() const { return gpuDirect_; }
@@ -153,6 +158,7 @@ class Comm {
   CommOptions opts_;
   int rank_, nranks_;
   std::atomic<bool> abort_{false};
+  std::atomic<uint64_t> pathCalls_[hetcclNumPaths] = {};
   std::atomic<hetcclResult_t> asyncError_{hetcclSuccess};
   mutable std::mutex failMu_;
   std::string failText_;

@@ -127,7 +127,7 @@ std::unique_ptr<DeviceBorder> DeviceBorder::create(const Setup& s) {
     s.device->registerHost(b->seg_[q], b->segBytes_);
     b->registered_[q] = true;
   }
-  b->scratchBytes_ = static_cast<size_t>(g - 1) * part * (s.groupSize > 1 ? 2 : 1);
+  b->scratchBytes_ = static_cast<size_t>(g - 1) * part * 2;
   b->scratch_ = static_cast<uint8_t*>(s.device->alloc(b->scratchBytes_));
   b->out_ = s.device->createStream();
   b->in_ = s.device->createStream();

@@ -32,9 +32,8 @@
 // Everything here is made at init: the segments, their registration (which
 // may synchronise the device), two internal streams and the device scratch.
 // Memory: slots x (2 x peers) x HETCCL_GPU_BORDER_CHUNK bytes of shared
-// memory per rank, (peers - 1) x HETCCL_GPU_BORDER_CHUNK bytes of device
-// scratch (twice that with groups of several ranks); fixed, whatever the
-// message size.
+// memory per rank, 2 x (peers - 1) x HETCCL_GPU_BORDER_CHUNK bytes of
+// device scratch; fixed, whatever the message size.
 #pragma once
 
 #include <cstddef>
@@ -90,8 +89,8 @@ class DeviceBorder {
   uint8_t* result(int owner, int slot) { return data(owner, slot) + static_cast<size_t>(peers()) * partBytes_; }
   // Device scratch: room for one part of every other peer (coming in) ...
   uint8_t* scratch(int i) { return scratch_ + static_cast<size_t>(i) * partBytes_; }
-  // ... and, with groups of several ranks, one part for every other peer
-  // going out (what the group reduced for it).
+  // ... and one part for every other peer going out (what the group
+  // reduced for it, or inputs scaled by a PreMulSum).
   uint8_t* outgoing(int i) { return scratch_ + static_cast<size_t>(peers() - 1 + i) * partBytes_; }
 
   // The pair channel from `owner` to `reader` (see above).

@@ -110,7 +110,7 @@ const std::vector<VarSpec>& settingsTable() {
      "cannot; 0: never (staged through pinned memory)", 0, 0, "auto|0|1"},
     {"HETCCL_GPU_BORDER_CHUNK", VarType::kBytes, "8M", nullptr,
      "device border: bytes of one part of a slice (a slice is one part per group); shared memory per rank is "
-     "4 x (groups + 1) parts, device scratch (groups - 1) parts; halved (down to 64 KiB) until every rank's "
+     "4 x (groups + 1) parts, device scratch 2 x (groups - 1) parts; halved (down to 64 KiB) until every rank's "
      "segment fits in half of the free /dev/shm, the smallest of all ranks' then used by all",
      4096, int64_t{1} << 30},
     {"HETCCL_GPU_BORDER_MIN", VarType::kBytes, "1M", nullptr,

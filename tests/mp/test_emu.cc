@@ -264,6 +264,119 @@ TEST(EmuBorder, SendRecvThroughThePairChannels) {
   });
 }
 
+std::vector<float> readFloats(const DeviceBuffer& b, size_t n) {
+  std::vector<float> v(n);
+  b.download(v.data(), n * 4);
+  return v;
+}
+
+// The calls that used to stage, now on the device border, checked against
+// values computed here (small integers and power-of-two scalars: every
+// float result is exact): ReduceScatter in place with float Avg and out of
+// place with a PreMulSum, Reduce with a PreMulSum (in place at the root),
+// AlltoAll in place, and one group call of three collectives. Every call is
+// counted on the device path (hetcclCommInfo_t.pathCalls), none staged.
+class EmuBorderCalls : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(EmuBorderCalls, InPlacePreMulSumAndGroupsTakeTheBorder) {
+  JobOptions o;
+  o.devices = parseDevices(std::string(GetParam()) == "a,b" ? "emu,emu" : "emu,emu,emu,emu");
+  borderEnv(o, true);
+  runJob(GetParam(), o, [](Rank& r) {
+    const int n = r.nranks, me = r.rank;
+    const size_t blk = 3 * 16384 + 5;  // several 64 KiB parts and group pieces per block of float
+    auto value = [](int rank, size_t j) { return static_cast<float>((rank + 1) * static_cast<int>(j % 13 + 1)); };
+    auto rankSum = [&](size_t j) {  // sum over ranks of value(rank, j)
+      float t = 0;
+      for (int q = 0; q < n; ++q) t += value(q, j);
+      return t;
+    };
+    std::vector<float> in(blk * n);
+    for (size_t j = 0; j < in.size(); ++j) in[j] = value(me, j);
+    int calls = 0;
+
+    r.progress("ReduceScatter in place, float Avg");
+    DeviceBuffer rs(r, blk * n * 4);
+    rs.upload(in.data(), in.size() * 4);
+    float* rsMine = static_cast<float*>(rs.get()) + me * blk;
+    HC_ASSERT_OK(hetcclReduceScatter(rs.get(), rsMine, blk, hetcclFloat32, hetcclAvg, r.comm, r.stream), r.comm);
+    ++calls;
+
+    r.progress("ReduceScatter out of place and Reduce in place, PreMulSum 0.5");
+    float half = 0.5f;
+    hetcclRedOp_t pre;
+    HC_ASSERT_OK(hetcclRedOpCreatePreMulSum(&pre, &half, hetcclFloat32, hetcclScalarHostImmediate, r.comm), r.comm);
+    DeviceBuffer rsIn(r, blk * n * 4), rsOut(r, blk * 4), red(r, blk * 4);
+    rsIn.upload(in.data(), in.size() * 4);
+    red.upload(in.data(), blk * 4);
+    HC_ASSERT_OK(hetcclReduceScatter(rsIn.get(), rsOut.get(), blk, hetcclFloat32, pre, r.comm, r.stream), r.comm);
+    HC_ASSERT_OK(hetcclReduce(red.get(), red.get(), blk, hetcclFloat32, pre, n - 1, r.comm, r.stream), r.comm);
+    calls += 2;
+
+    r.progress("AlltoAll in place");
+    std::vector<int32_t> a2a(blk * n);
+    for (size_t j = 0; j < a2a.size(); ++j) a2a[j] = me * 1000000 + static_cast<int32_t>(j % 999983);
+    DeviceBuffer a2aBuf(r, a2a.size() * 4);
+    a2aBuf.upload(a2a.data(), a2a.size() * 4);
+    HC_ASSERT_OK(hetcclAlltoAll(a2aBuf.get(), a2aBuf.get(), blk, hetcclInt32, r.comm, r.stream), r.comm);
+    ++calls;
+
+    r.progress("one group of AllReduce (Avg), AllGather and ReduceScatter");
+    DeviceBuffer ar(r, blk * 4), agIn(r, blk * 4), ag(r, blk * n * 4), rs2(r, blk * 4);
+    ar.upload(in.data(), blk * 4);
+    agIn.upload(in.data(), blk * 4);
+    HC_ASSERT_OK(hetcclGroupStart(), nullptr);
+    HC_ASSERT_OK(hetcclAllReduce(ar.get(), ar.get(), blk, hetcclFloat32, hetcclAvg, r.comm, r.stream), r.comm);
+    HC_ASSERT_OK(hetcclAllGather(agIn.get(), ag.get(), blk, hetcclFloat32, r.comm, r.stream), r.comm);
+    HC_ASSERT_OK(hetcclReduceScatter(rsIn.get(), rs2.get(), blk, hetcclFloat32, hetcclSum, r.comm, r.stream), r.comm);
+    HC_ASSERT_OK(hetcclGroupEnd(), r.comm);
+    calls += 3;
+    syncStream(r);
+    HC_EXPECT_OK(hetcclRedOpDestroy(pre, r.comm), r.comm);
+    hetcclResult_t async = hetcclSuccess;
+    HC_EXPECT_OK(hetcclCommGetAsyncError(r.comm, &async), r.comm);
+    ASSERT_EQ(async, hetcclSuccess) << hetcclGetLastError(r.comm);
+
+    std::vector<float> got = readFloats(rs, blk * n), rsWant(blk), preWant(blk);
+    for (size_t j = 0; j < blk; ++j) rsWant[j] = rankSum(me * blk + j) / static_cast<float>(n);
+    EXPECT_EQ(std::vector<float>(got.begin() + me * blk, got.begin() + (me + 1) * blk), rsWant)
+        << "ReduceScatter in place, Avg";
+    for (size_t j = 0; j < blk; ++j) preWant[j] = 0.5f * rankSum(me * blk + j);
+    EXPECT_EQ(readFloats(rsOut, blk), preWant) << "ReduceScatter, PreMulSum";
+    if (me == n - 1) {
+      for (size_t j = 0; j < blk; ++j) preWant[j] = 0.5f * rankSum(j);
+      EXPECT_EQ(readFloats(red, blk), preWant) << "Reduce in place at the root, PreMulSum";
+    }
+    std::vector<int32_t> a2aGot = readBack(a2aBuf, a2a.size()), a2aWant(a2a.size());
+    for (int q = 0; q < n; ++q)
+      for (size_t j = 0; j < blk; ++j)
+        a2aWant[q * blk + j] = q * 1000000 + static_cast<int32_t>((me * blk + j) % 999983);
+    EXPECT_EQ(a2aGot, a2aWant) << "AlltoAll in place";
+    std::vector<float> avg(blk), agWant;
+    for (size_t j = 0; j < blk; ++j) avg[j] = rankSum(j) / static_cast<float>(n);
+    EXPECT_EQ(readFloats(ar, blk), avg) << "AllReduce Avg in a group";
+    for (int q = 0; q < n; ++q)
+      for (size_t j = 0; j < blk; ++j) agWant.push_back(value(q, j));
+    EXPECT_EQ(readFloats(ag, blk * n), agWant) << "AllGather in a group";
+    for (size_t j = 0; j < blk; ++j) preWant[j] = rankSum(me * blk + j);
+    EXPECT_EQ(readFloats(rs2, blk), preWant) << "ReduceScatter in a group";
+
+    hetcclCommInfo_t info{};
+    info.size = sizeof(info);
+    HC_ASSERT_OK(hetcclCommGetInfo(r.comm, &info), r.comm);
+    EXPECT_STREQ(info.borderPath, "device");
+    EXPECT_EQ(info.pathCalls[hetcclPathDevice], static_cast<unsigned long long>(calls));
+    EXPECT_EQ(info.pathCalls[hetcclPathStaged], 0ull) << "a call staged instead of taking the device border";
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, EmuBorderCalls, ::testing::Values("a,b", "a,a,b,b"),
+                         [](const ::testing::TestParamInfo<const char*>& i) {
+                           std::string s = i.param;
+                           s.erase(std::remove(s.begin(), s.end(), ','), s.end());
+                           return s;
+                         });
+
 // Abort while the stream waits on a call the silent peer never joins: the
 // stream goes on at once (nothing waits for the 30 s timeout), and a new
 // communicator on the device works.
