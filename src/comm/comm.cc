@@ -188,7 +188,7 @@ void Comm::setUp(const PeerInfo& me, const std::string& group) {
   backend_->connect(ids.data() + static_cast<size_t>(topo_.groupOfRank(rank).ranks[0]) * kBackendIdBytes);
 
   if (deviceOrdered() && topo_.ngroups() > 1) {
-    auto ds = std::make_unique<DeviceState>(*device_, settings::kStagingMax.get());
+    auto ds = std::make_unique<DeviceState>(*device_, settings::kStagingMax.get(), settings::kDeviceScratchMax.get());
     {
       std::lock_guard<std::mutex> g(backendMu_);  // abort() reads it from any thread
       deviceState_ = std::move(ds);

@@ -126,6 +126,9 @@ const std::vector<VarSpec>& settingsTable() {
      "the transport as it arrives (a test setting: it runs the direct path's plan on CPUs)"},
     {"HETCCL_STAGING_MAX", VarType::kBytes, "2G", nullptr,
      "GPU ranks: most pinned host memory one communicator keeps for staging border data", int64_t{1} << 20, kTiB},
+    {"HETCCL_DEVICE_SCRATCH_MAX", VarType::kBytes, "2G", nullptr,
+     "GPU ranks: most device memory one communicator keeps as scratch for staged group steps and the direct "
+     "path (the device border's own scratch is fixed at init: HETCCL_GPU_BORDER_CHUNK)", int64_t{1} << 20, kTiB},
     {"HETCCL_SOCKET_BUFFER", VarType::kBytes, "4M", nullptr, "SO_SNDBUF/SO_RCVBUF of TCP transport sockets", 4096,
      int64_t{1} << 30},
   };

@@ -34,7 +34,8 @@ uint8_t* StagingPool::get(int slot, size_t bytes) {
   if (held_ + want > limit_) want = bytes;
   if (held_ + want > limit_)
     throwError(hetcclInvalidUsage, std::string(pinned_ ? "pinned staging" : "device scratch") + " of " +
-                                       std::to_string(held_ + want) + " bytes would exceed HETCCL_STAGING_MAX (" +
+                                       std::to_string(held_ + want) + " bytes would exceed " +
+                                       (pinned_ ? "HETCCL_STAGING_MAX" : "HETCCL_DEVICE_SCRATCH_MAX") + " (" +
                                        std::to_string(limit_) + " bytes); raise it or use smaller calls");
   if (s.ptr) retired_.push_back(s);
   s = Slot{};
@@ -45,8 +46,8 @@ uint8_t* StagingPool::get(int slot, size_t bytes) {
   return s.ptr;
 }
 
-DeviceState::DeviceState(DeviceRuntime& d, size_t stagingLimit)
-    : dev_(d), pinned_(d, stagingLimit, true), scratch_(d, stagingLimit, false) {
+DeviceState::DeviceState(DeviceRuntime& d, size_t stagingLimit, size_t scratchLimit)
+    : dev_(d), pinned_(d, stagingLimit, true), scratch_(d, scratchLimit, false) {
   stream_ = d.createStream();
   flag_ = static_cast<uint64_t*>(d.allocPinned(sizeof(uint64_t)));
   *flag_ = 0;

@@ -13,9 +13,9 @@
 
 namespace hetccl {
 
-// Pinned host buffers in numbered slots, each grown on demand (doubling);
-// the sum of all memory held may not exceed `limit` bytes
-// (HETCCL_STAGING_MAX). A block outgrown is not freed until the pool goes:
+// Pinned host buffers (or device scratch) in numbered slots, each grown on
+// demand (doubling); the sum of all memory held may not exceed `limit`
+// bytes (HETCCL_STAGING_MAX; HETCCL_DEVICE_SCRATCH_MAX for device memory). A block outgrown is not freed until the pool goes:
 // cudaFreeHost/cudaFree synchronise the whole device, and the caller's
 // stream may at that moment be waiting for the very job that frees, which
 // would never finish. Not thread safe: the proxy thread alone uses it.
@@ -26,7 +26,7 @@ class StagingPool {
   StagingPool(const StagingPool&) = delete;
   StagingPool& operator=(const StagingPool&) = delete;
   // At least `bytes` in slot `slot`; contents are not kept when it grows.
-  // Throws hetcclInvalidUsage naming HETCCL_STAGING_MAX when over the limit.
+  // Throws hetcclInvalidUsage naming the limit's setting when over it.
   uint8_t* get(int slot, size_t bytes);
   size_t held() const { return held_; }
 
@@ -46,7 +46,7 @@ class StagingPool {
 
 class DeviceState {
  public:
-  DeviceState(DeviceRuntime& d, size_t stagingLimit);
+  DeviceState(DeviceRuntime& d, size_t stagingLimit, size_t scratchLimit);
   ~DeviceState();
   DeviceState(const DeviceState&) = delete;
   DeviceState& operator=(const DeviceState&) = delete;

@@ -219,6 +219,12 @@ TEST(StagingPool, GrowsReusesAndStaysUnderTheLimit) {
     EXPECT_EQ(err->code(), hetcclInvalidUsage);
     EXPECT_TRUE(test::contains(err->what(), "HETCCL_STAGING_MAX")) << err->what();
     EXPECT_EQ(pool.held(), rt.live);  // the failed request took nothing
+    // Device scratch has a limit of its own, named when it is hit.
+    StagingPool scratch(rt, 1 << 20, false);
+    scratch.get(0, 600000);
+    auto derr = test::catchError([&] { scratch.get(1, 600000); });
+    ASSERT_TRUE(derr.has_value());
+    EXPECT_TRUE(test::contains(derr->what(), "HETCCL_DEVICE_SCRATCH_MAX")) << derr->what();
   }
   EXPECT_EQ(rt.live, 0u);  // all returned
 }
