@@ -131,7 +131,16 @@ void enqueueDeviceBorderAllReduce(Comm& c, const CollArgs& a) {
   // vendor library may not take PreMulSum for every type); integer Avg
   // divides once the border is done. Every other step folds the plain kind.
   const ReduceOp groupOp(a.op.kind);
-  const size_t q = n / k, tail = n - q * k;
+  // m shares, m the smallest group's size: share s (the last one with the
+  // tail) crosses between the groups' ranks of index s; in a larger group
+  // the ranks from index m on take part in the group steps only.
+  const int m = b.shares();
+  const size_t q = n / m, tail = n - q * m;
+  auto shareLen = [&](int sh) { return q + (sh == m - 1 ? tail : 0); };
+  auto broadcastShares = [&] {  // each share from the group's rank that carried it
+    for (int sh = 0; sh < m; ++sh)
+      if (shareLen(sh)) be.broadcast(recv + sh * q * es, recv + sh * q * es, shareLen(sh), a.dt, sh, s);
+  };
   size_t start = 0, len = n;
   const uint8_t* src = send;
   if (a.op.preMul) {
@@ -142,13 +151,24 @@ void enqueueDeviceBorderAllReduce(Comm& c, const CollArgs& a) {
     // The group backend is also driven by the proxy for staged calls: its
     // calls must reach the vendor library in one order on every rank.
     ds.waitStagedDone(c.options().timeoutS, &c.abortFlag());
-    start = i * q;
-    len = q + (i == k - 1 ? tail : 0);
+    start = i < m ? i * q : 0;
+    len = i < m ? shareLen(i) : 0;
     be.groupStart();
-    if (q) be.reduceScatter(src, recv + start * es, q, a.dt, groupOp, s);
-    if (tail) be.allReduce(src + q * k * es, recv + q * k * es, tail, a.dt, groupOp, s);
+    if (k == m) {
+      if (q) be.reduceScatter(src, recv + start * es, q, a.dt, groupOp, s);
+      if (tail) be.allReduce(src + q * k * es, recv + q * k * es, tail, a.dt, groupOp, s);
+    } else {
+      for (int sh = 0; sh < m; ++sh)  // share sh to the group's rank sh
+        if (shareLen(sh)) be.reduce(src + sh * q * es, recv + sh * q * es, shareLen(sh), a.dt, groupOp, sh, s);
+    }
     be.groupEnd();
     src = recv;
+  }
+  if (!b.hasPeers()) {  // index m or above: the group's steps only
+    be.groupStart();
+    broadcastShares();
+    be.groupEnd();
+    return;
   }
 
   const uint64_t firstSeq = b.seq();
@@ -161,8 +181,12 @@ void enqueueDeviceBorderAllReduce(Comm& c, const CollArgs& a) {
   }
   if (k > 1) {
     be.groupStart();
-    if (q) be.allGather(recv + start * es, recv, q, a.dt, s);
-    if (tail) be.broadcast(recv + q * k * es, recv + q * k * es, tail, a.dt, k - 1, s);
+    if (k == m) {
+      if (q) be.allGather(recv + start * es, recv, q, a.dt, s);
+      if (tail) be.broadcast(recv + q * k * es, recv + q * k * es, tail, a.dt, k - 1, s);
+    } else {
+      broadcastShares();
+    }
     be.groupEnd();
   }
   bc.watch(s, "AllReduce", n * es, firstSeq, -1, !small);

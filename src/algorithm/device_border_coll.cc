@@ -479,6 +479,9 @@ bool scalesOnBorder(const CollArgs& a, bool groupScales) {
 
 bool takesDeviceBorder(Comm& c, const CollArgs& a) {
   if (!c.deviceBorder() || !c.kernels() || a.count == 0) return false;
+  // Groups of different sizes: AllReduce alone (comm/device_border.h).
+  for (const Group& g : c.topo().groups)
+    if (static_cast<int>(g.ranks.size()) != c.deviceBorder()->shares() && a.kind != CollKind::kAllReduce) return false;
   const size_t es = dataTypeSize(a.dt), n = static_cast<size_t>(c.nranks());
   const size_t blk = a.count * es;
   auto* s = static_cast<const uint8_t*>(a.send);

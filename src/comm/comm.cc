@@ -249,7 +249,6 @@ void Comm::setUpDeviceBorder() {
   f.want = settings::kGpuBorder.get();
   for (const Group& g : topo_.groups) {
     f.groupKinds.push_back(g.deviceKind);
-    f.groupSizes.push_back(static_cast<int>(g.ranks.size()));
   }
   f.singleHost = topo_.singleHost;
   std::string whyNot = deviceBorderWhyNot(f);
@@ -284,12 +283,18 @@ void Comm::setUpDeviceBorder() {
   s.bootstrap = bootstrap_.get();
   s.device = device_.get();
   s.rank = rank_;
-  for (const Group& g : topo_.groups) s.peerRanks.push_back(g.ranks[myLocal()]);
-  s.me = myGroup();
+  s.shares = static_cast<int>(topo_.groups[0].ranks.size());
+  for (const Group& g : topo_.groups) s.shares = std::min(s.shares, static_cast<int>(g.ranks.size()));
+  if (myLocal() < s.shares) {
+    for (const Group& g : topo_.groups) s.peerRanks.push_back(g.ranks[myLocal()]);
+    s.me = myGroup();
+  } else {
+    s.peerRanks = {rank_};
+    s.me = 0;
+  }
   s.partBytes = settings::kGpuBorderChunk.get();
   s.minBytes = settings::kGpuBorderMin.get();
   s.ranksOnHost = nranks_;  // one host (deviceBorderWhyNot)
-  s.groupSize = static_cast<int>(topo_.groupOfRank(rank_).ranks.size());
   auto b = DeviceBorder::create(s);
   if (!b) {
     if (!gpuDirect_) kernels_ = nullptr;

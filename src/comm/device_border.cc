@@ -48,6 +48,7 @@ std::unique_ptr<DeviceBorder> DeviceBorder::create(const Setup& s) {
   b->dev_ = s.device;
   b->peerRanks_ = s.peerRanks;
   b->me_ = s.me;
+  b->shares_ = s.shares;
   b->minBytes_ = s.minBytes;
   const int g = b->peers();
   // Header, then per slot: ready, done, ack by each reader; then per reader
@@ -64,7 +65,7 @@ std::unique_ptr<DeviceBorder> DeviceBorder::create(const Setup& s) {
   const size_t floor = std::min(kMinPart, want);
   size_t part = want;
   struct statvfs vfs {};
-  if (statvfs("/dev/shm", &vfs) == 0) {
+  if (g > 1 && statvfs("/dev/shm", &vfs) == 0) {
     const size_t room = static_cast<size_t>(vfs.f_bavail) * vfs.f_frsize / 2 / std::max(1, s.ranksOnHost);
     while (part > floor && segFor(part) > room) part = std::max(floor, part / 2 / 4096 * 4096);
     if (segFor(part) > room) part = 0;
@@ -91,6 +92,13 @@ std::unique_ptr<DeviceBorder> DeviceBorder::create(const Setup& s) {
     return nullptr;
   }
   b->partBytes_ = part;
+  if (g == 1) {  // no peers: only the collective steps of the others' set-up
+    s.bootstrap->barrier();
+    s.bootstrap->barrier();
+    LOG_INFO(kInit, "rank %d: device border without peers (index %d and up of a larger group: group steps only)",
+             s.rank, s.shares);
+    return b;
+  }
   b->segBytes_ = segFor(part);
   b->seg_.assign(g, nullptr);
   b->registered_.assign(g, false);
@@ -138,7 +146,7 @@ std::unique_ptr<DeviceBorder> DeviceBorder::create(const Setup& s) {
 }
 
 DeviceBorder::~DeviceBorder() {
-  if (dev_) {
+  if (dev_ && out_) {
     dev_->destroyStream(out_);
     dev_->destroyStream(in_);
     dev_->free(scratch_);

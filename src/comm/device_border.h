@@ -3,8 +3,12 @@
 // without a CPU copy or a CPU fold (algorithm/device_border_allreduce.h runs
 // the collectives over it).
 //
-// Border peers are the ranks with the same index in every group (all groups
-// are the same size k; every group holds GPU ranks, of any vendor). Each
+// Border peers are the ranks with the same index in every group (every
+// group holds GPU ranks, of any vendor). Where the groups differ in size,
+// the indices below the smallest group's size m have border peers; ranks
+// of index m and above (in larger groups) hold a border without peers: no
+// segment, no scratch, no streams; they take part in the group steps of
+// the calls that take the border (AllReduce alone, then). Each
 // border peer owns one shared-memory segment, mapped by every other border
 // peer and registered with each one's GPU runtime (cudaHostRegister,
 // hipHostRegister: one segment serves an NVIDIA and an AMD process alike).
@@ -61,7 +65,7 @@ class DeviceBorder {
     size_t partBytes = 0;         // HETCCL_GPU_BORDER_CHUNK: the most; less where /dev/shm is short
     size_t minBytes = 0;          // HETCCL_GPU_BORDER_MIN
     int ranksOnHost = 1;          // whose segments share this host's /dev/shm
-    int groupSize = 1;            // ranks in every group
+    int shares = 1;               // the smallest group's size: indices with border peers
   };
   // Collective over every rank of the communicator (one bootstrap allgather
   // and two barriers): every rank calls it, with its own border peers. The
@@ -74,6 +78,9 @@ class DeviceBorder {
   DeviceBorder& operator=(const DeviceBorder&) = delete;
 
   int peers() const { return static_cast<int>(peerRanks_.size()); }
+  // False on a rank of index `shares()` or above (see above).
+  bool hasPeers() const { return peers() > 1; }
+  int shares() const { return shares_; }
   int me() const { return me_; }
   int peerRank(int g) const { return peerRanks_[g]; }
   size_t partBytes() const { return partBytes_; }
@@ -132,6 +139,7 @@ class DeviceBorder {
   DeviceRuntime* dev_ = nullptr;
   std::vector<int> peerRanks_;
   int me_ = 0;
+  int shares_ = 1;
   size_t minBytes_ = 0;
   size_t partBytes_ = 0, flagBytes_ = 0, segBytes_ = 0, scratchBytes_ = 0, pairFlagsAt_ = 0;
   std::vector<uint64_t> sendSeq_, recvSeq_;  // pair channel parts, by peer

@@ -36,10 +36,6 @@ std::string deviceBorderWhyNot(const DeviceBorderFacts& f) {
     if (k == "host") return kNotEveryRankSays;
   if (f.want == "0") return "HETCCL_GPU_BORDER=0";
   if (!f.singleHost) return "the ranks span several hosts (the device border is one host's shared memory)";
-  for (size_t g = 1; g < f.groupSizes.size(); ++g)
-    if (f.groupSizes[g] != f.groupSizes[0])
-      return "the groups differ in size (" + std::to_string(f.groupSizes[0]) + " and " +
-             std::to_string(f.groupSizes[g]) + " ranks): border peers are the ranks of one index in every group";
   return "";
 }
 

@@ -105,8 +105,8 @@ const std::vector<VarSpec>& settingsTable() {
      "across groups on one host through the device border: each group's vendor library "
      "works inside the group in device memory, and only each rank's share crosses to the other groups, by "
      "the GPUs' copy engines through shared memory registered with every runtime, folded by GPU kernels, in "
-     "the caller's stream order. auto: where every group holds GPU ranks, all groups have the same size, all "
-     "ranks share a host and the kernels plugin loads on every rank; 1: the same, init fails naming why it "
+     "the caller's stream order. auto: where every group holds GPU ranks (groups of different sizes: AllReduce "
+     "alone) and all ranks share a host and the kernels plugin loads on every rank; 1: the same, init fails naming why it "
      "cannot; 0: never (staged through pinned memory)", 0, 0, "auto|0|1"},
     {"HETCCL_GPU_BORDER_CHUNK", VarType::kBytes, "8M", nullptr,
      "device border: bytes of one part of a slice (a slice is one part per group); shared memory per rank is "

@@ -377,6 +377,73 @@ INSTANTIATE_TEST_SUITE_P(Layouts, EmuBorderCalls, ::testing::Values("a,b", "a,a,
                            return s;
                          });
 
+// Groups of different sizes: AllReduce through the device border (shares
+// of the smallest group's size; the larger groups' other ranks in the group
+// steps only), at counts below, at and around the number of shares, in and
+// out of place, int32 sum and float Avg; every other collective stages (an
+// AllGather shows it, right and counted as staged).
+class EmuBorderUnequal : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(EmuBorderUnequal, AllReduceTakesTheBorderOtherCallsStage) {
+  JobOptions o;
+  const std::string layout = GetParam();
+  std::string devices;
+  for (size_t i = 0; i < layout.size(); i += 2) devices += std::string(devices.empty() ? "" : ",") + "emu";
+  o.devices = parseDevices(devices);
+  borderEnv(o, true);
+  runJob(GetParam(), o, [](Rank& r) {
+    const int n = r.nranks, me = r.rank;
+    int allReduces = 0;
+    for (size_t count : {size_t{1}, size_t{2}, size_t{5}, size_t{70001}, size_t{300007}}) {
+      r.progress("AllReduce of " + std::to_string(count));
+      std::vector<int32_t> in = iota(count, me * 7, me + 1), want(count, 0);
+      for (int q = 0; q < n; ++q) {
+        std::vector<int32_t> v = iota(count, q * 7, q + 1);
+        for (size_t j = 0; j < count; ++j) want[j] += v[j];
+      }
+      DeviceBuffer a(r, count * 4), b(r, count * 4), f(r, count * 4);
+      a.upload(in.data(), count * 4);
+      std::vector<float> fin(count), fwant(count);
+      for (size_t j = 0; j < count; ++j) fin[j] = static_cast<float>(n * ((j % 5) + 1));
+      for (size_t j = 0; j < count; ++j) fwant[j] = static_cast<float>(n * ((j % 5) + 1));  // the average of equal values
+      f.upload(fin.data(), count * 4);
+      HC_ASSERT_OK(hetcclAllReduce(a.get(), b.get(), count, hetcclInt32, hetcclSum, r.comm, r.stream), r.comm);
+      HC_ASSERT_OK(hetcclAllReduce(a.get(), a.get(), count, hetcclInt32, hetcclSum, r.comm, r.stream), r.comm);
+      HC_ASSERT_OK(hetcclAllReduce(f.get(), f.get(), count, hetcclFloat32, hetcclAvg, r.comm, r.stream), r.comm);
+      allReduces += 3;
+      syncStream(r);
+      EXPECT_EQ(readBack(b, count), want) << "out of place, count " << count;
+      EXPECT_EQ(readBack(a, count), want) << "in place, count " << count;
+      EXPECT_EQ(readFloats(f, count), fwant) << "float Avg, count " << count;
+    }
+    r.progress("AllGather (stages)");
+    const size_t m = 20000;
+    DeviceBuffer gin(r, m * 4), gout(r, m * 4 * n);
+    gin.upload(iota(m, me * 100000, 1).data(), m * 4);
+    HC_ASSERT_OK(hetcclAllGather(gin.get(), gout.get(), m, hetcclInt32, r.comm, r.stream), r.comm);
+    syncStream(r);
+    std::vector<int32_t> gwant;
+    for (int q = 0; q < n; ++q) {
+      std::vector<int32_t> part = iota(m, q * 100000, 1);
+      gwant.insert(gwant.end(), part.begin(), part.end());
+    }
+    EXPECT_EQ(readBack(gout, m * n), gwant) << "AllGather";
+    hetcclCommInfo_t info{};
+    info.size = sizeof(info);
+    HC_ASSERT_OK(hetcclCommGetInfo(r.comm, &info), r.comm);
+    EXPECT_STREQ(info.borderPath, "device");
+    EXPECT_EQ(info.pathCalls[hetcclPathDevice], static_cast<unsigned long long>(allReduces));
+    EXPECT_EQ(info.pathCalls[hetcclPathStaged], 1ull);
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, EmuBorderUnequal, ::testing::Values("a,a,b", "a,a,a,b,b", "a,b,b,c,c,c"),
+                         [](const ::testing::TestParamInfo<const char*>& i) {
+                           std::string s = i.param;
+                           s.erase(std::remove(s.begin(), s.end(), ','), s.end());
+                           return s;
+                         });
+
 // Abort while the stream waits on a call the silent peer never joins: the
 // stream goes on at once (nothing waits for the 30 s timeout), and a new
 // communicator on the device works.
@@ -424,6 +491,9 @@ void allocationFailsOnRank1(const char* nth) {
   o.devices = {"emu", "emu", "emu"};
   o.initMayFail = true;
   o.env.emplace_back("HETCCL_TIMEOUT_S", "10");
+  // In a call: the staged path, which takes device scratch on first use
+  // (the device border allocates everything at init).
+  if (std::string(nth) != "1") o.env.emplace_back("HETCCL_GPU_BORDER", "0");
   o.beforeInit = [nth](int rank) {
     if (rank == 1) setenv("HETCCL_EMU_FAIL_ALLOC", nth, 1);
   };
