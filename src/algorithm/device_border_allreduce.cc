@@ -168,6 +168,12 @@ void enqueueDeviceBorderAllReduce(Comm& c, const CollArgs& a) {
     be.groupStart();
     broadcastShares();
     be.groupEnd();
+    // Nothing of the border to wait for; a failure elsewhere still makes
+    // the result invalid (the failure word).
+    BorderCall(c, a.dt, a.op.kind).watch(s, "AllReduce", n * es, [](bool* poisoned) {
+      *poisoned = false;
+      return -1;
+    });
     return;
   }
 

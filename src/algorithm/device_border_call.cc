@@ -93,21 +93,35 @@ void BorderCall::watch(Stream caller, const char* what, size_t bytes, std::funct
         try {
           waitEvent(comm.device(), end, comm.options().timeoutS, &comm.abortFlag(),
                     ("waiting for a device border " + name).c_str());
-        } catch (const Error&) {
+        } catch (const Error& e) {
           bool poisoned = false;
           const int who = behind(&poisoned);  // before the release
+          if (comm.abortFlag().load()) {
+            border.releaseAll();
+            throw;
+          }
+          const std::string text =
+              who < 0 ? std::string(e.what())
+                      : "device border " + name + " of " + std::to_string(bytes) + " bytes: rank " +
+                            std::to_string(border.peerRank(who)) + " did not store its share within " +
+                            std::to_string(static_cast<int>(comm.options().timeoutS)) +
+                            " s (HETCCL_TIMEOUT_S); it died, stalled or left the job";
+          // The other ranks learn of it before any stream of theirs that
+          // waits on this rank goes on.
+          border.markFailed("rank " + std::to_string(comm.rank()) + ": " + text);
           border.releaseAll();
-          if (who < 0 || comm.abortFlag().load()) throw;
-          throwError(hetcclRemoteError, "device border " + name + " of " + std::to_string(bytes) + " bytes: rank " +
-                                            std::to_string(border.peerRank(who)) + " did not store its share within " +
-                                            std::to_string(static_cast<int>(comm.options().timeoutS)) +
-                                            " s (HETCCL_TIMEOUT_S); it died, stalled or left the job");
+          throwError(who < 0 ? e.code() : hetcclRemoteError, text);
         }
         bool poisoned = false;
         behind(&poisoned);
         if (poisoned)
           throwError(hetcclRemoteError, "device border " + name + ": a border peer released the border (it failed "
                                         "or aborted); the result is not valid");
+        std::string why;
+        const int failed = border.failedRank(&why);
+        if (failed >= 0 && failed != comm.rank())
+          throwError(hetcclRemoteError, "device border " + name + ": rank " + std::to_string(failed) +
+                                            "'s communicator failed (" + why + "); the result is not valid");
       },
       [&ds, events = events] {
         for (Event e : events) ds.giveEvent(e);

@@ -313,6 +313,7 @@ void Comm::fail(hetcclResult_t code, const std::string& text) {
   }
   setAsyncError(code == hetcclSuccess || code == hetcclInProgress ? hetcclInternalError : code);
   if (transport_) transport_->poison(text);
+  if (border_) border_->markFailed(text);
 }
 
 std::string Comm::failureText() const {

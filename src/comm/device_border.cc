@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 
@@ -23,11 +24,19 @@ constexpr uint64_t kMagic = 0x6865746363426472ull;
 constexpr uint64_t kNameSalt = 0x626f72646572ull;  // keeps these names apart from the shm transport's
 constexpr uint64_t kReleased = kFlagReleased;
 constexpr size_t kMinPart = size_t{64} << 10;
+constexpr size_t kHeaderBytes = 512;
 
+// The first bytes of every rank's segment. failedBy is this job's failure
+// word on this host: 1 + the first rank whose communicator failed (each
+// rank marks every rank's header); its reason is in that rank's header.
 struct Header {
   uint64_t magic;
   uint64_t jobId;
+  std::atomic<int32_t> failedBy;
+  int32_t pad;
+  char reason[kHeaderBytes - 24];
 };
+static_assert(sizeof(Header) <= kHeaderBytes, "the header outgrew its room");
 
 size_t pageRound(size_t b) {
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
@@ -54,7 +63,7 @@ std::unique_ptr<DeviceBorder> DeviceBorder::create(const Setup& s) {
   // Header, then per slot: ready, done, ack by each reader; then per reader
   // and slot the pair channel's ready and ack; then the slots' data, then
   // the pair channels' data (kSlots parts for each other peer).
-  b->pairFlagsAt_ = kFlagStride + static_cast<size_t>(kSlots) * (2 + g) * kFlagStride;
+  b->pairFlagsAt_ = kHeaderBytes + static_cast<size_t>(kSlots) * (2 + g) * kFlagStride;
   b->flagBytes_ = pageRound(b->pairFlagsAt_ + static_cast<size_t>(kSlots) * 2 * g * kFlagStride);
   auto segFor = [&](size_t part) {
     return b->flagBytes_ + static_cast<size_t>(kSlots) * (g + 1) * part + static_cast<size_t>(kSlots) * (g - 1) * part;
@@ -92,42 +101,49 @@ std::unique_ptr<DeviceBorder> DeviceBorder::create(const Setup& s) {
     return nullptr;
   }
   b->partBytes_ = part;
-  if (g == 1) {  // no peers: only the collective steps of the others' set-up
-    s.bootstrap->barrier();
-    s.bootstrap->barrier();
-    LOG_INFO(kInit, "rank %d: device border without peers (index %d and up of a larger group: group steps only)",
-             s.rank, s.shares);
-    return b;
-  }
-  b->segBytes_ = segFor(part);
+  // Without peers, a segment of the header alone (the failure word).
+  b->segBytes_ = g > 1 ? segFor(part) : pageRound(kHeaderBytes);
   b->seg_.assign(g, nullptr);
   b->registered_.assign(g, false);
+  b->headers_.assign(nranks, nullptr);
+  b->rank_ = s.rank;
 
   const std::string mine = shmSegmentName(all[s.rank].pid, jobId, s.rank);
   uint8_t* own = mapSegment(createShmSegment(mine, b->segBytes_), b->segBytes_, mine);
   b->seg_[s.me] = own;
+  b->headers_[s.rank] = own;
   auto* h = reinterpret_cast<Header*>(own);
   h->magic = kMagic;
   h->jobId = jobId;
   try {
     s.bootstrap->barrier();  // every segment exists
-    for (int q = 0; q < g; ++q) {
-      if (q == s.me) continue;
-      const int r = s.peerRanks[q];
+    // Peers' segments whole, every other rank's header page.
+    for (int r = 0; r < nranks; ++r) {
+      if (r == s.rank) continue;
+      auto it = std::find(s.peerRanks.begin(), s.peerRanks.end(), r);
+      const int q = it == s.peerRanks.end() ? -1 : static_cast<int>(it - s.peerRanks.begin());
       const std::string name = shmSegmentName(all[r].pid, jobId, r);
       int fd = shm_open(name.c_str(), O_RDWR, 0600);
       if (fd < 0) throwSystemError("device border: shm_open " + name + " (rank " + std::to_string(r) + ")", errno);
-      b->seg_[q] = mapSegment(fd, b->segBytes_, name);
-      auto* ph = reinterpret_cast<const Header*>(b->seg_[q]);
+      uint8_t* at = mapSegment(fd, q >= 0 ? b->segBytes_ : pageRound(kHeaderBytes), name);
+      if (q >= 0) b->seg_[q] = at;
+      else b->headerPages_.push_back(at);
+      b->headers_[r] = at;
+      auto* ph = reinterpret_cast<const Header*>(at);
       if (ph->magic != kMagic || ph->jobId != jobId)
         throwError(hetcclRemoteError, "device border: segment of rank " + std::to_string(r) + " is not this job's");
     }
-    s.bootstrap->barrier();  // every peer mapped every segment: the names can go
+    s.bootstrap->barrier();  // every rank mapped what it needs: the names can go
   } catch (...) {
     shm_unlink(mine.c_str());
     throw;
   }
   shm_unlink(mine.c_str());
+  if (g == 1) {
+    LOG_INFO(kInit, "rank %d: device border without peers (index %d and up of a larger group: group steps only)",
+             s.rank, s.shares);
+    return b;
+  }
 
   // Registration and allocation may synchronise the device: here, at init,
   // nothing of this communicator is in flight.
@@ -156,10 +172,28 @@ DeviceBorder::~DeviceBorder() {
     if (registered_[q]) dev_->unregisterHost(seg_[q]);
     munmap(seg_[q], segBytes_);
   }
+  for (uint8_t* p : headerPages_) munmap(p, pageRound(kHeaderBytes));
+}
+
+void DeviceBorder::markFailed(const std::string& why) {
+  auto* mine = reinterpret_cast<Header*>(headers_[rank_]);
+  if (mine->reason[0] == 0) snprintf(mine->reason, sizeof(mine->reason), "%s", why.empty() ? "?" : why.c_str());
+  for (uint8_t* h : headers_) {
+    int32_t none = 0;
+    if (h) reinterpret_cast<Header*>(h)->failedBy.compare_exchange_strong(none, rank_ + 1, std::memory_order_acq_rel);
+  }
+}
+
+int DeviceBorder::failedRank(std::string* why) const {
+  const int32_t by = reinterpret_cast<const Header*>(headers_[rank_])->failedBy.load(std::memory_order_acquire);
+  if (by <= 0 || by > static_cast<int32_t>(headers_.size()) || !headers_[by - 1]) return -1;
+  const auto* h = reinterpret_cast<const Header*>(headers_[by - 1]);
+  *why = std::string(h->reason, strnlen(h->reason, sizeof(h->reason)));
+  return by - 1;
 }
 
 volatile uint64_t* DeviceBorder::flag(int owner, int slot, int which) {
-  const size_t at = kFlagStride + (static_cast<size_t>(slot) * (2 + peers()) + which) * kFlagStride;
+  const size_t at = kHeaderBytes + (static_cast<size_t>(slot) * (2 + peers()) + which) * kFlagStride;
   return reinterpret_cast<volatile uint64_t*>(seg_[owner] + at);
 }
 

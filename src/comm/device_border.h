@@ -121,6 +121,15 @@ class DeviceBorder {
   uint64_t nextSeq() { return ++seq_; }
   uint64_t seq() const { return seq_; }  // the last one taken
 
+  // The job's failure word on this host (in every rank's segment header):
+  // markFailed() tells every rank of the communicator that this one failed
+  // (first one wins; the reason stays in this rank's header); failedRank()
+  // is that rank (its reason in *why) or -1. Any thread. Ranks that meet a
+  // failed rank only through the vendor library's group steps (a larger
+  // group's ranks without peers; the other indices' peers) learn of it so.
+  void markFailed(const std::string& why);
+  int failedRank(std::string* why) const;
+
   // Abort and failure: every wait of this rank's streams goes on at once
   // (the other border peers' waits on this rank too). Any thread.
   void releaseAll();
@@ -144,6 +153,9 @@ class DeviceBorder {
   size_t partBytes_ = 0, flagBytes_ = 0, segBytes_ = 0, scratchBytes_ = 0, pairFlagsAt_ = 0;
   std::vector<uint64_t> sendSeq_, recvSeq_;  // pair channel parts, by peer
   std::vector<uint8_t*> seg_;         // by peer index, mapped here
+  std::vector<uint8_t*> headers_;     // every rank's segment header, by global rank
+  std::vector<uint8_t*> headerPages_; // header pages of ranks that are not peers (mapped alone)
+  int rank_ = 0;
   std::vector<bool> registered_;
   uint8_t* scratch_ = nullptr;
   Stream out_ = nullptr, in_ = nullptr;

@@ -209,7 +209,45 @@ void peerExitsUnderAStreamOrderedCall(bool border, bool send = false) {
   });
 }
 
+// Groups of two (and of different sizes): a rank of the second group exits
+// before a border AllReduce. Every other rank's call fails within the
+// timeout, or leaves its communicator failed, with a message naming a rank
+// that failed; none returns the call as a success with its communicator
+// still healthy (the same-group rank and the other index's peers only meet
+// the dead rank through the group steps or through the failed ranks).
+void peerExitsUnderAGroupBorderCall(const char* layout, int victim) {
+  JobOptions o;
+  o.devices = parseDevices(std::string(layout) == "a,a,b,b" ? "emu,emu,emu,emu" : "emu,emu,emu,emu,emu");
+  o.env.emplace_back("HETCCL_TIMEOUT_S", "5");
+  borderEnv(o, true);
+  runJob(layout, o, [victim](Rank& r) {
+    warmUp(r);
+    if (r.rank == victim) _exit(0);
+    const size_t count = (size_t{1} << 18) + 3;
+    DeviceBuffer b(r, count * 4);
+    auto t0 = std::chrono::steady_clock::now();
+    hetcclResult_t res = hetcclAllReduce(b.get(), b.get(), count, hetcclFloat32, hetcclSum, r.comm, r.stream);
+    std::string text = hetcclGetLastError(r.comm);
+    syncStream(r);  // must come back
+    hetcclResult_t async = hetcclSuccess;
+    HC_EXPECT_OK(hetcclCommGetAsyncError(r.comm, &async), r.comm);
+    // The failure may reach a rank a moment after its stream went on.
+    while (res == hetcclSuccess && async == hetcclSuccess && secondsSince(t0) < 15) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      HC_EXPECT_OK(hetcclCommGetAsyncError(r.comm, &async), r.comm);
+    }
+    EXPECT_LT(secondsSince(t0), 15);
+    EXPECT_TRUE(res != hetcclSuccess || async != hetcclSuccess) << "rank " << r.rank << " saw no failure";
+    if (res == hetcclSuccess) text = hetcclGetLastError(r.comm);
+    EXPECT_NE(text.find("rank "), std::string::npos) << "the error should name a rank: " << text;
+    HC_EXPECT_OK(hetcclCommAbort(r.comm), nullptr);
+    r.comm = nullptr;
+  });
+}
+
 TEST(EmuFaults, PeerExitsUnderAStreamOrderedCall) { peerExitsUnderAStreamOrderedCall(false); }
+TEST(EmuFaults, PeerExitsUnderAGroupBorderCall) { peerExitsUnderAGroupBorderCall("a,a,b,b", 2); }
+TEST(EmuFaults, PeerExitsUnderAnUnequalGroupBorderCall) { peerExitsUnderAGroupBorderCall("a,a,a,b,b", 3); }
 TEST(EmuFaults, PeerExitsUnderADeviceBorderCall) { peerExitsUnderAStreamOrderedCall(true); }
 TEST(EmuFaults, PeerExitsUnderADeviceBorderSend) { peerExitsUnderAStreamOrderedCall(true, true); }
 
