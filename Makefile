@@ -2,12 +2,13 @@
 #   make demo   install what is missing, build, run a 4-rank AllReduce across
 #               two emulated vendor groups on this machine, print the perf table
 #   make test   install what is missing, build, run every CPU test
-# Others: make build, make bench (hetccl vs Open MPI and Gloo), make asan, make tsan, make fuzz, make clean.
+# Others: make build, make bench (hetccl vs Open MPI and Gloo), make perf-doc (docs/performance.md from
+# the benchmark records), make asan, make tsan, make fuzz, make clean.
 BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build demo test asan tsan tsan-core fuzz bench clean
+.PHONY: all deps build demo test asan tsan tsan-core fuzz bench perf-doc clean
 
 all: build
 
@@ -58,6 +59,11 @@ fuzz: deps
 bench: build
 	bash scripts/install-deps.sh
 	HETCCL_PERF=$(BUILD)/tools/hetccl-perf bash bench/allreduce_vs_peers.sh -n 100 -w 10
+
+# docs/performance.md and its plots from the records in docs/perf/data.
+perf-doc:
+	bash scripts/install-deps.sh python3-matplotlib
+	/usr/bin/python3 docs/perf/make_performance.py build
 
 clean:
 	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan $(BUILD)-fuzz

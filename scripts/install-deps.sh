@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs the Debian packages hetccl's build, tests and benchmarks use, when
-# they are missing. Run as root (or with sudo available). Idempotent.
+# they are missing, and any packages named as arguments (make perf-doc:
+# python3-matplotlib). Run as root (or with sudo available). Idempotent.
 set -euo pipefail
-pkgs=(cmake make g++ pkg-config libgtest-dev openmpi-bin libopenmpi-dev iproute2 procps)
+pkgs=(cmake make g++ pkg-config libgtest-dev openmpi-bin libopenmpi-dev iproute2 procps "$@")
 # make fuzz: clang with the libFuzzer, ASan and UBSan runtimes (only recommended by clang-14).
 pkgs+=(clang libclang-rt-14-dev)
 # HIP compile check of the device kernels (src/kernels): ROCm 5.2's hipcc with
