@@ -18,6 +18,29 @@ using namespace hetccl;
 
 namespace {
 
+// Records `calls` in the communicator's flight recorder; returns the first
+// one's number for FlightRecorder::finish.
+uint64_t recordCalls(hetcclComm& comm, const std::vector<CollArgs>& calls, FlightRecorder::State state) {
+  std::vector<FlightRecorder::Call> fc;
+  fc.reserve(calls.size());
+  for (const CollArgs& a : calls) fc.push_back({a.kind, a.isSend, a.count, a.dt, a.op.userOp, a.root});
+  return comm.flight().issue(fc, state);
+}
+
+// Runs body (the calls recorded from `first` on) and records how it ended.
+template <class F>
+void recorded(hetcclComm& comm, uint64_t first, size_t n, F&& body) {
+  try {
+    body();
+  } catch (const Error& e) {
+    comm.flight().finish(first, n, e.code());
+    throw;
+  } catch (...) {
+    comm.flight().finish(first, n, hetcclInternalError);
+    throw;
+  }
+}
+
 // Host ranks' calls: through the transports, or the group alone.
 void countHostCalls(hetcclComm& comm, size_t n) {
   comm.countCalls(comm.topo().ngroups() == 1 ? hetcclPathNone : hetcclPathHost, n);
@@ -45,15 +68,24 @@ bool dispatchCalls(hetcclComm* comm, const std::vector<CollArgs>& calls, bool ma
   if (!comm->deviceOrdered()) countHostCalls(*comm, calls.size());
   if (comm->deviceOrdered()) {  // GPU rank: enqueue in stream order, return at once
     checkReady(comm);
-    failOnError(*comm, [&] { enqueueDeviceCalls(*comm, calls, comm->options().blocking && mayWait); });
+    const uint64_t first = recordCalls(*comm, calls, FlightRecorder::State::kEnqueued);
+    recorded(*comm, first, calls.size(), [&] {
+      failOnError(*comm, [&] { enqueueDeviceCalls(*comm, calls, comm->options().blocking && mayWait); });
+    });
     return false;
   }
   if (!comm->options().blocking) {  // runs on the proxy, after init and earlier calls
-    comm->proxy().submit([comm, calls] { runCalls(hostPlan(*comm), calls); });  // a failure fails the communicator
+    const uint64_t first = recordCalls(*comm, calls, FlightRecorder::State::kIssued);
+    comm->proxy().submit([comm, calls, first] {  // a failure fails the communicator
+      recorded(*comm, first, calls.size(), [&] { runCalls(hostPlan(*comm), calls); });
+      comm->flight().finish(first, calls.size(), hetcclSuccess);
+    });
     return true;
   }
   checkReady(comm);
-  failOnError(*comm, [&] { runCalls(hostPlan(*comm), calls); });
+  const uint64_t first = recordCalls(*comm, calls, FlightRecorder::State::kIssued);
+  recorded(*comm, first, calls.size(), [&] { failOnError(*comm, [&] { runCalls(hostPlan(*comm), calls); }); });
+  comm->flight().finish(first, calls.size(), hetcclSuccess);
   return false;
 }
 
@@ -97,9 +129,12 @@ bool runTogether(const std::vector<hetcclComm*>& comms,
       checkUsable(comm);
       checkReady(comm);
       countHostCalls(*comm, calls.size());
-      comm->proxy().submit([comm, calls] {
+      const uint64_t first = recordCalls(*comm, calls, FlightRecorder::State::kIssued);
+      comm->proxy().submit([comm, calls, first] {
         ExclusiveUse use(*comm);
-        runCalls(hostPlan(*comm), calls);  // a failure fails the communicator (the proxy's hook)
+        // A failure fails the communicator (the proxy's hook).
+        recorded(*comm, first, calls.size(), [&] { runCalls(hostPlan(*comm), calls); });
+        comm->flight().finish(first, calls.size(), hetcclSuccess);
       });
       waitFor.push_back(comm);
     });

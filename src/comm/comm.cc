@@ -48,7 +48,11 @@ CommOptions readOptions(const hetcclConfig_t* cfg) {
   return o;
 }
 
-Comm::Comm(int nranks, int rank, const CommOptions& opts) : opts_(opts), rank_(rank), nranks_(nranks) {
+Comm::Comm(int nranks, int rank, const CommOptions& opts)
+    : opts_(opts),
+      rank_(rank),
+      nranks_(nranks),
+      flight_(static_cast<size_t>(settings::kFlightRecorder.get()), settings::kFlightDir.get()) {
   logSetRank(rank);
   if (opts_.timeoutS <= 0) throwError(hetcclInvalidArgument, "the timeout must be positive");
   buffBytes_ = settings::kBuffSize.get();
@@ -66,6 +70,11 @@ Comm::Comm(int nranks, int rank, const CommOptions& opts) : opts_(opts), rank_(r
 
 void Comm::init(const IdContents& id) {
   const int rank = rank_, nranks = nranks_;
+  {
+    char hex[20];
+    snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(id.jobId));
+    flightId_ = hex;
+  }
   PeerInfo me;
   std::string group;
   try {
@@ -307,10 +316,12 @@ void Comm::setUpDeviceBorder() {
 }
 
 void Comm::fail(hetcclResult_t code, const std::string& text) {
+  bool first = false;
   {
     std::lock_guard<std::mutex> g(failMu_);
-    if (failText_.empty()) failText_ = text;
+    if (failText_.empty()) failText_ = text, first = true;
   }
+  if (first) dumpFlight("failed: " + text);
   setAsyncError(code == hetcclSuccess || code == hetcclInProgress ? hetcclInternalError : code);
   if (transport_) transport_->poison(text);
   if (border_) border_->markFailed(text);
@@ -323,6 +334,12 @@ std::string Comm::failureText() const {
 
 void Comm::abort() {
   abort_.store(true);
+  {
+    std::unique_lock<std::mutex> g(failMu_);
+    const std::string failed = failText_;
+    g.unlock();
+    dumpFlight(failed.empty() ? "aborted (hetcclCommAbort)" : "failed, then aborted: " + failed);
+  }
   std::lock_guard<std::mutex> g(backendMu_);
   // First the caller's streams that wait for this communicator's border
   // steps, then the vendor library: its abort synchronises the device,

@@ -16,6 +16,7 @@
 #include "bootstrap/bootstrap.h"
 #include "core/datatype.h"
 #include "comm/device_border.h"
+#include "comm/flight_recorder.h"
 #include "comm/proxy.h"
 #include "device/device.h"
 #include "device/staging.h"
@@ -89,6 +90,10 @@ class Comm {
            : deviceOrdered()    ? "staged"
                                 : "host";
   }
+  // The last calls of this communicator (comm/flight_recorder.h) ...
+  FlightRecorder& flight() { return flight_; }
+  // ... written to HETCCL_FLIGHT_DIR, naming why (failure, abort).
+  void dumpFlight(const std::string& reason) const { flight_.dump(rank_, nranks_, flightId_, reason); }
   // Calls so far by the path their border data took (hetcclPath_t, as
   // borderPath() names the paths): each collective and send/recv of a
   // group call counts once. Any thread.
@@ -157,6 +162,8 @@ class Comm {
  private:
   CommOptions opts_;
   int rank_, nranks_;
+  FlightRecorder flight_;
+  std::string flightId_ = "uninitialised";  // the job id in hex once init has it
   std::atomic<bool> abort_{false};
   std::atomic<uint64_t> pathCalls_[hetcclNumPaths] = {};
   std::atomic<hetcclResult_t> asyncError_{hetcclSuccess};

@@ -43,6 +43,8 @@ inline constexpr BytesSetting kGpuBorderChunk{"HETCCL_GPU_BORDER_CHUNK"};
 inline constexpr BytesSetting kGpuBorderMin{"HETCCL_GPU_BORDER_MIN"};
 inline constexpr BytesSetting kGpuDirectMin{"HETCCL_GPU_DIRECT_MIN"};
 inline constexpr BytesSetting kStagingMax{"HETCCL_STAGING_MAX"};
+inline constexpr IntSetting kFlightRecorder{"HETCCL_FLIGHT_RECORDER"};
+inline constexpr StringSetting kFlightDir{"HETCCL_FLIGHT_DIR"};
 inline constexpr BytesSetting kDeviceScratchMax{"HETCCL_DEVICE_SCRATCH_MAX"};
 // Libraries loaded at run time
 inline constexpr StringSetting kCudaLib{"HETCCL_CUDA_LIB"};

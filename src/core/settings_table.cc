@@ -124,6 +124,12 @@ const std::vector<VarSpec>& settingsTable() {
     {"HETCCL_PLAN_FOLDS", VarType::kBool, "0", nullptr,
      "host ranks fold border data after receiving it whole, as GPU ranks on the direct path do, instead of in "
      "the transport as it arrives (a test setting: it runs the direct path's plan on CPUs)"},
+    {"HETCCL_FLIGHT_RECORDER", VarType::kInt, "2000", nullptr,
+     "calls each communicator remembers (each collective and send/recv of a group counts once) for its "
+     "flight recorder dump; 0: none", 0, 1000000},
+    {"HETCCL_FLIGHT_DIR", VarType::kString, "", nullptr,
+     "folder where a communicator that fails or is aborted writes its last calls "
+     "(hetccl-flight-<job>-rank<r>.json; hetccl-doctor reads them); unset: no dumps"},
     {"HETCCL_STAGING_MAX", VarType::kBytes, "2G", nullptr,
      "GPU ranks: most pinned host memory one communicator keeps for staging border data", int64_t{1} << 20, kTiB},
     {"HETCCL_DEVICE_SCRATCH_MAX", VarType::kBytes, "2G", nullptr,

@@ -1,0 +1,79 @@
+// The flight recorder: the last HETCCL_FLIGHT_RECORDER calls of one
+// communicator (each collective and send/recv of a group counts once), in
+// a bounded ring, and a JSON dump of them where HETCCL_FLIGHT_DIR is set:
+// when the communicator fails (a timeout, a dead or failed peer, an error
+// that leaves it out of step), when it is aborted, and on request.
+// `hetccl-doctor DIR` reads the dumps of all ranks and names the rank that
+// is behind and the calls whose ranks disagree.
+//
+// A record is written by the calling thread when the call is issued and
+// finished by whoever learns its end: the calling thread (blocking host
+// ranks), the proxy (non-blocking host ranks). GPU ranks' calls stay
+// "enqueued": their end is in stream order, not seen by the host here.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/call.h"
+#include "core/datatype.h"
+
+namespace hetccl {
+
+class FlightRecorder {
+ public:
+  enum class State : uint8_t { kIssued, kEnqueued, kCompleted, kFailed };
+  struct Record {
+    uint64_t seq = 0;  // 1, 2, ... on this communicator
+    CollKind kind = CollKind::kAllReduce;
+    bool isSend = false;
+    size_t count = 0;
+    DataType dt = hetcclFloat32;
+    hetcclRedOp_t op = hetcclSum;
+    int root = -1;
+    State state = State::kIssued;
+    hetcclResult_t result = hetcclSuccess;
+    double startUs = 0, endUs = 0;  // since the recorder started (steady clock); end 0 while not ended
+  };
+  struct Call {
+    CollKind kind;
+    bool isSend;
+    size_t count;
+    DataType dt;
+    hetcclRedOp_t op;
+    int root;
+  };
+
+  // capacity 0: records nothing.
+  FlightRecorder(size_t capacity, std::string dir);
+
+  // Records calls issued together; returns the first one's sequence number
+  // (the others follow it), 0 when off.
+  uint64_t issue(const std::vector<Call>& calls, State state = State::kIssued);
+  // The end of `n` calls from `first` on (those still in the ring).
+  void finish(uint64_t first, size_t n, hetcclResult_t result);
+
+  // The ring as JSON (oldest first) with who wrote it and why.
+  std::string json(int rank, int nranks, const std::string& commId, const std::string& reason) const;
+  // Writes json() to DIR/hetccl-flight-<commId>-rank<rank>.json (once per
+  // reason kind is enough: a later dump replaces an earlier one). Returns
+  // the path, or "" where HETCCL_FLIGHT_DIR is unset or the recorder off;
+  // a file that cannot be written is a warning, never an error of the call.
+  std::string dump(int rank, int nranks, const std::string& commId, const std::string& reason) const;
+  size_t size() const;
+
+ private:
+  double nowUs() const;
+  size_t cap_;
+  std::string dir_;
+  double t0_;
+  mutable std::mutex mu_;
+  std::vector<Record> ring_;  // ring_[seq % cap_]
+  uint64_t next_ = 1;
+};
+
+const char* flightStateName(FlightRecorder::State s);
+
+}  // namespace hetccl
