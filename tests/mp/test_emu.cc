@@ -415,6 +415,33 @@ INSTANTIATE_TEST_SUITE_P(Layouts, EmuBorderCalls, ::testing::Values("a,b", "a,a,
                            return s;
                          });
 
+// An integer PreMulSum (the scale kernel takes floats only) stages, and is
+// right: counted on the staged path, not failed on the border.
+TEST(EmuBorder, IntegerPreMulSumStagesAndIsRight) {
+  JobOptions o;
+  o.devices = {"emu", "emu"};
+  borderEnv(o, true);
+  runJob("a,b", o, [](Rank& r) {
+    const size_t count = 100000;
+    int32_t three = 3;
+    hetcclRedOp_t op;
+    HC_ASSERT_OK(hetcclRedOpCreatePreMulSum(&op, &three, hetcclInt32, hetcclScalarHostImmediate, r.comm), r.comm);
+    DeviceBuffer b(r, count * 4);
+    b.upload(iota(count, r.rank + 1, 1).data(), count * 4);
+    HC_ASSERT_OK(hetcclAllReduce(b.get(), b.get(), count, hetcclInt32, op, r.comm, r.stream), r.comm);
+    syncStream(r);
+    HC_EXPECT_OK(hetcclRedOpDestroy(op, r.comm), r.comm);
+    std::vector<int32_t> want(count);  // 3 x ((1 + j') + (2 + j')), j' = j mod 4093 (iota's period)
+    for (size_t j = 0; j < count; ++j) want[j] = 3 * (3 + 2 * static_cast<int32_t>(j % 4093));
+    EXPECT_EQ(readBack(b, count), want);
+    hetcclCommInfo_t info{};
+    info.size = sizeof(info);
+    HC_ASSERT_OK(hetcclCommGetInfo(r.comm, &info), r.comm);
+    EXPECT_EQ(info.pathCalls[hetcclPathStaged], 1ull);
+    EXPECT_EQ(info.pathCalls[hetcclPathDevice], 0ull);
+  });
+}
+
 // Groups of different sizes: AllReduce through the device border (shares
 // of the smallest group's size; the larger groups' other ranks in the group
 // steps only), at counts below, at and around the number of shares, in and
