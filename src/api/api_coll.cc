@@ -27,7 +27,8 @@ uint64_t recordCalls(hetcclComm& comm, const std::vector<CollArgs>& calls, Fligh
   return comm.flight().issue(fc, state);
 }
 
-// Runs body (the calls recorded from `first` on) and records how it ended.
+// Runs body (the calls recorded from `first` on) and records how it ended:
+// inside failOnError, so that the dump a failure writes shows the call failed.
 template <class F>
 void recorded(hetcclComm& comm, uint64_t first, size_t n, F&& body) {
   try {
@@ -65,15 +66,16 @@ void checkUsable(hetcclComm* comm) {
 bool dispatchCalls(hetcclComm* comm, const std::vector<CollArgs>& calls, bool mayWait) {
   ExclusiveUse use(*comm);
   checkUsable(comm);
-  if (!comm->deviceOrdered()) countHostCalls(*comm, calls.size());
   if (comm->deviceOrdered()) {  // GPU rank: enqueue in stream order, return at once
     checkReady(comm);
     const uint64_t first = recordCalls(*comm, calls, FlightRecorder::State::kEnqueued);
-    recorded(*comm, first, calls.size(), [&] {
-      failOnError(*comm, [&] { enqueueDeviceCalls(*comm, calls, comm->options().blocking && mayWait); });
+    failOnError(*comm, [&] {
+      recorded(*comm, first, calls.size(),
+               [&] { enqueueDeviceCalls(*comm, calls, comm->options().blocking && mayWait); });
     });
     return false;
   }
+  countHostCalls(*comm, calls.size());
   if (!comm->options().blocking) {  // runs on the proxy, after init and earlier calls
     const uint64_t first = recordCalls(*comm, calls, FlightRecorder::State::kIssued);
     comm->proxy().submit([comm, calls, first] {  // a failure fails the communicator
@@ -84,7 +86,7 @@ bool dispatchCalls(hetcclComm* comm, const std::vector<CollArgs>& calls, bool ma
   }
   checkReady(comm);
   const uint64_t first = recordCalls(*comm, calls, FlightRecorder::State::kIssued);
-  recorded(*comm, first, calls.size(), [&] { failOnError(*comm, [&] { runCalls(hostPlan(*comm), calls); }); });
+  failOnError(*comm, [&] { recorded(*comm, first, calls.size(), [&] { runCalls(hostPlan(*comm), calls); }); });
   comm->flight().finish(first, calls.size(), hetcclSuccess);
   return false;
 }
