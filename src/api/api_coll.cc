@@ -75,16 +75,17 @@ bool dispatchCalls(hetcclComm* comm, const std::vector<CollArgs>& calls, bool ma
     });
     return false;
   }
-  countHostCalls(*comm, calls.size());
   if (!comm->options().blocking) {  // runs on the proxy, after init and earlier calls
     const uint64_t first = recordCalls(*comm, calls, FlightRecorder::State::kIssued);
     comm->proxy().submit([comm, calls, first] {  // a failure fails the communicator
+      countHostCalls(*comm, calls.size());          // the topology is known once init ran
       recorded(*comm, first, calls.size(), [&] { runCalls(hostPlan(*comm), calls); });
       comm->flight().finish(first, calls.size(), hetcclSuccess);
     });
     return true;
   }
   checkReady(comm);
+  countHostCalls(*comm, calls.size());
   const uint64_t first = recordCalls(*comm, calls, FlightRecorder::State::kIssued);
   failOnError(*comm, [&] { recorded(*comm, first, calls.size(), [&] { runCalls(hostPlan(*comm), calls); }); });
   comm->flight().finish(first, calls.size(), hetcclSuccess);

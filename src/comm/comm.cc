@@ -73,6 +73,7 @@ void Comm::init(const IdContents& id) {
   {
     char hex[20];
     snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(id.jobId));
+    std::lock_guard<std::mutex> g(failMu_);  // abort() may dump from another thread
     flightId_ = hex;
   }
   PeerInfo me;
@@ -325,6 +326,15 @@ void Comm::fail(hetcclResult_t code, const std::string& text) {
   setAsyncError(code == hetcclSuccess || code == hetcclInProgress ? hetcclInternalError : code);
   if (transport_) transport_->poison(text);
   if (border_) border_->markFailed(text);
+}
+
+void Comm::dumpFlight(const std::string& reason) const {
+  std::string id;
+  {
+    std::lock_guard<std::mutex> g(failMu_);
+    id = flightId_;
+  }
+  flight_.dump(rank_, nranks_, id, reason);
 }
 
 std::string Comm::failureText() const {

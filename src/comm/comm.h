@@ -93,7 +93,7 @@ class Comm {
   // The last calls of this communicator (comm/flight_recorder.h) ...
   FlightRecorder& flight() { return flight_; }
   // ... written to HETCCL_FLIGHT_DIR, naming why (failure, abort).
-  void dumpFlight(const std::string& reason) const { flight_.dump(rank_, nranks_, flightId_, reason); }
+  void dumpFlight(const std::string& reason) const;
   // Calls so far by the path their border data took (hetcclPath_t, as
   // borderPath() names the paths): each collective and send/recv of a
   // group call counts once. Any thread.
@@ -163,7 +163,7 @@ class Comm {
   CommOptions opts_;
   int rank_, nranks_;
   FlightRecorder flight_;
-  std::string flightId_ = "uninitialised";  // the job id in hex once init has it
+  std::string flightId_ = "uninitialised";  // the job id in hex once init has it (under failMu_)
   std::atomic<bool> abort_{false};
   std::atomic<uint64_t> pathCalls_[hetcclNumPaths] = {};
   std::atomic<hetcclResult_t> asyncError_{hetcclSuccess};
