@@ -2,7 +2,7 @@
 # GPU checks, for a machine with an NVIDIA GPU, CUDA, NCCL and (for the
 # benchmark) PyTorch. Builds what the GPU tests need and runs them:
 #   bash scripts/gpu-check.sh [STEP...]     steps: build unit matrix torch torchcalls overhead c10d train bench
-#                                           matrix2 ucx ucxbench (default: all but ucx, ucxbench)
+#                                           matrix2 faults small mps ucx ucxbench (default: all but ucx, ucxbench)
 # UCX_PREFIX: a UCX install (include/, lib/) to build the ucx transport
 # against where the machine has none, e.g. Debian's libucx0 and libucx-dev
 # unpacked with dpkg -x, or one built with CUDA (--with-cuda) for the direct
@@ -14,7 +14,7 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD:-$here/build-gpu}
 logs=${LOGDIR:-$build/logs}
-steps=${*:-build unit matrix torch torchcalls overhead c10d train bench matrix2}  # ucx, ucxbench: on request
+steps=${*:-build unit matrix torch torchcalls overhead c10d train bench matrix2 faults small mps}  # ucx, ucxbench: on request
 export NCCL_NVLS_ENABLE=0  # never NVLink multicast
 mkdir -p "$logs"
 status=0
@@ -38,7 +38,8 @@ for s in $steps; do
       [ -n "${UCX_PREFIX:-}" ] && gtest+=(-DUCX_INCLUDE_DIR="$UCX_PREFIX/include")
       step configure 120 cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo "${gtest[@]}"
       step build 400 cmake --build "$build" -j "$(nproc)" --target hetccl hetccl-perf gpu_matrix test_kernels \
-        hetccl-gpu-passthrough unit_device unit_backend unit_nccl hetccl-info nccl_dropin test_dropin hetccl-membw
+        hetccl-gpu-passthrough unit_device unit_backend unit_nccl hetccl-info nccl_dropin test_dropin hetccl-membw \
+        mp_emu_tests
       ;;
     unit)
       step unit_device 60 "$build/tests/unit/unit_device"
@@ -58,6 +59,34 @@ for s in $steps; do
         --transport shm --mid "${MID:-266240}" --max 256
       step matrix_2cuda_groups_tcp 200 "$build/tests/gpu/gpu_matrix" --np 2 --devices cuda,cuda --groups g0,g1 \
         --transport tcp --mid "${MID:-266240}" --max 64
+      ;;
+    faults)  # the emu suite's tests of one GPU per group (a,b) on the real GPU, two processes on it: a peer
+             # that exits under a staged, a border and a send call, abort releasing a waiting stream, the pair
+             # channels, in place / PreMulSum / group calls on the border
+      step faults_cuda 400 env HETCCL_TEST_GPU=cuda "$build/tests/mp/mp_emu_tests" --gtest_brief=1 \
+        --gtest_filter='EmuFaults.PeerExitsUnderAStreamOrderedCall:EmuFaults.PeerExitsUnderADeviceBorder*:EmuFaults.AbortReleases*:EmuBorder.*:*EmuBorderCalls.*/ab'
+      ;;
+    small)  # small AllReduce calls: two contexts on the GPU, under MPS, one CUDA and one host rank
+      TAIL=40 step small_calls 400 bash "$here/bench/gpu_small_calls.sh" "$build"
+      ;;
+    mps)  # two processes on the GPU under CUDA MPS (one shared context, as two GPUs of their own would be:
+          # every call on the device border, small AllReduce rounds in one kernel): the two-group matrix and
+          # the fault tests
+      if command -v nvidia-cuda-mps-control > /dev/null; then
+        export CUDA_MPS_PIPE_DIRECTORY=/tmp/hetccl-mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/hetccl-mps-log
+        mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+        nvidia-cuda-mps-control -d
+        step matrix_2cuda_groups_shm_mps 300 env HETCCL_DEBUG=INFO HETCCL_DEBUG_SUBSYS=INIT \
+          "$build/tests/gpu/gpu_matrix" --np 2 --devices cuda,cuda --groups g0,g1 --transport shm \
+          --mid "${MID:-266240}" --max 64
+        grep -h "device border with" "$logs/matrix_2cuda_groups_shm_mps.log" | sed 's/^.*INIT //' | sort | uniq -c
+        step faults_cuda_mps 300 env HETCCL_TEST_GPU=cuda "$build/tests/mp/mp_emu_tests" --gtest_brief=1 \
+          --gtest_filter='EmuFaults.PeerExitsUnderAStreamOrderedCall:EmuFaults.PeerExitsUnderADeviceBorder*:EmuFaults.AbortReleases*:EmuBorder.*:*EmuBorderCalls.*/ab'
+        echo quit | nvidia-cuda-mps-control
+        unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+      else
+        echo "=== mps: no nvidia-cuda-mps-control here: skipped"
+      fi
       ;;
     torch)
       step torch_dropin 200 env HETCCL_DROPIN_LIB="$build/dropin/libnccl.so.2" "$here/tools/hetccl-torch-run" \

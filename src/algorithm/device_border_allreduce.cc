@@ -13,6 +13,12 @@
 namespace hetccl {
 namespace {
 
+// The largest share whose round runs as one kernel: its one block reads
+// the peers' shares from host memory a few elements per thread, each read a
+// round trip over the bus, so larger shares go faster by the copy engines
+// (measured on the H200 under MPS: docs/performance.md).
+constexpr size_t kRoundMaxBytes = size_t{16} << 10;
+
 // One border all-reduce of `len` elements from src to dst (device memory;
 // they may be the same).
 struct BorderAllReduce : BorderCall {
@@ -28,6 +34,7 @@ struct BorderAllReduce : BorderCall {
     const size_t bytes = len * es;
     int slot = 0;
     const uint64_t seq = take(&slot);
+    if (b.roundKernel() && bytes <= kRoundMaxBytes) return round(seq, slot, s);
     waitSlotFree(seq, slot, s);
     d.copy(b.out(me(), slot), src, bytes, s);
     d.streamWriteValue(s, b.ready(me(), slot), seq);
@@ -38,6 +45,27 @@ struct BorderAllReduce : BorderCall {
     }
     ackReads(seq, slot, s);
     fold(dst, src, len, s);
+  }
+
+  // The same round as one kernel (DeviceBorder::roundKernel): the same
+  // slot, flags and values, so peers of either kind meet in it.
+  void round(uint64_t seq, int slot, Stream s) {
+    auto flagAt = [&](int owner, volatile uint64_t* f) {
+      return reinterpret_cast<unsigned long long*>(const_cast<uint64_t*>(b.onDevice(owner, f)));
+    };
+    hetcclBorderRound_t r{};
+    r.peers = G();
+    r.me = me();
+    r.seq = seq;
+    r.slotFree = seq > DeviceBorder::kSlots ? seq - DeviceBorder::kSlots : 0;
+    for (int q = 0; q < G(); ++q) {
+      r.out[q] = b.onDevice(q, b.out(q, slot));
+      r.ready[q] = flagAt(q, b.ready(q, slot));
+      if (q == me()) continue;
+      r.ackIn[q] = flagAt(me(), b.ack(me(), q, slot));
+      r.ackOut[q] = flagAt(q, b.ack(q, me(), slot));
+    }
+    check(kn.borderRound(&r, dst, src, len, static_cast<int>(dt), static_cast<int>(kind), s), "borderRound");
   }
 
   // Slices of G parts; part p of a slice is folded by peer p.

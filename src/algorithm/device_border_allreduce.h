@@ -12,7 +12,8 @@
 //      one internal stream and copies in plus folds on another, so the two
 //      directions and successive slices overlap. Calls of HETCCL_SMALL_BYTES
 //      (capped at one part) take a one-round latency path on the caller's
-//      stream: every peer copies its whole share out and folds all of them;
+//      stream: every peer copies its whole share out and folds all of them,
+//      for shares of up to 16 KiB in one kernel (DeviceBorder::roundKernel);
 //   3. inside the group, the vendor library all-gathers the shares.
 // The proxy thread watches the call (bounded by HETCCL_TIMEOUT_S and the
 // abort flag): on a timeout it releases every stream wait and fails the

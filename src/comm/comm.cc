@@ -304,6 +304,9 @@ void Comm::setUpDeviceBorder() {
   }
   s.partBytes = settings::kGpuBorderChunk.get();
   s.minBytes = settings::kGpuBorderMin.get();
+  s.minIsSet = settings::kGpuBorderMin.isSet();
+  s.roundKernel = settings::kGpuBorderKernel.get();
+  s.canRound = kernels_->borderRound != nullptr;
   s.ranksOnHost = nranks_;  // one host (deviceBorderWhyNot)
   auto b = DeviceBorder::create(s);
   if (!b) {

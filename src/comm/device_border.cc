@@ -14,6 +14,7 @@
 #include "bootstrap/auth.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "kernels/kernels_api.h"
 #include "transport/shm/shm_segment.h"
 
 namespace hetccl {
@@ -83,16 +84,29 @@ std::unique_ptr<DeviceBorder> DeviceBorder::create(const Setup& s) {
   // Names: this job's id with a nonce of rank 0's (two runs never meet).
   struct Entry {
     int32_t pid;
-    uint32_t pad;
+    uint32_t mps;  // MPS shares this rank's GPU contexts
     uint64_t nonce;
     uint64_t part;
+    uint64_t gpu;  // DeviceRuntime::physicalGpu
   };
   const int nranks = s.bootstrap->nranks();
   std::vector<Entry> all(nranks, Entry{});
   all[s.rank].pid = static_cast<int32_t>(getpid());
   randomBytes(&all[s.rank].nonce, sizeof(uint64_t));
   all[s.rank].part = part;
+  all[s.rank].gpu = s.device->physicalGpu();
+  all[s.rank].mps = s.device->mpsShared() ? 1 : 0;
   s.bootstrap->allGather(all.data(), sizeof(Entry));
+  std::vector<uint64_t> gpus;
+  std::vector<bool> mps;
+  for (const Entry& e : all) {
+    gpus.push_back(e.gpu);
+    mps.push_back(e.mps != 0);
+  }
+  b->timeSliced_ = timeSlicedGpus(gpus, mps);
+  if (!s.minIsSet && !b->timeSliced_) b->minBytes_ = 0;
+  b->round_ = s.canRound && g >= 2 && g <= HETCCL_BORDER_ROUND_MAX_PEERS &&
+              (s.roundKernel == "1" || (s.roundKernel == "auto" && !b->timeSliced_));
   const uint64_t jobId = s.bootstrap->id().jobId ^ all[0].nonce ^ kNameSalt;
   for (const Entry& e : all) part = std::min<size_t>(part, e.part);
   if (part == 0) {
@@ -147,18 +161,29 @@ std::unique_ptr<DeviceBorder> DeviceBorder::create(const Setup& s) {
 
   // Registration and allocation may synchronise the device: here, at init,
   // nothing of this communicator is in flight.
+  b->devSeg_.assign(g, nullptr);
   for (int q = 0; q < g; ++q) {
     s.device->registerHost(b->seg_[q], b->segBytes_);
     b->registered_[q] = true;
+    b->devSeg_[q] = static_cast<uint8_t*>(s.device->devicePointer(b->seg_[q]));
   }
   b->scratchBytes_ = static_cast<size_t>(g - 1) * part * 2;
   b->scratch_ = static_cast<uint8_t*>(s.device->alloc(b->scratchBytes_));
   b->out_ = s.device->createStream();
   b->in_ = s.device->createStream();
   LOG_INFO(kInit, "rank %d: device border with %d peers: %d slots of %zu-byte parts, %zu bytes shared memory, %zu "
-           "bytes device scratch; calls of %zu bytes and up (HETCCL_GPU_BORDER_MIN)", s.rank, g, kSlots, part, b->segBytes_,
-           b->scratchBytes_, s.minBytes);
+           "bytes device scratch; calls of %zu bytes and up (HETCCL_GPU_BORDER_MIN%s); small rounds %s",
+           s.rank, g, kSlots, part, b->segBytes_, b->scratchBytes_, b->minBytes_,
+           b->timeSliced_ ? ", GPUs time-sliced between ranks" : "",
+           b->round_ ? "in one kernel" : "by copies and stream memory operations");
   return b;
+}
+
+bool DeviceBorder::timeSlicedGpus(const std::vector<uint64_t>& gpu, const std::vector<bool>& mps) {
+  for (size_t r = 0; r < gpu.size(); ++r)
+    for (size_t t = r + 1; t < gpu.size(); ++t)
+      if (gpu[r] && gpu[r] == gpu[t] && !(mps[r] && mps[t])) return true;
+  return false;
 }
 
 DeviceBorder::~DeviceBorder() {

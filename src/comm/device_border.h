@@ -44,6 +44,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "device/device.h"
@@ -66,6 +67,9 @@ class DeviceBorder {
     size_t minBytes = 0;          // HETCCL_GPU_BORDER_MIN
     int ranksOnHost = 1;          // whose segments share this host's /dev/shm
     int shares = 1;               // the smallest group's size: indices with border peers
+    bool minIsSet = false;        // HETCCL_GPU_BORDER_MIN was given (else: see minBytes())
+    std::string roundKernel = "auto";  // HETCCL_GPU_BORDER_KERNEL: auto, 0 or 1
+    bool canRound = false;        // the kernels plugin has borderRound
   };
   // Collective over every rank of the communicator (one bootstrap allgather
   // and two barriers): every rank calls it, with its own border peers. The
@@ -73,6 +77,9 @@ class DeviceBorder {
   // must fit in half of what /dev/shm has free (ranks x segment), and it is
   // never below 64 KiB (then there is no border: null, and the calls stage).
   static std::unique_ptr<DeviceBorder> create(const Setup& s);
+  // Whether two ranks run on one physical GPU (gpu[r], 0: not known) that
+  // time-slices them: not both of them under MPS (mps[r]).
+  static bool timeSlicedGpus(const std::vector<uint64_t>& gpu, const std::vector<bool>& mps);
   ~DeviceBorder();
   DeviceBorder(const DeviceBorder&) = delete;
   DeviceBorder& operator=(const DeviceBorder&) = delete;
@@ -84,7 +91,25 @@ class DeviceBorder {
   int me() const { return me_; }
   int peerRank(int g) const { return peerRanks_[g]; }
   size_t partBytes() const { return partBytes_; }
+  // The smallest call that takes the border: HETCCL_GPU_BORDER_MIN where
+  // set, else 0, or its default where two ranks of the job share a GPU that
+  // time-slices their contexts (timeSliced()).
   size_t minBytes() const { return minBytes_; }
+  // Two GPU ranks of this job run on one GPU without MPS (the same on every
+  // rank): every hand-off between their streams waits out a time slice.
+  bool timeSliced() const { return timeSliced_; }
+  // Small AllReduce rounds run as one kernel (borderRound of the kernels
+  // plugin) that copies, stores and waits for the flags and folds, instead
+  // of a chain of copies and stream memory operations: HETCCL_GPU_BORDER_KERNEL
+  // 1, or auto where the GPUs do not time-slice (a kernel waiting for
+  // another context's stores would hold the GPU until its slice ends).
+  bool roundKernel() const { return round_; }
+  // Where this rank's kernels reach `host`, an address in owner's segment.
+  template <typename T>
+  T* onDevice(int owner, T* host) const {
+    auto* h = reinterpret_cast<uint8_t*>(const_cast<std::remove_cv_t<T>*>(host));
+    return reinterpret_cast<T*>(devSeg_[owner] + (h - seg_[owner]));
+  }
   size_t segmentBytes() const { return segBytes_; }
   size_t scratchBytes() const { return scratchBytes_; }
 
@@ -150,9 +175,11 @@ class DeviceBorder {
   int me_ = 0;
   int shares_ = 1;
   size_t minBytes_ = 0;
+  bool timeSliced_ = false, round_ = false;
   size_t partBytes_ = 0, flagBytes_ = 0, segBytes_ = 0, scratchBytes_ = 0, pairFlagsAt_ = 0;
   std::vector<uint64_t> sendSeq_, recvSeq_;  // pair channel parts, by peer
   std::vector<uint8_t*> seg_;         // by peer index, mapped here
+  std::vector<uint8_t*> devSeg_;      // the same segments as this rank's kernels reach them
   std::vector<uint8_t*> headers_;     // every rank's segment header, by global rank
   std::vector<uint8_t*> headerPages_; // header pages of ranks that are not peers (mapped alone)
   int rank_ = 0;

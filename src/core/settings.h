@@ -41,6 +41,7 @@ inline constexpr ChoiceSetting kGpuDirect{"HETCCL_GPU_DIRECT"};
 inline constexpr ChoiceSetting kGpuBorder{"HETCCL_GPU_BORDER"};
 inline constexpr BytesSetting kGpuBorderChunk{"HETCCL_GPU_BORDER_CHUNK"};
 inline constexpr BytesSetting kGpuBorderMin{"HETCCL_GPU_BORDER_MIN"};
+inline constexpr ChoiceSetting kGpuBorderKernel{"HETCCL_GPU_BORDER_KERNEL"};
 inline constexpr BytesSetting kGpuDirectMin{"HETCCL_GPU_DIRECT_MIN"};
 inline constexpr BytesSetting kStagingMax{"HETCCL_STAGING_MAX"};
 inline constexpr IntSetting kFlightRecorder{"HETCCL_FLIGHT_RECORDER"};

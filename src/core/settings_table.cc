@@ -115,9 +115,14 @@ const std::vector<VarSpec>& settingsTable() {
      4096, int64_t{1} << 30},
     {"HETCCL_GPU_BORDER_MIN", VarType::kBytes, "1M", nullptr,
      "device border: smallest call (AllReduce/Broadcast/Reduce/send/recv bytes, AllGather/ReduceScatter/AlltoAll/Gather/Scatter bytes "
-     "of all ranks) that takes it; smaller ones stage through pinned memory, "
-     "where the CPU relays them (on one GPU shared by two processes each border slice's hand-off between the two "
-     "contexts costs more than the relay of a small call: docs/performance.md)", 0, kTiB},
+     "of all ranks) that takes it; smaller ones stage through pinned memory, where the CPU relays them. Unset: 0 "
+     "(every call), or the default where two ranks share one GPU without MPS (the GPU time-slices their contexts and "
+     "each hand-off between them costs more than the relay of a small call: docs/performance.md)", 0, kTiB},
+    {"HETCCL_GPU_BORDER_KERNEL", VarType::kChoice, "auto", nullptr,
+     "device border: an AllReduce share of up to 16 KiB (and HETCCL_SMALL_BYTES) crosses in one kernel per rank that copies its "
+     "share out, stores and waits for the flags in shared memory, and folds the peers' shares (2 to 8 groups). auto: "
+     "unless two ranks share one GPU without MPS (a waiting kernel would hold the GPU for its time slice); 1: "
+     "always; 0: never (copies and stream memory operations)", 0, 0, "auto|0|1"},
     {"HETCCL_GPU_DIRECT_MIN", VarType::kBytes, "16M", nullptr,
      "HETCCL_GPU_DIRECT=auto: smallest call (AllReduce/Broadcast bytes, AllGather output bytes) that goes "
      "direct; smaller ones stage", 0, kTiB},

@@ -75,6 +75,15 @@ class DeviceRuntime {
   // it only where no stream waits on anything hetccl has still to do.
   virtual void registerHost(void* ptr, size_t bytes);
   virtual void unregisterHost(void* ptr);
+  // The address at which kernels on this device reach registered or pinned
+  // host memory.
+  virtual void* devicePointer(void* host);
+  // Which physical GPU this rank runs on (a hash of its PCI address; 0 where
+  // not known), and whether MPS shares its contexts: two processes on one
+  // GPU without MPS are two contexts the GPU time-slices, so a kernel that
+  // waits for the other process's work waits out a time slice.
+  virtual uint64_t physicalGpu() const { return 0; }
+  virtual bool mpsShared() const { return false; }
 };
 
 // Waits for `e` by polling, bounded by timeoutS and the abort flag (throws a

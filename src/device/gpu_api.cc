@@ -150,6 +150,13 @@ std::unique_ptr<GpuApi> fill(void* lib, const std::string& kind, const std::stri
   GpuApi::Status (*runtimeVersion)(int*) = nullptr;
   bind(lib, f, "RuntimeGetVersion", runtimeVersion, path);
   if (runtimeVersion(&api->runtimeVersion) != 0) api->runtimeVersion = 0;
+  if (kind != "emu") {
+    const std::string pre = kind == "hip" ? "hip" : "cuda";
+    api->deviceGetPCIBusId =
+        reinterpret_cast<decltype(api->deviceGetPCIBusId)>(dlsym(lib, (pre + "DeviceGetPCIBusId").c_str()));
+    if (kind == "cuda")
+      api->deviceGetAttribute = reinterpret_cast<decltype(api->deviceGetAttribute)>(dlsym(lib, "cudaDeviceGetAttribute"));
+  }
   if (kind == "hip") {
     api->hipLegacyMemTypes = api->runtimeVersion < 60000000;
     api->hipWaitValue64 = reinterpret_cast<decltype(api->hipWaitValue64)>(dlsym(lib, "hipStreamWaitValue64"));

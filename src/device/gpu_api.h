@@ -56,6 +56,11 @@ struct GpuApi {
   // segment): cudaHostRegister / hipHostRegister and their inverse.
   Status (*hostRegister)(void*, size_t, unsigned) = nullptr;
   Status (*hostUnregister)(void*) = nullptr;
+  // Optional (null where the runtime lacks them): the device's PCI address
+  // (cudaDeviceGetPCIBusId / hipDeviceGetPCIBusId) and cudaDeviceGetAttribute,
+  // for whether two ranks share one GPU and whether MPS shares its contexts.
+  Status (*deviceGetPCIBusId)(char*, int, int) = nullptr;
+  Status (*deviceGetAttribute)(int*, int, int) = nullptr;
 
   static constexpr Status kNotReady = 600;     // cudaErrorNotReady == hipErrorNotReady
   static constexpr int kMemcpyDefault = 4;     // cudaMemcpyDefault == hipMemcpyDefault

@@ -169,6 +169,23 @@ class GpuRuntime : public DeviceRuntime {
   void unregisterHost(void* ptr) override {
     if (ptr) api_.hostUnregister(ptr);
   }
+  void* devicePointer(void* host) override {
+    void* d = nullptr;
+    api_.check(api_.hostGetDevicePointer(&d, host, 0), "hostGetDevicePointer");
+    return d;
+  }
+  uint64_t physicalGpu() const override {
+    char bus[64] = {};
+    if (!api_.deviceGetPCIBusId || api_.deviceGetPCIBusId(bus, sizeof(bus) - 1, dev_) != 0 || !bus[0]) return 0;
+    uint64_t h = 1469598103934665603ull;  // FNV-1a of the PCI address
+    for (const char* c = bus; *c; ++c) h = (h ^ static_cast<uint8_t>(*c)) * 1099511628211ull;
+    return h ? h : 1;
+  }
+  bool mpsShared() const override {
+    constexpr int kMpsEnabled = 133;  // cudaDevAttrMpsEnabled
+    int v = 0;
+    return api_.deviceGetAttribute && api_.deviceGetAttribute(&v, kMpsEnabled, dev_) == 0 && v != 0;
+  }
 
  private:
   const GpuApi& api_;

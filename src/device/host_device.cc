@@ -85,6 +85,7 @@ void DeviceRuntime::streamWaitValue(Stream, volatile uint64_t*, uint64_t) { notS
 void DeviceRuntime::streamWriteValue(Stream, volatile uint64_t*, uint64_t) { notStreamOrdered("streamWriteValue"); }
 void DeviceRuntime::registerHost(void*, size_t) { notStreamOrdered("registerHost"); }
 void DeviceRuntime::unregisterHost(void*) { notStreamOrdered("unregisterHost"); }
+void* DeviceRuntime::devicePointer(void*) { notStreamOrdered("devicePointer"); }
 
 void waitEvent(DeviceRuntime& d, Event e, double timeoutS, const std::atomic<bool>* abort, const char* what) {
   auto start = std::chrono::steady_clock::now();

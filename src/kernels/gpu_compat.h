@@ -30,6 +30,8 @@ constexpr EmuDim3 blockIdx{0}, threadIdx{0}, blockDim{1}, gridDim{1};
 // The kernel runs whole on the stream's worker, as one thread of one block.
 #define HETCCL_LAUNCH(kernel, blocks, threads, stream, ...) \
   emuEnqueue(stream, [=] { kernel(__VA_ARGS__); })
+inline void __syncthreads() {}
+inline void __threadfence_system() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 #elif defined(__HIP__) || defined(__HIPCC__)
 #include <hip/hip_runtime.h>
 #define HETCCL_GPU_KIND "hip"

@@ -6,6 +6,7 @@
  *
  * History
  *   version 1: reduce, scale, divide, lastError.
+ *   version 2: borderRound.
  */
 #ifndef HETCCL_KERNELS_API_H_
 #define HETCCL_KERNELS_API_H_
@@ -16,7 +17,7 @@
 extern "C" {
 #endif
 
-#define HETCCL_KERNELS_API_VERSION 1
+#define HETCCL_KERNELS_API_VERSION 2
 #define HETCCL_KERNELS_GET_API_SYMBOL "hetcclKernelsGetApi"
 
 /* Return codes of the entries; the values are hetcclResult_t's. */
@@ -31,6 +32,24 @@ extern "C" {
  * null is the legacy default stream) and never synchronises. count is in
  * elements; pointers are device-accessible memory. On a nonzero return,
  * lastError() gives the text (per calling thread). */
+/* One round of the device border's latency path (src/comm/device_border.h)
+ * between `peers` border peers: every pointer is the device address of
+ * mapped host memory shared by their processes. Flags are 64-bit counters;
+ * a wait for value v on flag f ends once f >= v both as unsigned numbers and
+ * as (int64_t)(f - v) >= 0, as the stream waits of either vendor end (a
+ * release stores 2^62, which ends every wait). */
+#define HETCCL_BORDER_ROUND_MAX_PEERS 8
+typedef struct {
+  int peers; /* 2 .. HETCCL_BORDER_ROUND_MAX_PEERS */
+  int me;    /* this rank's index among them */
+  unsigned long long seq;       /* the slot use: stored into ready[me] and ackOut[q] */
+  unsigned long long slotFree;  /* wait ackIn[q] >= slotFree first (0: no wait) */
+  void* out[HETCCL_BORDER_ROUND_MAX_PEERS];      /* each peer's outgoing data of this slot */
+  unsigned long long* ready[HETCCL_BORDER_ROUND_MAX_PEERS];  /* each peer's ready flag of this slot */
+  unsigned long long* ackIn[HETCCL_BORDER_ROUND_MAX_PEERS];  /* reader q's ack of this rank's slot */
+  unsigned long long* ackOut[HETCCL_BORDER_ROUND_MAX_PEERS]; /* this rank's ack of peer q's slot */
+} hetcclBorderRound_t;
+
 typedef struct {
   int version;      /* HETCCL_KERNELS_API_VERSION */
   const char* kind; /* "cuda", "hip" or "emu" */
@@ -45,6 +64,15 @@ typedef struct {
   /* buf[i] /= divisor, integer types only, truncating as C's / on the type. */
   int (*divide)(void* buf, size_t count, int dtype, int divisor, void* stream);
   const char* (*lastError)(void);
+  /* One kernel: waits until every reader freed this rank's slot, copies
+   * src[0, count) to out[me], stores seq into ready[me], waits for every
+   * peer's ready[q] >= seq, writes dst[i] = v(0)[i] op ... op v(peers-1)[i]
+   * left to right (v(me) = src, v(q) = out[q]; bit for bit as reduce()
+   * applied in that order; dst may be src), then stores seq into ackOut[q]
+   * for every q != me. The stores are visible to the other processes before
+   * the flag that announces them. */
+  int (*borderRound)(const hetcclBorderRound_t* round, void* dst, const void* src, size_t count, int dtype, int op,
+                     void* stream);
 } hetcclKernelsApi_t;
 
 /* The one exported symbol: the table for `version`, or NULL when the plugin

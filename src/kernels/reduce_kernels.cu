@@ -20,6 +20,9 @@
 #include <string.h>
 
 #include <type_traits>
+#if defined(HETCCL_EMU_BUILD)
+#include <sched.h>
+#endif
 
 #include "gpu_compat.h"
 #include "kernels_api.h"
@@ -259,6 +262,105 @@ __global__ void __launch_bounds__(kThreads) unaryKernel(S* dst, const S* src, si
   for (size_t i = done + tid; i < n; i += stride) dst[i] = f(src[i]);
 }
 
+// ---- the device border's latency round (kernels_api.h, borderRound) --------
+
+// Flags in mapped host memory that other processes' GPUs (or CPUs) store:
+// loads with acquire and stores with release semantics at system scope.
+HETCCL_DEV unsigned long long loadAcquire(const unsigned long long* p) {
+#if defined(__CUDA_ARCH__)
+  unsigned long long v;
+  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+#elif defined(__HIP__)
+  return __hip_atomic_load(p, __ATOMIC_ACQUIRE, __HIP_MEMORY_SCOPE_SYSTEM);
+#elif defined(__CUDACC__)
+  return *p;  // nvcc's host pass of a device-only function: never runs
+#else
+  return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+#endif
+}
+HETCCL_DEV void storeRelease(unsigned long long* p, unsigned long long v) {
+#if defined(__CUDA_ARCH__)
+  asm volatile("st.release.sys.global.u64 [%0], %1;" : : "l"(p), "l"(v) : "memory");
+#elif defined(__HIP__)
+  __hip_atomic_store(p, v, __ATOMIC_RELEASE, __HIP_MEMORY_SCOPE_SYSTEM);
+#elif defined(__CUDACC__)
+  *p = v;  // nvcc's host pass: never runs
+#else
+  __atomic_store_n(p, v, __ATOMIC_RELEASE);
+#endif
+}
+HETCCL_DEV void spinPause() {
+#if defined(__CUDA_ARCH__)
+  __nanosleep(20);
+#elif defined(__HIP_DEVICE_COMPILE__)
+  __builtin_amdgcn_s_sleep(1);
+#elif defined(HETCCL_EMU_BUILD)
+  sched_yield();  // the emulated GPU is a CPU thread: let the peers' processes run
+#endif
+}
+// Until *f >= v under both stream-wait comparisons (kernels_api.h).
+HETCCL_DEV void waitFlag(const unsigned long long* f, unsigned long long v) {
+  for (;;) {
+    unsigned long long x = loadAcquire(f);
+    if (x >= v && static_cast<long long>(x - v) >= 0) return;
+    spinPause();
+  }
+}
+
+template <size_t B> struct RawOf;
+template <> struct RawOf<1> { using type = uint8_t; };
+template <> struct RawOf<2> { using type = uint16_t; };
+template <> struct RawOf<4> { using type = uint32_t; };
+template <> struct RawOf<8> { using type = unsigned long long; };
+
+// A peer's element, read from memory again (never from a cache line kept
+// from the slot's earlier use).
+template <class S>
+HETCCL_DEV S loadFresh(const S* p) {
+  using U = typename RawOf<sizeof(S)>::type;
+  U u = *reinterpret_cast<const volatile U*>(p);
+  S s;
+  memcpy(&s, &u, sizeof(S));
+  return s;
+}
+
+// One block: thread 0 waits and stores the flags, every thread copies and
+// folds a strided share of the elements. Fences: each thread's stores reach
+// the system before the barrier after which thread 0 announces them; the
+// peers' data is read after thread 0's acquire and a barrier and fence.
+template <class S, int K>
+__global__ void __launch_bounds__(kThreads) borderRoundKernel(hetcclBorderRound_t r, S* dst, const S* src, size_t n) {
+  const size_t t = threadIdx.x, nt = blockDim.x;
+  if (t == 0 && r.slotFree)
+    for (int q = 0; q < r.peers; ++q)
+      if (q != r.me) waitFlag(r.ackIn[q], r.slotFree);
+  __syncthreads();
+  S* mine = static_cast<S*>(r.out[r.me]);
+  for (size_t i = t; i < n; i += nt) mine[i] = src[i];
+  __threadfence_system();
+  __syncthreads();
+  if (t == 0) {
+    storeRelease(r.ready[r.me], r.seq);
+    for (int q = 0; q < r.peers; ++q)
+      if (q != r.me) waitFlag(r.ready[q], r.seq);
+  }
+  __syncthreads();
+  __threadfence_system();
+  ReduceFn<S, K> f;
+  auto v = [&](int g, size_t i) { return g == r.me ? src[i] : loadFresh(static_cast<const S*>(r.out[g]) + i); };
+  for (size_t i = t; i < n; i += nt) {
+    S acc = v(0, i);
+    for (int g = 1; g < r.peers; ++g) acc = f(acc, v(g, i));
+    dst[i] = acc;
+  }
+  __threadfence_system();
+  __syncthreads();
+  if (t == 0)
+    for (int q = 0; q < r.peers; ++q)
+      if (q != r.me) storeRelease(r.ackOut[q], r.seq);
+}
+
 // ---- launchers --------------------------------------------------------------
 
 thread_local char tErr[512];
@@ -420,10 +522,54 @@ int divideImpl(void* buf, size_t count, int dtype, int divisor, void* stream) {
   }
 }
 
+template <class S>
+int roundTyped(const hetcclBorderRound_t& r, void* dst, const void* src, size_t n, int op, gpuStream_t s) {
+  void (*k)(hetcclBorderRound_t, S*, const S*, size_t) = nullptr;
+  switch (op) {
+    case kSum: k = &borderRoundKernel<S, kSum>; break;
+    case kProd: k = &borderRoundKernel<S, kProd>; break;
+    case kMax: k = &borderRoundKernel<S, kMax>; break;
+    case kMin: k = &borderRoundKernel<S, kMin>; break;
+    default: {
+      char msg[64];
+      snprintf(msg, sizeof(msg), "%d", op);
+      return fail(HETCCL_KERNELS_INVALID_ARGUMENT, "borderRound: unknown op", msg);
+    }
+  }
+  HETCCL_LAUNCH(k, 1, kThreads, s, r, static_cast<S*>(dst), static_cast<const S*>(src), n);
+  return checkLaunch("borderRound");
+}
+
+int borderRoundImpl(const hetcclBorderRound_t* r, void* dst, const void* src, size_t count, int dtype, int op,
+                    void* stream) {
+  int rc = checkArgs("borderRound: bad data type", dtype, count, dst, src, r);
+  if (rc) return rc;
+  if (!r || r->peers < 2 || r->peers > HETCCL_BORDER_ROUND_MAX_PEERS || r->me < 0 || r->me >= r->peers)
+    return fail(HETCCL_KERNELS_INVALID_ARGUMENT, "borderRound: peers must be 2 to 8 and me one of them", nullptr);
+  for (int q = 0; q < r->peers; ++q)
+    if (!r->out[q] || !r->ready[q] || (q != r->me && (!r->ackIn[q] || !r->ackOut[q])))
+      return fail(HETCCL_KERNELS_INVALID_ARGUMENT, "borderRound: a null slot or flag pointer", nullptr);
+  gpuStream_t s = static_cast<gpuStream_t>(stream);
+  switch (dtype) {
+    case 0: return roundTyped<int8_t>(*r, dst, src, count, op, s);
+    case 1: return roundTyped<uint8_t>(*r, dst, src, count, op, s);
+    case 2: return roundTyped<int32_t>(*r, dst, src, count, op, s);
+    case 3: return roundTyped<uint32_t>(*r, dst, src, count, op, s);
+    case 4: return roundTyped<int64_t>(*r, dst, src, count, op, s);
+    case 5: return roundTyped<uint64_t>(*r, dst, src, count, op, s);
+    case 6: return roundTyped<Half>(*r, dst, src, count, op, s);
+    case 7: return roundTyped<float>(*r, dst, src, count, op, s);
+    case 8: return roundTyped<double>(*r, dst, src, count, op, s);
+    case 9: return roundTyped<Bf16>(*r, dst, src, count, op, s);
+    case 10: return roundTyped<E4m3>(*r, dst, src, count, op, s);
+    default: return roundTyped<E5m2>(*r, dst, src, count, op, s);
+  }
+}
+
 const char* lastErrorImpl() { return tErr; }
 
 const hetcclKernelsApi_t kApi = {HETCCL_KERNELS_API_VERSION, HETCCL_GPU_KIND, reduceImpl, scaleImpl, divideImpl,
-                                 lastErrorImpl};
+                                 lastErrorImpl, borderRoundImpl};
 
 #endif  // HETCCL_GPU_BUILD
 

@@ -13,12 +13,14 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "core/datatype.h"
 #include "core/error.h"
+#include "device/device.h"
 #include "device/kernels.h"
 #include "elements/host_reduce.h"
 #include "elements/lowp.h"
@@ -285,6 +287,79 @@ TEST(Kernels, ReduceThroughput) {
   }
 }
 
+// borderRound (the device border's latency round): 2 and 3 peers in this
+// one process, each peer's kernel on a stream of its own, over pinned host
+// memory as the border's shared segments are; two rounds (the second waits
+// for the first's acks); every peer's result against the host's left-to-
+// right fold, bit for bit, for every type and op, peer 0 in place.
+void checkRound(DeviceRuntime& rt, DataType dt, int op, int peers, size_t n) {
+  const Gpu& g = gpu();
+  const size_t es = dataTypeSize(dt), bytes = n * es, area = (bytes + 255) / 256 * 256;
+  constexpr size_t kFlag = 64;  // ready, then one ack per reader, each on its own line
+  const size_t perPeer = area + kFlag * (1 + peers);
+  auto* host = static_cast<uint8_t*>(rt.allocPinned(perPeer * peers));
+  ASSERT_NE(host, nullptr);
+  memset(host, 0, perPeer * peers);
+  auto* dev = static_cast<uint8_t*>(rt.devicePointer(host));
+  auto flag = [&](int owner, int which) {
+    return reinterpret_cast<unsigned long long*>(dev + owner * perPeer + area + which * kFlag);
+  };
+  std::vector<std::vector<uint8_t>> in;
+  std::vector<std::unique_ptr<DevBuf>> src, dst;
+  std::vector<Stream> streams;
+  for (int p = 0; p < peers; ++p) {
+    in.push_back(randomElems(dt, n, 31 * dt + 7 * op + p));
+    src.push_back(std::make_unique<DevBuf>(bytes));
+    dst.push_back(std::make_unique<DevBuf>(bytes));
+    streams.push_back(rt.createStream());
+  }
+  std::vector<uint8_t> want = in[0];
+  for (int p = 1; p < peers; ++p) reduceArrays(want.data(), want.data(), in[p].data(), n, dt, static_cast<RedKind>(op));
+  const std::string what = std::string("borderRound ") + dataTypeName(dt) + " " + kOpNames[op] + " peers=" +
+                           std::to_string(peers) + " n=" + std::to_string(n);
+  for (unsigned long long seq = 1; seq <= 2; ++seq) {
+    for (int p = 0; p < peers; ++p) DEV_OK(copy(src[p]->p, in[p].data(), bytes));
+    for (int p = 0; p < peers; ++p) {
+      hetcclBorderRound_t r{};
+      r.peers = peers;
+      r.me = p;
+      r.seq = seq;
+      r.slotFree = seq - 1;
+      for (int q = 0; q < peers; ++q) {
+        r.out[q] = dev + q * perPeer;
+        r.ready[q] = flag(q, 0);
+        if (q == p) continue;
+        r.ackIn[q] = flag(p, 1 + q);   // reader q's ack of p's slot
+        r.ackOut[q] = flag(q, 1 + p);  // p's ack of q's slot
+      }
+      void* out = p == 0 ? src[p]->p : dst[p]->p;  // peer 0 in place
+      ASSERT_EQ(g.api->borderRound(&r, out, src[p]->p, n, dt, op, streams[p]), 0) << g.api->lastError();
+    }
+    for (int p = 0; p < peers; ++p) DEV_OK(hetcclStreamSynchronize(g.kind.c_str(), streams[p]));
+    for (int p = 0; p < peers; ++p) {
+      std::vector<uint8_t> got(bytes);
+      DEV_OK(copy(got.data(), p == 0 ? src[p]->p : dst[p]->p, bytes));
+      expectSame(want, got, dt, /*nanEqual=*/op < 2, what + " peer " + std::to_string(p) + " round " +
+                                                         std::to_string(seq));
+      for (int q = 0; q < peers; ++q) {
+        if (q == p) continue;
+        EXPECT_EQ(*reinterpret_cast<volatile uint64_t*>(host + q * perPeer + area + (1 + p) * kFlag), seq)
+            << what << ": peer " << p << " acked";
+      }
+    }
+  }
+  for (Stream s : streams) rt.destroyStream(s);
+  rt.freePinned(host);
+}
+
+TEST(Kernels, BorderRoundMatchesHostFold) {
+  NEED_GPU();
+  auto rt = createDeviceRuntime(gpu().kind);
+  for (int t = 0; t < static_cast<int>(hetcclNumTypes); ++t)
+    for (int op = 0; op < 4; ++op)
+      for (int peers : {2, 3}) checkRound(*rt, static_cast<DataType>(t), op, peers, op == 0 ? 4099 : 257);
+}
+
 TEST(Kernels, ApiAndBadArguments) {
   NEED_GPU();
   const Gpu& g = gpu();
@@ -301,6 +376,13 @@ TEST(Kernels, ApiAndBadArguments) {
   EXPECT_EQ(g.api->scale(d.p, d.p, 4, hetcclInt32, 0.5, nullptr), HETCCL_KERNELS_INVALID_ARGUMENT);
   EXPECT_EQ(g.api->divide(d.p, 4, hetcclFloat32, 2, nullptr), HETCCL_KERNELS_INVALID_ARGUMENT);
   EXPECT_EQ(g.api->divide(d.p, 4, hetcclInt32, 0, nullptr), HETCCL_KERNELS_INVALID_ARGUMENT);
+  hetcclBorderRound_t r{};
+  r.peers = 9;  // above HETCCL_BORDER_ROUND_MAX_PEERS
+  EXPECT_EQ(g.api->borderRound(&r, d.p, d.p, 4, hetcclFloat32, 0, nullptr), HETCCL_KERNELS_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(g.api->lastError()).find("peers"), std::string::npos) << g.api->lastError();
+  r.peers = 2;  // null slot pointers
+  EXPECT_EQ(g.api->borderRound(&r, d.p, d.p, 4, hetcclFloat32, 0, nullptr), HETCCL_KERNELS_INVALID_ARGUMENT);
+  EXPECT_EQ(g.api->borderRound(nullptr, d.p, d.p, 4, hetcclFloat32, 0, nullptr), HETCCL_KERNELS_INVALID_ARGUMENT);
   DEV_OK(syncDevice());
   // Cached: the same table again.
   EXPECT_EQ(loadKernels(g.kind), g.api);

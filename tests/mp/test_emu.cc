@@ -39,11 +39,24 @@ const EmuCase kCases[] = {
     {"emu_next_to_host_shm", "a,a,b,b", "emu,emu,host,host", "shm", {}},
 };
 
+// The device kind of the tests whose groups hold one GPU each (two ranks,
+// layout a,b): emu, or HETCCL_TEST_GPU (e.g. cuda), so that they run as they
+// are on a machine with a real GPU (scripts/gpu-check.sh, step faults: two
+// processes on one GPU). The layouts of several GPUs per group stay on emu.
+std::string gpuKind() {
+  const char* k = getenv("HETCCL_TEST_GPU");
+  return k && *k ? k : "emu";
+}
+
+// With the device border from 1 MiB on (as where two ranks share one GPU),
+// so that smaller calls take the staged and direct paths these layouts are
+// for; the border's own tests set their sizes.
 JobOptions options(const EmuCase& c) {
   JobOptions o;
   o.transport = c.transport;
   o.devices = parseDevices(c.devices);
   o.env = c.env;
+  o.env.emplace_back("HETCCL_GPU_BORDER_MIN", "1M");
   return o;
 }
 
@@ -181,7 +194,7 @@ void borderEnv(JobOptions& o, bool border) {
 
 void peerExitsUnderAStreamOrderedCall(bool border, bool send = false) {
   JobOptions o;
-  o.devices = {"emu", "emu"};
+  o.devices = {gpuKind(), gpuKind()};
   o.env.emplace_back("HETCCL_TIMEOUT_S", "5");
   borderEnv(o, border);
   runJob("a,b", o, [send](Rank& r) {
@@ -258,7 +271,7 @@ TEST(EmuFaults, PeerExitsUnderADeviceBorderSend) { peerExitsUnderAStreamOrderedC
 // directions, many parts.
 TEST(EmuBorder, SendRecvThroughThePairChannels) {
   JobOptions o;
-  o.devices = {"emu", "emu"};
+  o.devices = {gpuKind(), gpuKind()};
   borderEnv(o, true);
   runJob("a,b", o, [](Rank& r) {
     const int peer = 1 - r.rank;
@@ -318,7 +331,8 @@ class EmuBorderCalls : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(EmuBorderCalls, InPlacePreMulSumAndGroupsTakeTheBorder) {
   JobOptions o;
-  o.devices = parseDevices(std::string(GetParam()) == "a,b" ? "emu,emu" : "emu,emu,emu,emu");
+  o.devices = std::string(GetParam()) == "a,b" ? std::vector<std::string>{gpuKind(), gpuKind()}
+                                               : parseDevices("emu,emu,emu,emu");
   borderEnv(o, true);
   runJob(GetParam(), o, [](Rank& r) {
     const int n = r.nranks, me = r.rank;
@@ -419,7 +433,7 @@ INSTANTIATE_TEST_SUITE_P(Layouts, EmuBorderCalls, ::testing::Values("a,b", "a,a,
 // right: counted on the staged path, not failed on the border.
 TEST(EmuBorder, IntegerPreMulSumStagesAndIsRight) {
   JobOptions o;
-  o.devices = {"emu", "emu"};
+  o.devices = {gpuKind(), gpuKind()};
   borderEnv(o, true);
   runJob("a,b", o, [](Rank& r) {
     const size_t count = 100000;
@@ -514,7 +528,7 @@ INSTANTIATE_TEST_SUITE_P(Layouts, EmuBorderUnequal, ::testing::Values("a,a,b", "
 // communicator on the device works.
 void abortReleasesAWaitingStream(bool border) {
   JobOptions o;
-  o.devices = {"emu", "emu"};
+  o.devices = {gpuKind(), gpuKind()};
   borderEnv(o, border);
   runJob("a,b", o, [](Rank& r) {
     warmUp(r);
@@ -536,7 +550,8 @@ void abortReleasesAWaitingStream(bool border) {
     hetcclUniqueId id;
     HC_ASSERT_OK(hetcclGetUniqueId(&id), nullptr);
     hetcclConfig_t cfg = HETCCL_CONFIG_INITIALIZER;
-    cfg.device = "emu";
+    const std::string kind = gpuKind();
+    cfg.device = kind.c_str();
     HC_ASSERT_OK(hetcclCommInitRankConfig(&r.comm, 1, id, 0, &cfg), nullptr);
     r.rank = 0;
     r.nranks = 1;

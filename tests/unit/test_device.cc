@@ -11,6 +11,7 @@
 #include "device/device.h"
 #include "device/gpu_api.h"
 #include "device/staging.h"
+#include "comm/device_border.h"
 #include "comm/gpu_path.h"
 #include "unit_util.h"
 
@@ -296,6 +297,17 @@ TEST(GpuPath, DeviceBorderOnlyForGpuGroupsOnOneHost) {
   EXPECT_EQ(deviceBorderWhyNot(f), kNotEveryRankSays);
   f.groupKinds = {"emu"};
   EXPECT_EQ(deviceBorderWhyNot(f), kNotEveryRankSays);  // one group: nothing crosses
+}
+
+// Two ranks on one physical GPU are time-sliced unless MPS shares both
+// their contexts; ranks whose GPU is not known (0) never count as one GPU.
+TEST(GpuPath, TimeSlicedOnlyWhereTwoRanksShareAGpuWithoutMps) {
+  EXPECT_FALSE(DeviceBorder::timeSlicedGpus({11, 22, 33}, {false, false, false}));  // a GPU each
+  EXPECT_TRUE(DeviceBorder::timeSlicedGpus({11, 22, 11}, {false, false, false}));   // ranks 0 and 2 share one
+  EXPECT_TRUE(DeviceBorder::timeSlicedGpus({11, 22, 11}, {true, true, false}));     // one of them without MPS
+  EXPECT_FALSE(DeviceBorder::timeSlicedGpus({11, 22, 11}, {true, false, true}));    // both under MPS
+  EXPECT_FALSE(DeviceBorder::timeSlicedGpus({0, 0}, {false, false}));               // not known
+  EXPECT_FALSE(DeviceBorder::timeSlicedGpus({}, {}));
 }
 
 }  // namespace
