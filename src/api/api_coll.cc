@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
-#include <memory>
 #include <limits>
+#include <memory>
 #include <vector>
 
 #include "algorithm/coll.h"
@@ -42,6 +42,26 @@ void recorded(hetcclComm& comm, uint64_t first, size_t n, F&& body) {
   }
 }
 
+// GPU calls across groups: the proxy watches each border call to its end
+// event and runs each staged call's plan, in order, so a job queued after
+// them runs once their part across groups is done; it records them so (a
+// failure drops it: then they failed). One group's calls stay "enqueued":
+// their end is the vendor library's, on the stream.
+void finishAfterProxy(hetcclComm& comm, uint64_t first, size_t n) {
+  auto ran = std::make_shared<bool>(false);
+  hetcclComm* c = &comm;
+  comm.proxy().submit(
+      [c, first, n, ran] {
+        *ran = true;
+        c->flight().finish(first, n, hetcclSuccess);
+      },
+      [c, first, n, ran] {
+        if (*ran) return;
+        const hetcclResult_t e = c->asyncError();
+        c->flight().finish(first, n, e == hetcclSuccess ? hetcclRemoteError : e);
+      });
+}
+
 // Host ranks' calls: through the transports, or the group alone.
 void countHostCalls(hetcclComm& comm, size_t n) {
   comm.countCalls(comm.topo().ngroups() == 1 ? hetcclPathNone : hetcclPathHost, n);
@@ -73,6 +93,7 @@ bool dispatchCalls(hetcclComm* comm, const std::vector<CollArgs>& calls, bool ma
       recorded(*comm, first, calls.size(),
                [&] { enqueueDeviceCalls(*comm, calls, comm->options().blocking && mayWait); });
     });
+    if (first && comm->topo().ngroups() > 1) finishAfterProxy(*comm, first, calls.size());
     return false;
   }
   if (!comm->options().blocking) {  // runs on the proxy, after init and earlier calls

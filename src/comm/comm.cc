@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "bootstrap/auth.h"
 #include "bootstrap/root.h"
+#include "comm/flight_signal.h"
 #include "comm/gpu_path.h"
 #include "core/log.h"
 #include "device/kernels.h"
@@ -66,6 +67,7 @@ Comm::Comm(int nranks, int rank, const CommOptions& opts)
   // A proxy job that fails (a GPU rank's border step, a non-blocking call)
   // fails the communicator and tells the peers, as a failed call does.
   proxy_.setFailureHook([this](hetcclResult_t code, const std::string& text) { fail(code, text); });
+  if (flight_.writes()) watchFlightSignal(this);
 }
 
 void Comm::init(const IdContents& id) {
@@ -364,6 +366,7 @@ void Comm::abort() {
 }
 
 Comm::~Comm() {
+  unwatchFlightSignal(this);  // no SIGUSR1 dump of it from now on
   // Jobs still queued on the proxy end at once: the abort flag is set by
   // hetcclCommAbort, and hetcclCommDestroy drains first.
   abort_.store(true);

@@ -8,8 +8,10 @@
 //
 // A record is written by the calling thread when the call is issued and
 // finished by whoever learns its end: the calling thread (blocking host
-// ranks), the proxy (non-blocking host ranks). GPU ranks' calls stay
-// "enqueued": their end is in stream order, not seen by the host here.
+// ranks), the proxy (non-blocking host ranks; GPU ranks' calls across
+// groups, once it saw their border end or ran their staged plan). A GPU
+// call inside one group stays "enqueued": its end is the vendor library's,
+// in stream order, not seen by the host.
 #pragma once
 
 #include <cstdint>
@@ -63,6 +65,8 @@ class FlightRecorder {
   // a file that cannot be written is a warning, never an error of the call.
   std::string dump(int rank, int nranks, const std::string& commId, const std::string& reason) const;
   size_t size() const;
+  // Whether dump() writes anything (on, with a folder).
+  bool writes() const { return cap_ > 0 && !dir_.empty(); }
 
  private:
   double nowUs() const;

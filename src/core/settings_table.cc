@@ -133,7 +133,8 @@ const std::vector<VarSpec>& settingsTable() {
      "calls each communicator remembers (each collective and send/recv of a group counts once) for its "
      "flight recorder dump; 0: none", 0, 1000000},
     {"HETCCL_FLIGHT_DIR", VarType::kString, "", nullptr,
-     "folder where a communicator that fails or is aborted writes its last calls "
+     "folder where a communicator that fails or is aborted, or whose process gets SIGUSR1 (where the program has "
+     "no handler of its own), writes its last calls "
      "(hetccl-flight-<job>-rank<r>.json; hetccl-doctor reads them); unset: no dumps"},
     {"HETCCL_STAGING_MAX", VarType::kBytes, "2G", nullptr,
      "GPU ranks: most pinned host memory one communicator keeps for staging border data", int64_t{1} << 20, kTiB},

@@ -132,6 +132,71 @@ TEST(FlightRecorder, DoctorShowsAMismatchedRoot) {
   EXPECT_EQ(system(("rm -rf " + dir).c_str()), 0);
 }
 
+// Every rank of a healthy job dumps on SIGUSR1 (as `kill -USR1` does to a
+// job that looks stuck): five AllReduce calls, then each rank waits until
+// its own dump is there. The dumps say why they were written, hold the five
+// calls completed, and the doctor finds no rank behind.
+bool hasFile(const std::string& dir, const std::string& suffix) {
+  std::string cmd = "ls " + dir + " 2>/dev/null";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return false;
+  char line[512];
+  bool found = false;
+  while (fgets(line, sizeof(line), p))
+    if (std::string(line).find(suffix) != std::string::npos) found = true;
+  pclose(p);
+  return found;
+}
+
+int signalBody(RankCtx& ctx) {
+  hetcclComm_t comm = nullptr;
+  hetcclResult_t r = ctx.init(&comm);
+  ctx.reportCall("init", r, nullptr);
+  if (r != hetcclSuccess) return 2;
+  std::vector<float> buf(1024, 1.0f);
+  for (int i = 0; i < 5 && r == hetcclSuccess; ++i)
+    r = hetcclAllReduce(buf.data(), buf.data(), buf.size(), hetcclFloat32, hetcclSum, comm, nullptr);
+  ctx.reportCall("ar", r, comm);
+  const std::string dir = getenv("HETCCL_FLIGHT_DIR");
+  const std::string mine = "-rank" + std::to_string(ctx.rank) + ".json";
+  for (int i = 0; i < 400 && !hasFile(dir, mine); ++i) usleep(50 * 1000);
+  ctx.report("dumped", hasFile(dir, mine) ? 1 : 0);
+  hetcclCommDestroy(comm);
+  return 0;
+}
+
+TEST(FlightRecorder, EveryRankDumpsOnSigusr1) {
+  const std::string dir = tempDir();
+  ASSERT_FALSE(dir.empty());
+  JobSpec spec;
+  spec.timeoutS = 10;
+  spec.env = {{"HETCCL_FLIGHT_DIR", dir}};
+  Job job(spec, signalBody);
+  ASSERT_TRUE(job.started()) << job.startError();
+  job.waitUntil([&] { return job.has(0, "ar.code") && job.has(1, "ar.code") && job.has(2, "ar.code") &&
+                             job.has(3, "ar.code"); }, 30);
+  for (int r = 0; r < 4; ++r) {
+    ASSERT_EQ(job.get(r, "ar.code"), "0") << job.describe();
+    job.signal(r, SIGUSR1);
+  }
+  EXPECT_TRUE(job.finish(30)) << job.describe();
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(job.get(r, "dumped"), "1") << "rank " << r << ": " << job.describe();
+  const std::string grep = "grep -l '\"SIGUSR1\"' " + dir + "/*.json | wc -l";
+  FILE* p = popen(grep.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  int n = 0;
+  EXPECT_EQ(fscanf(p, "%d", &n), 1);
+  pclose(p);
+  EXPECT_EQ(n, 4) << "dumps that name SIGUSR1 as their reason";
+  int status = -1;
+  const std::string out = doctor(dir, &status);
+  printf("[fault] hetccl-doctor %s:\n%s", dir.c_str(), out.c_str());
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_NE(out.find("dumps from ranks 0, 1, 2, 3"), std::string::npos) << out;
+  EXPECT_EQ(out.find("BEHIND"), std::string::npos) << out;
+  EXPECT_EQ(system(("rm -rf " + dir).c_str()), 0);
+}
+
 TEST(FlightRecorder, DoctorSaysSoWhenThereIsNothingToRead) {
   const std::string dir = tempDir();
   ASSERT_FALSE(dir.empty());
