@@ -128,7 +128,7 @@ void allReduceAcrossGroups(const PlanContext& p, LocalOps& lo, const CollArgs& a
   std::vector<ShardLayout> layouts;
   for (const Group& grp : t.groups) layouts.push_back(shardLayout(n, static_cast<int>(grp.ranks.size()), latency));
   const ShardLayout& mine = layouts[c.myGroup()];
-  const size_t i = static_cast<size_t>(c.myLocal());
+  const size_t i = static_cast<size_t>(c.groupRank());
 
   // Group step: my group's partial of my shard, and of the tail everywhere.
   if (mine.shard > 0) be.reduceScatter(in, buf + i * mine.shard * es, mine.shard, a.dt, a.op.kind, a.stream);

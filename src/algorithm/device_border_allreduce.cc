@@ -145,13 +145,13 @@ struct BorderAllReduce : BorderCall {
 
 void enqueueDeviceBorderAllReduce(Comm& c, const CollArgs& a) {
   DeviceBorder& b = *c.deviceBorder();
-  DeviceState& ds = *c.deviceState();
+  StagingState& ds = *c.stagingState();
   const hetcclKernelsApi_t& kn = *c.kernels();
   Backend& be = c.groupBackend();
   const Stream s = a.stream;
   const size_t es = dataTypeSize(a.dt), n = a.count;
   const int k = static_cast<int>(c.topo().groupOfRank(c.rank()).ranks.size());
-  const int i = c.myLocal();
+  const int i = c.groupRank();
   auto* send = static_cast<const uint8_t*>(a.send);
   auto* recv = static_cast<uint8_t*>(a.recv);
 

@@ -27,7 +27,7 @@ void BorderCall::check(int rc, const char* what) {
 }
 
 Event BorderCall::event(Stream s) {
-  Event e = c.deviceState()->takeEvent();
+  Event e = c.stagingState()->takeEvent();
   events.push_back(e);
   d.recordEvent(e, s);
   return e;
@@ -84,7 +84,7 @@ void BorderCall::watch(Stream caller, const char* what, size_t bytes, uint64_t f
 
 void BorderCall::watch(Stream caller, const char* what, size_t bytes, std::function<int(bool*)> behind) {
   Event end = event(caller);
-  DeviceState& ds = *c.deviceState();
+  StagingState& ds = *c.stagingState();
   Comm& comm = c;
   DeviceBorder& border = b;
   std::string name = what;

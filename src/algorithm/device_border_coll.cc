@@ -38,13 +38,13 @@ struct BlockCall : BorderCall {
   uint64_t firstSeq;
 
   int k() { return groupSize(c); }
-  int i() { return c.myLocal(); }
+  int i() { return c.groupRank(); }
   // The receive block of global rank r.
   uint8_t* block(int r) { return recv + r * blk; }
   // The vendor library takes calls from this thread next: staged calls
   // queued on the proxy go first (device_exec.h).
   Backend& groupBackend() {
-    c.deviceState()->waitStagedDone(c.options().timeoutS, &c.abortFlag());
+    c.stagingState()->waitStagedDone(c.options().timeoutS, &c.abortFlag());
     return c.groupBackend();
   }
   // The op of the group steps: a PreMulSum (float Avg too) scales there,
@@ -83,7 +83,7 @@ struct BlockCall : BorderCall {
   // over k (whole elements); the root's group and index in its group.
   size_t groupPiece() { return std::max(es, b.partBytes() / k() / es * es); }
   int rootGroup() { return c.topo().groupOf[a.root]; }
-  int rootIndex() { return c.topo().localIndex[a.root]; }
+  int rootIndex() { return c.topo().groupRank[a.root]; }
   // The internal streams take over, and f(offset, length) runs for every
   // piece of the block.
   template <typename F>
@@ -133,7 +133,7 @@ void enqueueAllGather(Comm& c, const CollArgs& a) {
 void enqueueBroadcast(Comm& c, const CollArgs& a) {
   BlockCall bc(c, a, RedKind::kSum);
   DeviceBorder& b = bc.b;
-  const int rootGroup = c.topo().groupOf[a.root], rootIndex = c.topo().localIndex[a.root];
+  const int rootGroup = c.topo().groupOf[a.root], rootIndex = c.topo().groupRank[a.root];
   const bool isRoot = c.rank() == a.root;
   if (isRoot) bc.d.copy(bc.recv, a.send, bc.blk, bc.s);
   if (bc.i() == rootIndex) {  // the border peers of the root
@@ -305,7 +305,7 @@ void enqueueAlltoAll(Comm& c, const CollArgs& a) {
 void enqueueReduce(Comm& c, const CollArgs& a) {
   BlockCall bc(c, a, a.op.kind);
   DeviceBorder& b = bc.b;
-  const bool isRoot = c.rank() == a.root, atBorder = bc.i() == c.topo().localIndex[a.root];
+  const bool isRoot = c.rank() == a.root, atBorder = bc.i() == c.topo().groupRank[a.root];
   if (bc.k() == 1) {
     // A PreMulSum scales each piece first: the others' into outgoing
     // scratch (out stream), the root's own into its receive buffer.
@@ -321,7 +321,7 @@ void enqueueReduce(Comm& c, const CollArgs& a) {
   } else {
     Backend& be = bc.groupBackend();
     const ReduceOp groupOp = bc.groupOp();
-    const int rootIndex = c.topo().localIndex[a.root];
+    const int rootIndex = c.topo().groupRank[a.root];
     for (size_t off = 0; off < bc.blk; off += b.partBytes()) {
       const size_t len = std::min(b.partBytes(), bc.blk - off), cnt = len / bc.es;
       uint8_t* to = isRoot ? bc.recv + off : b.outgoing(0);  // written at each group's root only

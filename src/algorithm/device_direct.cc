@@ -16,14 +16,14 @@
 namespace hetccl {
 namespace {
 
-constexpr int kScratchSlot = 3;  // of DeviceState::scratch (StagedBackend uses 0-2)
+constexpr int kScratchSlot = 3;  // of StagingState::scratch (StagedBackend uses 0-2)
 
 // Local ops on the rank's device memory: the kernels plugin on the proxy's
 // stream; fence() waits for the stream (bounded by the timeout and abort).
 class DeviceLocalOps final : public LocalOps {
  public:
   DeviceLocalOps(Comm& c, const hetcclKernelsApi_t& k)
-      : k_(k), dev_(c.device()), ds_(*c.deviceState()), timeoutS_(c.options().timeoutS), abort_(&c.abortFlag()) {}
+      : k_(k), dev_(c.device()), ds_(*c.stagingState()), timeoutS_(c.options().timeoutS), abort_(&c.abortFlag()) {}
   bool deviceMemory() const override { return true; }
   bool transportFolds() const override { return false; }
   uint8_t* scratch(size_t bytes) override { return ds_.scratch().get(kScratchSlot, bytes); }
@@ -47,7 +47,7 @@ class DeviceLocalOps final : public LocalOps {
   }
   const hetcclKernelsApi_t& k_;
   DeviceRuntime& dev_;
-  DeviceState& ds_;
+  StagingState& ds_;
   double timeoutS_;
   const std::atomic<bool>* abort_;
 };
@@ -57,7 +57,7 @@ class DeviceLocalOps final : public LocalOps {
 // transfers that follow read its output from the host thread.
 class DirectBackend final : public Backend {
  public:
-  DirectBackend(Backend& inner, const BackendContext& ctx, DeviceState& ds)
+  DirectBackend(Backend& inner, const BackendContext& ctx, StagingState& ds)
       : Backend(ctx), inner_(inner), ds_(ds) {}
   const char* name() const override { return inner_.name(); }
   void allReduce(const void* send, void* recv, size_t count, DataType dt, const ReduceOp& op, Stream) override {
@@ -103,7 +103,7 @@ class DirectBackend final : public Backend {
  private:
   void done(const char* what) { ds_.sync(ctx_.timeoutS, ctx_.abort, what); }
   Backend& inner_;
-  DeviceState& ds_;
+  StagingState& ds_;
   int depth_ = 0;
 };
 
@@ -111,7 +111,7 @@ class DirectBackend final : public Backend {
 // on the user's buffers with the device forms of the backend and local ops.
 void runDirect(Comm& c, CollArgs a, Event ready) {
   DeviceRuntime& d = c.device();
-  DeviceState& ds = *c.deviceState();
+  StagingState& ds = *c.stagingState();
   const double to = c.options().timeoutS;
   d.makeCurrent();
   const std::string name = collKindName(a.kind);
@@ -155,7 +155,7 @@ bool takesDirectPath(const Comm& c, const CollArgs& a) {
 // [ready event] on the caller's stream; the proxy runs the call (after the
 // jobs queued before it) once the stream reached it; this thread waits.
 void runDirectCall(Comm& c, const CollArgs& a) {
-  DeviceState& ds = *c.deviceState();
+  StagingState& ds = *c.stagingState();
   Event ready = ds.takeEvent();
   try {
     c.device().recordEvent(ready, a.stream);

@@ -15,7 +15,7 @@ namespace hetccl {
 namespace {
 
 // Host copies of one call's buffers in pinned slot memory.
-struct Mirror {
+struct HostCopy {
   const CollArgs* user;
   CollArgs host;
   CallExtent ext;
@@ -29,11 +29,11 @@ struct Mirror {
 
 // Lays out the host copies of `calls` one after the other in one pinned
 // block; returns the block's size.
-size_t layoutMirrors(const Comm& c, const std::vector<CollArgs>& calls, std::vector<Mirror>* out) {
-  std::vector<Mirror> ms(calls.size());
+size_t layoutHostCopies(const Comm& c, const std::vector<CollArgs>& calls, std::vector<HostCopy>* out) {
+  std::vector<HostCopy> ms(calls.size());
   size_t total = 0;
   for (size_t k = 0; k < calls.size(); ++k) {
-    Mirror& m = ms[k];
+    HostCopy& m = ms[k];
     m.user = &calls[k];
     m.host = calls[k];
     m.host.stream = nullptr;
@@ -60,14 +60,14 @@ size_t layoutMirrors(const Comm& c, const std::vector<CollArgs>& calls, std::vec
   return std::max<size_t>(total, 1);
 }
 
-// Places the host copies in `base` (a pinned block of layoutMirrors' size)
+// Places the host copies in `base` (a pinned block of layoutHostCopies' size)
 // and enqueues the copies in (device to host) on each call's own stream.
-std::vector<Mirror> stageIn(Comm& c, const std::vector<CollArgs>& calls, uint8_t* base) {
-  std::vector<Mirror> ms;
-  layoutMirrors(c, calls, &ms);
+std::vector<HostCopy> stageIn(Comm& c, const std::vector<CollArgs>& calls, uint8_t* base) {
+  std::vector<HostCopy> ms;
+  layoutHostCopies(c, calls, &ms);
   DeviceRuntime& d = c.device();
   for (size_t k = 0; k < calls.size(); ++k) {
-    Mirror& m = ms[k];
+    HostCopy& m = ms[k];
     Stream st = calls[k].stream;
     auto* s = static_cast<const uint8_t*>(calls[k].send);
     auto* r = static_cast<const uint8_t*>(calls[k].recv);
@@ -98,8 +98,8 @@ std::vector<Mirror> stageIn(Comm& c, const std::vector<CollArgs>& calls, uint8_t
 
 
 // Enqueues the copies out (host to device) on each call's own stream.
-void stageOut(Comm& c, const std::vector<Mirror>& ms) {
-  for (const Mirror& m : ms)
+void stageOut(Comm& c, const std::vector<HostCopy>& ms) {
+  for (const HostCopy& m : ms)
     if (m.ext.writesRecv && m.ext.recvBytes)
       c.device().copy(m.user->recv, m.host.recv, m.ext.recvBytes, m.user->stream);
 }
@@ -107,7 +107,7 @@ void stageOut(Comm& c, const std::vector<Mirror>& ms) {
 // Records, on each stream, the event the next call's copies in wait for
 // (its pinned block may be this call's, still being copied out).
 void markReleased(Comm& c, const std::vector<Stream>& streams) {
-  DeviceState& ds = *c.deviceState();
+  StagingState& ds = *c.stagingState();
   std::vector<Event>& released = ds.released();
   while (released.size() < streams.size()) released.push_back(ds.takeEvent());
   while (released.size() > streams.size()) {
@@ -122,7 +122,7 @@ void markReleased(Comm& c, const std::vector<Stream>& streams) {
 // a group of several GPU ranks go through the vendor library (StagedBackend).
 void runStaged(Comm& c, const std::vector<CollArgs>& host, const std::vector<Event>& ready,
                ChunkHooks* hooks = nullptr) {
-  DeviceState& ds = *c.deviceState();
+  StagingState& ds = *c.stagingState();
   DeviceRuntime& d = c.device();
   const double to = c.options().timeoutS;
   d.makeCurrent();
@@ -140,7 +140,7 @@ void runStaged(Comm& c, const std::vector<CollArgs>& host, const std::vector<Eve
 // fired and stores ticket k when it is done, so chunk k crosses the border
 // while chunk k+1 is copied in and chunk k-1 copied out.
 void enqueueChunkedAllReduce(Comm& c, const CollArgs& a, size_t step) {
-  DeviceState& ds = *c.deviceState();
+  StagingState& ds = *c.stagingState();
   DeviceRuntime& d = c.device();
   const size_t es = dataTypeSize(a.dt), n = a.count, bytes = n * es;
   const bool inPlace = a.send == a.recv;
@@ -189,7 +189,7 @@ void enqueueChunkedAllReduce(Comm& c, const CollArgs& a, size_t step) {
         hooks.before = [&](size_t k) {
           waitEvent(dev, ready.at(k), to, &c.abortFlag(), "waiting for the caller's stream to copy a chunk in");
         };
-        hooks.after = [&](size_t k) { c.deviceState()->complete(tickets.at(k)); };
+        hooks.after = [&](size_t k) { c.stagingState()->complete(tickets.at(k)); };
         runStaged(c, {host}, {}, &hooks);
       },
       release);
@@ -281,7 +281,7 @@ void enqueueDeviceCalls(Comm& c, std::vector<CollArgs> calls, bool mayWait) {
     if (step < a.count && inPlaceOrDisjoint(a, bytes, bytes) && !a.op.scalarAt)
       return enqueueChunkedAllReduce(c, a, step);
   }
-  DeviceState& ds = *c.deviceState();
+  StagingState& ds = *c.stagingState();
   DeviceRuntime& d = c.device();
   std::vector<Stream> streams;
   for (const CollArgs& a : calls)
@@ -290,11 +290,11 @@ void enqueueDeviceCalls(Comm& c, std::vector<CollArgs> calls, bool mayWait) {
   // allocating page-locked memory can synchronise the device, which from the
   // proxy (while a stream waits on it) never returns. Only this thread
   // touches the pool; an outgrown block stays allocated (StagingPool).
-  uint8_t* pinned = ds.pinned().get(0, layoutMirrors(c, calls, nullptr));
+  uint8_t* pinned = ds.pinned().get(0, layoutHostCopies(c, calls, nullptr));
   // The block may be the one the previous call still copies out of.
   for (Stream s : streams)
     for (Event e : ds.released()) d.streamWaitEvent(s, e);
-  std::vector<Mirror> ms = stageIn(c, calls, pinned);
+  std::vector<HostCopy> ms = stageIn(c, calls, pinned);
   std::vector<Event> ready;
   for (Stream s : streams) {
     ready.push_back(ds.takeEvent());
@@ -312,7 +312,7 @@ void enqueueDeviceCalls(Comm& c, std::vector<CollArgs> calls, bool mayWait) {
     for (Stream s : streams) d.streamWaitValue(s, ds.flag(), ticket);
     stageOut(c, ms);
     markReleased(c, streams);
-    for (const Mirror& m : ms) host.push_back(m.host);
+    for (const HostCopy& m : ms) host.push_back(m.host);
   } catch (...) {
     // Streams may already wait for this ticket: release them, in order.
     c.proxy().submit([] {}, release);
@@ -332,7 +332,7 @@ bool inPlaceOrDisjoint(const CollArgs& a, size_t sendBytes, size_t recvBytes, si
 BackendContext proxyBackendContext(Comm& c) {
   BackendContext bc;
   bc.ranks = c.topo().groupOfRank(c.rank()).ranks;
-  bc.groupRank = c.myLocal();
+  bc.groupRank = c.groupRank();
   bc.device = &c.device();
   bc.abort = &c.abortFlag();
   bc.timeoutS = c.options().timeoutS;

@@ -15,7 +15,7 @@ namespace hetccl {
 
 class StagedBackend : public Backend {
  public:
-  StagedBackend(Backend& inner, const BackendContext& ctx, DeviceState& ds);
+  StagedBackend(Backend& inner, const BackendContext& ctx, StagingState& ds);
   const char* name() const override { return inner_.name(); }
 
   void allReduce(const void* send, void* recv, size_t count, DataType dt, const ReduceOp& op, Stream s) override;
@@ -45,7 +45,7 @@ class StagedBackend : public Backend {
   void wait(const char* what);
 
   Backend& inner_;
-  DeviceState& ds_;
+  StagingState& ds_;
   DeviceRuntime& dev_;
   int depth_ = 0;
   std::vector<P2p> p2p_;

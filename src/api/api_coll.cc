@@ -86,7 +86,7 @@ void checkUsable(hetcclComm* comm) {
 bool dispatchCalls(hetcclComm* comm, const std::vector<CollArgs>& calls, bool mayWait) {
   ExclusiveUse use(*comm);
   checkUsable(comm);
-  if (comm->deviceOrdered()) {  // GPU rank: enqueue in stream order, return at once
+  if (comm->streamOrdered()) {  // GPU rank: enqueue in stream order, return at once
     checkReady(comm);
     const uint64_t first = recordCalls(*comm, calls, FlightRecorder::State::kEnqueued);
     failOnError(*comm, [&] {
@@ -137,7 +137,7 @@ bool runTogether(const std::vector<hetcclComm*>& comms,
     }
   } endVendorGroups{vendorGroups};
   for (hetcclComm* c : comms)
-    if (c->deviceOrdered() && c->ready() && c->topo().ngroups() == 1 && c->asyncError() == hetcclSuccess) {
+    if (c->streamOrdered() && c->ready() && c->topo().ngroups() == 1 && c->asyncError() == hetcclSuccess) {
       c->groupBackend().groupStart();
       vendorGroups.push_back(&c->groupBackend());
     }
@@ -146,7 +146,7 @@ bool runTogether(const std::vector<hetcclComm*>& comms,
   for (hetcclComm* comm : comms) {
     std::vector<CollArgs> calls = callsOf(comm);
     hetcclResult_t r = guard(comm, "hetcclGroupEnd", [&] {
-      if (comm->deviceOrdered() || !comm->options().blocking) {
+      if (comm->streamOrdered() || !comm->options().blocking) {
         if (dispatchCalls(comm, calls, false)) anyNonBlocking = true;
         return;
       }

@@ -165,7 +165,7 @@ hetcclResult_t hetcclCommGetAsyncError(hetcclComm_t comm, hetcclResult_t* asyncE
     if (*asyncError == hetcclSuccess) {
       *asyncError = comm->proxy().status();
       // GPU work in flight on a blocking communicator is not an error (as NCCL).
-      if (*asyncError == hetcclInProgress && comm->ready() && comm->deviceOrdered()) *asyncError = hetcclSuccess;
+      if (*asyncError == hetcclInProgress && comm->ready() && comm->streamOrdered()) *asyncError = hetcclSuccess;
       // Make the failure's text what hetcclGetLastError reports.
       if (*asyncError != hetcclSuccess && *asyncError != hetcclInProgress)
         recordError(comm, "non-blocking call", *asyncError, comm->proxy().errorText());
@@ -203,7 +203,7 @@ hetcclResult_t hetcclCommGetInfo(const hetcclComm_t comm, hetcclCommInfo_t* info
     out.nranks = comm->nranks();
     out.ngroups = t.ngroups();
     out.myGroup = comm->myGroup();
-    out.myGroupRank = comm->myLocal();
+    out.myGroupRank = comm->groupRank();
     for (int g = 0; g < t.ngroups(); ++g) {
       out.groupSize[g] = static_cast<int>(t.groups[g].ranks.size());
       snprintf(out.groupName[g], HETCCL_NAME_BYTES, "%s", t.groups[g].name.c_str());
@@ -234,7 +234,7 @@ hetcclResult_t hetcclRedOpCreatePreMulSum(hetcclRedOp_t* op, void* scalar, hetcc
       // Read when each call runs, as NCCL reads it: device memory on GPU
       // ranks, the rank's own memory on host ranks.
       MemKind k = comm->device().pointerKind(scalar);
-      if (comm->deviceOrdered())
+      if (comm->streamOrdered())
         HETCCL_CHECK_ARG(k == MemKind::kDevice || k == MemKind::kPinnedHost,
                          std::string("scalar with device residence is ") + memKindName(k) + ", but this " +
                              comm->device().kind() + " rank's collectives read it on its device");

@@ -63,7 +63,7 @@ void checkBufferKinds(Comm& c, const CollArgs& a) {
   auto check = [&](const void* p, size_t bytes, const char* name) {
     if (!p || bytes == 0) return;
     MemKind k = d.pointerKind(p);
-    if (c.deviceOrdered()) {
+    if (c.streamOrdered()) {
       if (k == MemKind::kDevice) return;
       throwError(hetcclInvalidArgument,
                  std::string(name) + " is " + memKindName(k) + ", but this rank is a " + d.kind() +

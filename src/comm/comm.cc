@@ -177,7 +177,7 @@ void Comm::setUp(const PeerInfo& me, const std::string& group) {
 
   BackendContext bc;
   bc.ranks = topo_.groupOfRank(rank).ranks;
-  bc.groupRank = topo_.localIndex[rank];
+  bc.groupRank = topo_.groupRank[rank];
   bc.bootstrap = bootstrap_.get();
   bc.transport = transport_.get();
   bc.device = device_.get();
@@ -195,22 +195,22 @@ void Comm::setUp(const PeerInfo& me, const std::string& group) {
   if (abort_.load()) throwError(hetcclInvalidUsage, "the communicator was aborted during init");
   // Vendor backends: each group's rank 0 publishes its library's unique id.
   std::vector<uint8_t> ids(static_cast<size_t>(nranks) * kBackendIdBytes, 0);
-  if (myLocal() == 0) backend_->makeId(ids.data() + static_cast<size_t>(rank) * kBackendIdBytes);
+  if (groupRank() == 0) backend_->makeId(ids.data() + static_cast<size_t>(rank) * kBackendIdBytes);
   bootstrap_->allGather(ids.data(), kBackendIdBytes);
   backend_->connect(ids.data() + static_cast<size_t>(topo_.groupOfRank(rank).ranks[0]) * kBackendIdBytes);
 
-  if (deviceOrdered() && topo_.ngroups() > 1) {
-    auto ds = std::make_unique<DeviceState>(*device_, settings::kStagingMax.get(), settings::kDeviceScratchMax.get());
+  if (streamOrdered() && topo_.ngroups() > 1) {
+    auto ds = std::make_unique<StagingState>(*device_, settings::kStagingMax.get(), settings::kDeviceScratchMax.get());
     {
       std::lock_guard<std::mutex> g(backendMu_);  // abort() reads it from any thread
-      deviceState_ = std::move(ds);
+      stagingState_ = std::move(ds);
     }
     chooseGpuPath();
   }
   setUpDeviceBorder();
 
   LOG_INFO(kInit, "rank %d of %d: group %s (%d of %zu), %d groups, transport %s, backend %s", rank, nranks,
-           group.c_str(), myLocal(), topo_.groupOfRank(rank).ranks.size(), topo_.ngroups(), transportName_.c_str(),
+           group.c_str(), groupRank(), topo_.groupOfRank(rank).ranks.size(), topo_.ngroups(), transportName_.c_str(),
            backend_->name());
   if (rank == 0) LOG_INFO(kTopo, "topology:\n%s", describeTopology(topo_).c_str());
   // All or nothing: a rank returns from init only once every rank got here,
@@ -297,8 +297,8 @@ void Comm::setUpDeviceBorder() {
   s.rank = rank_;
   s.shares = static_cast<int>(topo_.groups[0].ranks.size());
   for (const Group& g : topo_.groups) s.shares = std::min(s.shares, static_cast<int>(g.ranks.size()));
-  if (myLocal() < s.shares) {
-    for (const Group& g : topo_.groups) s.peerRanks.push_back(g.ranks[myLocal()]);
+  if (groupRank() < s.shares) {
+    for (const Group& g : topo_.groups) s.peerRanks.push_back(g.ranks[groupRank()]);
     s.me = myGroup();
   } else {
     s.peerRanks = {rank_};
@@ -360,7 +360,7 @@ void Comm::abort() {
   // steps, then the vendor library: its abort synchronises the device,
   // which would wait for those streams for ever (torch's watchdog aborts a
   // hung communicator while the main thread goes on enqueueing calls).
-  if (deviceState_) deviceState_->releaseAll();
+  if (stagingState_) stagingState_->releaseAll();
   if (border_) border_->releaseAll();
   if (backend_) backend_->abort();
 }

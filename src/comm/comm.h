@@ -65,15 +65,16 @@ class Comm {
   int nranks() const { return nranks_; }
   const Topology& topo() const { return topo_; }
   int myGroup() const { return topo_.groupOf[rank_]; }
-  int myLocal() const { return topo_.localIndex[rank_]; }
+  int groupRank() const { return topo_.groupRank[rank_]; }
   const CommOptions& options() const { return opts_; }
   Bootstrap& bootstrap() { return *bootstrap_; }
   Transport& transport() { return *transport_; }
   // The group's library (plans take theirs from their PlanContext).
   Backend& groupBackend() { return *backend_; }
   // GPU ranks of multi-group communicators: streams, flag, staging.
-  DeviceState* deviceState() { return deviceState_.get(); }
-  bool deviceOrdered() const { return !device_->synchronous(); }
+  StagingState* stagingState() { return stagingState_.get(); }
+  // A GPU rank: its calls take effect in the order of their streams.
+  bool streamOrdered() const { return !device_->synchronous(); }
   DeviceRuntime& device() { return *device_; }
   const std::string& transportName() const { return transportName_; }
   // How this rank's border data moves: "none" (one group), "host" (host
@@ -87,7 +88,7 @@ class Comm {
     return topo_.ngroups() == 1 ? "none"
            : border_            ? "device"
            : gpuDirect_         ? "direct"
-           : deviceOrdered()    ? "staged"
+           : streamOrdered()    ? "staged"
                                 : "host";
   }
   // The last calls of this communicator (comm/flight_recorder.h) ...
@@ -176,7 +177,7 @@ class Comm {
   std::unique_ptr<Transport> transport_;
   std::unique_ptr<Backend> backend_;
   std::mutex backendMu_;  // orders abort() with init's creation of backend_
-  std::unique_ptr<DeviceState> deviceState_;
+  std::unique_ptr<StagingState> stagingState_;
   std::unique_ptr<DeviceBorder> border_;
   std::string transportName_;
   size_t buffBytes_ = 0, smallBytes_ = 0, chunkBytes_ = 0, gpuDirectMin_ = 0;

@@ -46,7 +46,7 @@ uint8_t* StagingPool::get(int slot, size_t bytes) {
   return s.ptr;
 }
 
-DeviceState::DeviceState(DeviceRuntime& d, size_t stagingLimit, size_t scratchLimit)
+StagingState::StagingState(DeviceRuntime& d, size_t stagingLimit, size_t scratchLimit)
     : dev_(d), pinned_(d, stagingLimit, true), scratch_(d, scratchLimit, false) {
   stream_ = d.createStream();
   flag_ = static_cast<uint64_t*>(d.allocPinned(sizeof(uint64_t)));
@@ -54,7 +54,7 @@ DeviceState::DeviceState(DeviceRuntime& d, size_t stagingLimit, size_t scratchLi
   syncEvent_ = d.createEvent();
 }
 
-DeviceState::~DeviceState() {
+StagingState::~StagingState() {
   for (Event e : events_) dev_.destroyEvent(e);
   for (Event e : released_) dev_.destroyEvent(e);
   dev_.destroyEvent(syncEvent_);
@@ -62,7 +62,7 @@ DeviceState::~DeviceState() {
   dev_.destroyStream(stream_);
 }
 
-Event DeviceState::takeEvent() {
+Event StagingState::takeEvent() {
   std::lock_guard<std::mutex> g(mu_);
   if (events_.empty()) return dev_.createEvent();
   Event e = events_.back();
@@ -70,17 +70,17 @@ Event DeviceState::takeEvent() {
   return e;
 }
 
-void DeviceState::giveEvent(Event e) {
+void StagingState::giveEvent(Event e) {
   std::lock_guard<std::mutex> g(mu_);
   events_.push_back(e);
 }
 
-void DeviceState::sync(double timeoutS, const std::atomic<bool>* abort, const char* what) {
+void StagingState::sync(double timeoutS, const std::atomic<bool>* abort, const char* what) {
   dev_.recordEvent(syncEvent_, stream_);
   waitEvent(dev_, syncEvent_, timeoutS, abort, what);
 }
 
-void DeviceState::waitStagedDone(double timeoutS, const std::atomic<bool>* abort) {
+void StagingState::waitStagedDone(double timeoutS, const std::atomic<bool>* abort) {
   auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeoutS);
   for (int spins = 0; staged_.load() > 0; ++spins) {
     if (abort && abort->load()) throwError(hetcclInvalidUsage, "communicator aborted while waiting for staged calls");

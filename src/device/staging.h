@@ -44,12 +44,13 @@ class StagingPool {
   std::vector<Slot> retired_;  // outgrown, freed with the pool
 };
 
-class DeviceState {
+// The file's first paragraph: one per GPU rank of a multi-group communicator.
+class StagingState {
  public:
-  DeviceState(DeviceRuntime& d, size_t stagingLimit, size_t scratchLimit);
-  ~DeviceState();
-  DeviceState(const DeviceState&) = delete;
-  DeviceState& operator=(const DeviceState&) = delete;
+  StagingState(DeviceRuntime& d, size_t stagingLimit, size_t scratchLimit);
+  ~StagingState();
+  StagingState(const StagingState&) = delete;
+  StagingState& operator=(const StagingState&) = delete;
 
   Stream stream() const { return stream_; }
   // The completion flag: the proxy stores a call's ticket when it is done.

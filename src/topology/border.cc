@@ -25,7 +25,7 @@ std::vector<int> holders(const Group& grp, const ShardLayout& l, size_t at) {
 
 BorderAssignment assignBorder(const Topology& topo, const std::vector<ShardLayout>& layouts, int rank) {
   BorderAssignment out;
-  const int g = topo.groupOf[rank], i = topo.localIndex[rank], G = topo.ngroups();
+  const int g = topo.groupOf[rank], i = topo.groupRank[rank], G = topo.ngroups();
   const size_t n = layouts[g].count;
   if (n == 0 || G < 2) return out;
 

@@ -96,7 +96,7 @@ Topology buildTopology(const std::vector<PeerInfo>& peers) {
   Topology t;
   int n = static_cast<int>(peers.size());
   t.groupOf.assign(n, -1);
-  t.localIndex.assign(n, -1);
+  t.groupRank.assign(n, -1);
   std::map<std::string, int> index;
   for (int r = 0; r < n; ++r) {
     std::string name = peers[r].group;
@@ -111,7 +111,7 @@ Topology buildTopology(const std::vector<PeerInfo>& peers) {
                                          std::to_string(g.ranks[0]) + ") and " + peers[r].deviceKind + " (rank " +
                                          std::to_string(r) + "); a group shares one vendor library");
     t.groupOf[r] = it->second;
-    t.localIndex[r] = static_cast<int>(g.ranks.size());
+    t.groupRank[r] = static_cast<int>(g.ranks.size());
     g.ranks.push_back(r);
     if (peers[r].hostHash != peers[0].hostHash) t.singleHost = false;
   }

@@ -21,7 +21,7 @@ struct Group {
 struct Topology {
   std::vector<Group> groups;
   std::vector<int> groupOf;     // by global rank
-  std::vector<int> localIndex;  // by global rank: index inside its group
+  std::vector<int> groupRank;  // by global rank: its rank inside its group
   bool singleHost = true;
 
   int ngroups() const { return static_cast<int>(groups.size()); }

@@ -76,7 +76,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   FUZZ_CHECK(t.ngroups() >= 1 && t.ngroups() <= HETCCL_MAX_GROUPS);
-  FUZZ_CHECK(t.groupOf.size() == peers.size() && t.localIndex.size() == peers.size());
+  FUZZ_CHECK(t.groupOf.size() == peers.size() && t.groupRank.size() == peers.size());
   std::set<int> seen;
   int lastLowest = -1;
   for (int g = 0; g < t.ngroups(); ++g) {
@@ -89,7 +89,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       FUZZ_CHECK(r >= 0 && r < n);
       FUZZ_CHECK(i == 0 || r > grp.ranks[i - 1]);
       FUZZ_CHECK(seen.insert(r).second);
-      FUZZ_CHECK(t.groupOf[r] == g && t.localIndex[r] == static_cast<int>(i));
+      FUZZ_CHECK(t.groupOf[r] == g && t.groupRank[r] == static_cast<int>(i));
       FUZZ_CHECK(grp.name == peers[r].group && grp.deviceKind == peers[r].deviceKind);
     }
   }

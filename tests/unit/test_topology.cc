@@ -110,7 +110,7 @@ TEST(BuildTopology, GroupsByLowestRankRanksAscending) {
   EXPECT_EQ(t.groups[1].ranks, (std::vector<int>{1, 4}));
   EXPECT_EQ(t.groups[2].ranks, (std::vector<int>{3}));
   EXPECT_EQ(t.groupOf, (std::vector<int>{0, 1, 0, 2, 1, 0}));
-  EXPECT_EQ(t.localIndex, (std::vector<int>{0, 0, 1, 0, 1, 2}));
+  EXPECT_EQ(t.groupRank, (std::vector<int>{0, 0, 1, 0, 1, 2}));
   EXPECT_EQ(t.groups[0].deviceKind, "host");
   EXPECT_EQ(t.groupOfRank(4).name, "a");
   EXPECT_TRUE(t.singleHost);
@@ -193,7 +193,7 @@ void checkBorder(const std::vector<int>& labels, size_t count, bool latency) {
   // Each rank's pieces tile exactly what its group step left it, in order.
   for (int r = 0; r < n; ++r) {
     const ShardLayout& l = layouts[t.groupOf[r]];
-    const size_t i = t.localIndex[r];
+    const size_t i = t.groupRank[r];
     std::vector<std::pair<size_t, size_t>> owned;
     if (count > 0 && l.shard > 0) owned.emplace_back(l.shard * i, l.shard * (i + 1));
     if (count > 0 && l.mainEnd() < count) owned.emplace_back(l.mainEnd(), count);

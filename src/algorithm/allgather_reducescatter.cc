@@ -18,7 +18,7 @@ namespace {
 // Global rank (of group g) that stands for rank r of another group.
 int counterpart(const Topology& t, int g, int r) {
   const Group& grp = t.groups[g];
-  return grp.ranks[static_cast<size_t>(t.localIndex[r]) % grp.ranks.size()];
+  return grp.ranks[static_cast<size_t>(t.groupRank[r]) % grp.ranks.size()];
 }
 
 // Blocks that member m of its group holds after the border step: its own
@@ -120,7 +120,7 @@ void runReduceScatter(const PlanContext& p, const CollArgs& a) {
           dst = tmp + slot * cnt * es;
         }
       }
-      be.reduce(src + (static_cast<size_t>(b) * R + off) * es, dst, cnt, a.dt, a.op.kind, t.localIndex[owner], a.stream);
+      be.reduce(src + (static_cast<size_t>(b) * R + off) * es, dst, cnt, a.dt, a.op.kind, t.groupRank[owner], a.stream);
     }
     be.groupEnd();
     // Border, round r: the receiver folds group r of its others-order.

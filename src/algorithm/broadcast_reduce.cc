@@ -29,7 +29,7 @@ void runBroadcast(const PlanContext& p, const CollArgs& a) {
   const Topology& t = c.topo();
   const size_t bytes = a.count * dataTypeSize(a.dt);
   if (t.ngroups() == 1) {
-    p.backend.broadcast(a.send, a.recv, a.count, a.dt, t.localIndex[a.root], a.stream);
+    p.backend.broadcast(a.send, a.recv, a.count, a.dt, t.groupRank[a.root], a.stream);
     return;
   }
   std::vector<int> lead = leaders(c, a.root);
@@ -43,7 +43,7 @@ void runBroadcast(const PlanContext& p, const CollArgs& a) {
   }
   runBorder(p, x);  // device buffers on the direct path
   const void* src = c.rank() == a.root ? a.send : a.recv;
-  p.backend.broadcast(src, a.recv, a.count, a.dt, t.localIndex[lead[g]], a.stream);
+  p.backend.broadcast(src, a.recv, a.count, a.dt, t.groupRank[lead[g]], a.stream);
 }
 
 void runReduce(const PlanContext& p, const CollArgs& a) {
@@ -60,7 +60,7 @@ void runReduce(const PlanContext& p, const CollArgs& a) {
   }
   Backend& be = p.backend;
   if (t.ngroups() == 1) {
-    be.reduce(in, a.recv, a.count, a.dt, a.op.kind, t.localIndex[a.root], a.stream);
+    be.reduce(in, a.recv, a.count, a.dt, a.op.kind, t.groupRank[a.root], a.stream);
     if (isRoot && a.op.postDiv) divideArray(a.recv, a.count, a.dt, a.op.divisor);
     return;
   }
@@ -73,7 +73,7 @@ void runReduce(const PlanContext& p, const CollArgs& a) {
   for (size_t off = 0; off < a.count || (off == 0 && a.count == 0); off += chunk) {
     size_t n = std::min(chunk, a.count - off);
     uint8_t* dst = isRoot ? static_cast<uint8_t*>(a.recv) + off * es : tmp;
-    be.reduce(static_cast<const uint8_t*>(in) + off * es, dst, n, a.dt, a.op.kind, t.localIndex[lead[g]], a.stream);
+    be.reduce(static_cast<const uint8_t*>(in) + off * es, dst, n, a.dt, a.op.kind, t.groupRank[lead[g]], a.stream);
     if (isRoot) {
       // Fold the other groups' partials in group order.
       for (int h = 0; h < t.ngroups(); ++h) {

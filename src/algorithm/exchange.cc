@@ -1,6 +1,7 @@
-// Collectives that go direct: AlltoAll, Gather, Scatter and point-to-point.
-// Pairs inside one group use the backend's send/recv (one backend group
-// call), pairs across groups the transport (one batch).
+// Pairwise exchanges: AlltoAll, Gather, Scatter and point-to-point, where
+// every block moves once, straight from the rank that holds it to the rank
+// that reads it. Pairs inside one group use the backend's send/recv (one
+// backend group call), pairs across groups the transport (one batch).
 #include <cstring>
 #include <vector>
 
@@ -76,7 +77,7 @@ void runExchange(const PlanContext& p, const std::vector<CollArgs>& ops, bool co
     }
     if (t.groupOf[op.root] == g) {
       c.callTag() = tag;
-      int peer = t.localIndex[op.root];
+      int peer = t.groupRank[op.root];
       if (op.isSend) be.send(op.send, op.count, op.dt, peer, op.stream);
       else be.recv(op.recv, op.count, op.dt, peer, op.stream);
     } else if (op.isSend) {
