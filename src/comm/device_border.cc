@@ -23,7 +23,6 @@ namespace {
 constexpr size_t kFlagStride = 64;  // one cache line per flag: no false sharing between writers
 constexpr uint64_t kMagic = 0x6865746363426472ull;
 constexpr uint64_t kNameSalt = 0x626f72646572ull;  // keeps these names apart from the shm transport's
-constexpr uint64_t kReleased = kFlagReleased;
 constexpr size_t kMinPart = size_t{64} << 10;
 constexpr size_t kHeaderBytes = 512;
 
@@ -66,9 +65,8 @@ std::unique_ptr<DeviceBorder> DeviceBorder::create(const Setup& s) {
   // the pair channels' data (kSlots parts for each other peer).
   b->pairFlagsAt_ = kHeaderBytes + static_cast<size_t>(kSlots) * (2 + g) * kFlagStride;
   b->flagBytes_ = pageRound(b->pairFlagsAt_ + static_cast<size_t>(kSlots) * 2 * g * kFlagStride);
-  auto segFor = [&](size_t part) {
-    return b->flagBytes_ + static_cast<size_t>(kSlots) * (g + 1) * part + static_cast<size_t>(kSlots) * (g - 1) * part;
-  };
+  // Per slot g parts out and 1 result, plus g - 1 pair-channel parts per slot.
+  auto segFor = [&](size_t part) { return b->flagBytes_ + static_cast<size_t>(kSlots) * 2 * g * part; };
   b->sendSeq_.assign(g, 0);
   b->recvSeq_.assign(g, 0);
   const size_t want = std::max<size_t>(4096, s.partBytes / 4096 * 4096);
@@ -238,7 +236,7 @@ uint8_t* DeviceBorder::pairData(int owner, int reader, int slot) {
 }
 
 void DeviceBorder::releaseAll() {
-  auto store = [](volatile uint64_t* f) { __atomic_store_n(const_cast<uint64_t*>(f), kReleased, __ATOMIC_RELEASE); };
+  auto store = [](volatile uint64_t* f) { __atomic_store_n(const_cast<uint64_t*>(f), kFlagReleased, __ATOMIC_RELEASE); };
   for (int slot = 0; slot < kSlots; ++slot)
     for (int q = 0; q < peers(); ++q) {
       if (q == me_) continue;
@@ -255,7 +253,7 @@ int DeviceBorder::pairBehind(int peer, uint64_t sent, uint64_t received, bool* p
   *poisoned = false;
   bool late = false;
   for (int slot = 0; slot < kSlots; ++slot) {
-    if (load(pairReady(peer, me_, slot)) == kReleased || load(pairAck(me_, peer, slot)) == kReleased) *poisoned = true;
+    if (load(pairReady(peer, me_, slot)) == kFlagReleased || load(pairAck(me_, peer, slot)) == kFlagReleased) *poisoned = true;
   }
   // What this rank's streams wait for last on each side of the channel.
   if (received && load(pairReady(peer, me_, static_cast<int>(received % kSlots))) < received) late = true;
@@ -270,7 +268,7 @@ int DeviceBorder::behind(uint64_t seq, bool results, bool* poisoned, int writer)
   const int slot = static_cast<int>(seq % kSlots);
   for (int q = 0; q < peers(); ++q) {
     for (int s2 = 0; s2 < kSlots; ++s2)
-      if (load(ready(q, s2)) == kReleased || load(done(q, s2)) == kReleased) *poisoned = true;
+      if (load(ready(q, s2)) == kFlagReleased || load(done(q, s2)) == kFlagReleased) *poisoned = true;
     if (q == me_ || who >= 0 || (writer >= 0 && q != writer)) continue;
     if (load(ready(q, slot)) < seq || (results && load(done(q, slot)) < seq)) who = q;
   }
