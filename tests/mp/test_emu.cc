@@ -635,7 +635,7 @@ TEST(EmuFlight, CallsAcrossGroupsAreRecordedCompleted) {
   const char* dir = mkdtemp(tmpl);
   ASSERT_NE(dir, nullptr);
   JobOptions o;
-  o.devices = {"emu", "emu"};
+  o.devices = {gpuKind(), gpuKind()};
   o.env.emplace_back("HETCCL_FLIGHT_DIR", dir);
   o.env.emplace_back("HETCCL_GPU_BORDER_MIN", "64K");  // the small AllReduce stages
   runJob("a,b", o, [](Rank& r) {
