@@ -81,7 +81,7 @@ void checkNeighbours(Comm& c, const MsgTag& tag) {
 
 }  // namespace
 
-PlanContext hostPlan(Comm& c) { return PlanContext{c, c.groupBackend()}; }
+PlanContext hostPlan(Comm& c) { return PlanContext{c, c.planBackend()}; }
 
 void runCollective(const PlanContext& base, const CollArgs& call) {
   Comm& c = base.comm;

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 
@@ -12,6 +13,7 @@
 #include "bootstrap/root.h"
 #include "comm/flight_signal.h"
 #include "comm/gpu_path.h"
+#include "comm/tracer.h"
 #include "core/log.h"
 #include "device/kernels.h"
 #include "topology/peer.h"
@@ -114,6 +116,11 @@ void Comm::init(const IdContents& id) {
 
 void Comm::setUp(const PeerInfo& me, const std::string& group) {
   const int rank = rank_, nranks = nranks_;
+  // Every rank gets here as the bootstrap's exchange of peer records ends,
+  // within about one of its ring steps: the clocks read now give the
+  // ranks' offsets (sent with the next exchange) for the timeline.
+  const double wallNow =
+      std::chrono::duration<double, std::micro>(std::chrono::system_clock::now().time_since_epoch()).count();
   std::vector<PeerInfo> peers;
   for (int r = 0; r < nranks; ++r) peers.push_back(PeerInfo::deserialize(bootstrap_->records()[r], r));
   for (int r = 0; r < nranks; ++r)
@@ -146,11 +153,14 @@ void Comm::setUp(const PeerInfo& me, const std::string& group) {
   struct Agree {
     char transport[16];
     uint64_t chunkBytes;
+    double wallUs;
   };
   std::vector<Agree> all(nranks, Agree{});
   snprintf(all[rank].transport, sizeof(all[rank].transport), "%s", transportName_.c_str());
   all[rank].chunkBytes = chunkBytes_;
+  all[rank].wallUs = wallNow;
   bootstrap_->allGather(all.data(), sizeof(Agree));
+  const double clockOffsetUs = all[rank].wallUs - all[0].wallUs;
   for (int r = 0; r < nranks; ++r) {
     const Agree& a = all[r];
     if (strncmp(a.transport, transportName_.c_str(), sizeof(a.transport)) != 0)
@@ -173,13 +183,26 @@ void Comm::setUp(const PeerInfo& me, const std::string& group) {
   tc.timeoutS = opts_.timeoutS;
   tc.buffBytes = buffBytes_;
   tc.deviceKind = device_->kind();
-  transport_ = createTransport(transportName_, tc);
+  if (settings::kTraceFile.isSet()) {
+    tracer_ = Tracer::open(settings::kTraceFile.get(), rank, nranks,
+                           "group " + group + ", " + device_->kind() + ", pid " + std::to_string(getpid()),
+                           streamOrdered());
+    if (tracer_) {
+      tracer_->setClockOffset(clockOffsetUs);
+      Tracer* t = tracer_.get();
+      flight_.setListener([t, origin = flight_.originUs()](const FlightRecorder::Record& r) { t->call(r, origin); });
+    }
+  }
+  auto inner = createTransport(transportName_, tc);
+  Transport* groupTransport = inner.get();  // the host backend's: its group steps are not border steps
+  if (tracer_) inner = std::make_unique<TracingTransport>(std::move(inner), *tracer_);
+  transport_ = std::move(inner);
 
   BackendContext bc;
   bc.ranks = topo_.groupOfRank(rank).ranks;
   bc.groupRank = topo_.groupRank[rank];
   bc.bootstrap = bootstrap_.get();
-  bc.transport = transport_.get();
+  bc.transport = groupTransport;
   bc.device = device_.get();
   bc.callTag = &callTag_;
   bc.smallBytes = smallBytes_;
@@ -198,6 +221,7 @@ void Comm::setUp(const PeerInfo& me, const std::string& group) {
   if (groupRank() == 0) backend_->makeId(ids.data() + static_cast<size_t>(rank) * kBackendIdBytes);
   bootstrap_->allGather(ids.data(), kBackendIdBytes);
   backend_->connect(ids.data() + static_cast<size_t>(topo_.groupOfRank(rank).ranks[0]) * kBackendIdBytes);
+  if (tracer_) tracedBackend_ = std::make_unique<TracingBackend>(*backend_, bc, *tracer_);
 
   if (streamOrdered() && topo_.ngroups() > 1) {
     auto ds = std::make_unique<StagingState>(*device_, settings::kStagingMax.get(), settings::kDeviceScratchMax.get());

@@ -27,6 +27,7 @@
 namespace hetccl {
 
 class LocalOps;
+class Tracer;
 
 struct CommOptions {
   bool blocking = true;
@@ -71,6 +72,11 @@ class Comm {
   Transport& transport() { return *transport_; }
   // The group's library (plans take theirs from their PlanContext).
   Backend& groupBackend() { return *backend_; }
+  // The same, as the plans of this rank's own calls use it: with each step
+  // recorded on the timeline where HETCCL_TRACE_FILE is set.
+  Backend& planBackend() { return tracedBackend_ ? *tracedBackend_ : *backend_; }
+  // The timeline (comm/tracer.h), or null.
+  Tracer* tracer() { return tracer_.get(); }
   // GPU ranks of multi-group communicators: streams, flag, staging.
   StagingState* stagingState() { return stagingState_.get(); }
   // A GPU rank: its calls take effect in the order of their streams.
@@ -179,6 +185,10 @@ class Comm {
   std::mutex backendMu_;  // orders abort() with init's creation of backend_
   std::unique_ptr<StagingState> stagingState_;
   std::unique_ptr<DeviceBorder> border_;
+  // Declared after what they refer to (the backend, the flight recorder's
+  // listener), so they go first.
+  std::unique_ptr<Tracer> tracer_;
+  std::unique_ptr<Backend> tracedBackend_;
   std::string transportName_;
   size_t buffBytes_ = 0, smallBytes_ = 0, chunkBytes_ = 0, gpuDirectMin_ = 0;
   bool checkMismatch_ = false;

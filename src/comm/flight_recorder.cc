@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "core/json.h"
 #include "core/log.h"
 
 namespace hetccl {
@@ -19,24 +20,6 @@ double steadyUs() {
 
 double wallUs() {
   return std::chrono::duration<double, std::micro>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-// Text for a JSON string: quotes, backslashes and control characters escaped.
-std::string quoted(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20) {
-      char b[8];
-      snprintf(b, sizeof(b), "\\u%04x", c);
-      out += b;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out + "\"";
 }
 
 }  // namespace
@@ -87,6 +70,7 @@ void FlightRecorder::finish(uint64_t first, size_t n, hetcclResult_t result) {
     r.state = result == hetcclSuccess ? State::kCompleted : State::kFailed;
     r.result = result;
     r.endUs = t;
+    if (listener_) listener_(r);
   }
 }
 
@@ -101,7 +85,7 @@ std::string FlightRecorder::json(int rank, int nranks, const std::string& commId
   snprintf(head, sizeof(head),
            "{\n \"format\": \"hetccl-flight-1\",\n \"comm\": %s,\n \"rank\": %d,\n \"nranks\": %d,\n"
            " \"pid\": %d,\n \"reason\": %s,\n \"dumped_unix_us\": %.0f,\n \"dumped_us\": %.1f,\n \"records\": [",
-           quoted(commId).c_str(), rank, nranks, static_cast<int>(getpid()), quoted(reason).c_str(), wallUs(),
+           jsonQuoted(commId).c_str(), rank, nranks, static_cast<int>(getpid()), jsonQuoted(reason).c_str(), wallUs(),
            nowUs());
   std::string out = head;
   const uint64_t last = next_ - 1;

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -65,6 +66,12 @@ class FlightRecorder {
   // a file that cannot be written is a warning, never an error of the call.
   std::string dump(int rank, int nranks, const std::string& commId, const std::string& reason) const;
   size_t size() const;
+  // Called (under the recorder's lock) with every record finish() ends:
+  // the timeline (comm/tracer.h) takes its call spans from here. Set before
+  // the first call.
+  void setListener(std::function<void(const Record&)> f) { listener_ = std::move(f); }
+  // The steady clock (microseconds) at which the records' times are 0.
+  double originUs() const { return t0_; }
   // Whether dump() writes anything (on, with a folder).
   bool writes() const { return cap_ > 0 && !dir_.empty(); }
 
@@ -76,6 +83,7 @@ class FlightRecorder {
   mutable std::mutex mu_;
   std::vector<Record> ring_;  // ring_[seq % cap_]
   uint64_t next_ = 1;
+  std::function<void(const Record&)> listener_;
 };
 
 const char* flightStateName(FlightRecorder::State s);

@@ -46,6 +46,7 @@ inline constexpr BytesSetting kGpuDirectMin{"HETCCL_GPU_DIRECT_MIN"};
 inline constexpr BytesSetting kStagingMax{"HETCCL_STAGING_MAX"};
 inline constexpr IntSetting kFlightRecorder{"HETCCL_FLIGHT_RECORDER"};
 inline constexpr StringSetting kFlightDir{"HETCCL_FLIGHT_DIR"};
+inline constexpr StringSetting kTraceFile{"HETCCL_TRACE_FILE"};
 inline constexpr BytesSetting kDeviceScratchMax{"HETCCL_DEVICE_SCRATCH_MAX"};
 // Libraries loaded at run time
 inline constexpr StringSetting kCudaLib{"HETCCL_CUDA_LIB"};

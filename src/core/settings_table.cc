@@ -136,6 +136,10 @@ const std::vector<VarSpec>& settingsTable() {
      "folder where a communicator that fails or is aborted, or whose process gets SIGUSR1 (where the program has "
      "no handler of its own), writes its last calls "
      "(hetccl-flight-<job>-rank<r>.json; hetccl-doctor reads them); unset: no dumps"},
+    {"HETCCL_TRACE_FILE", VarType::kString, "", nullptr,
+     "file where each rank writes its calls and their group and border steps as Chrome trace events (Perfetto, "
+     "chrome://tracing); %r is replaced by the rank; hetccl-trace merge joins the ranks' files on rank 0's clock. "
+     "Call spans come from the flight recorder (HETCCL_FLIGHT_RECORDER above 0). Unset: no trace"},
     {"HETCCL_STAGING_MAX", VarType::kBytes, "2G", nullptr,
      "GPU ranks: most pinned host memory one communicator keeps for staging border data", int64_t{1} << 20, kTiB},
     {"HETCCL_DEVICE_SCRATCH_MAX", VarType::kBytes, "2G", nullptr,

@@ -10,7 +10,7 @@ trap 'rm -rf "$work"' EXIT
 cmake --install "$build" --prefix "$work/staged" >/dev/null
 mv "$work/staged" "$work/prefix"
 prefix=$work/prefix
-for f in include/hetccl/hetccl.h bin/hetccl-info bin/hetccl-perf bin/hetccl-torch-run bin/hetccl-doctor; do
+for f in include/hetccl/hetccl.h bin/hetccl-info bin/hetccl-perf bin/hetccl-torch-run bin/hetccl-doctor bin/hetccl-trace; do
   [ -e "$prefix/$f" ] || { echo "check_install: $f was not installed" >&2; exit 1; }
 done
 libdir=$(dirname "$(find "$prefix" -name 'libhetccl.so.0' | head -1)")
