@@ -73,8 +73,9 @@ TEST(FlightRecorder, DoctorNamesTheStalledRank) {
   spec.env = {{"HETCCL_FLIGHT_DIR", dir}};
   Job job(spec, stallBody);
   ASSERT_TRUE(job.started()) << job.startError();
-  // The three others fail the tenth call within the timeout, and dump.
-  job.waitUntil([&] { return job.has(0, "ar.code") && job.has(1, "ar.code") && job.has(3, "ar.code"); }, 30);
+  // The three others fail the tenth call within the timeout, and dump
+  // (ar.iter is a rank's last report of the call).
+  job.waitUntil([&] { return job.has(0, "ar.iter") && job.has(1, "ar.iter") && job.has(3, "ar.iter"); }, 30);
   for (int r : {0, 1, 3}) {
     EXPECT_TRUE(job.has(r, "ar.code")) << job.describe();
     EXPECT_EQ(job.get(r, "ar.iter"), "9") << job.describe();
