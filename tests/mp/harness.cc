@@ -236,6 +236,11 @@ std::vector<uint8_t> DeviceBuffer::bytes() const {
   return v;
 }
 
+std::string testGpuKind() {
+  const char* k = getenv("HETCCL_TEST_GPU");
+  return k && *k ? k : "emu";
+}
+
 void syncStream(const Rank& r) {
   if (r.stream) HC_ASSERT_OK(hetcclStreamSynchronize(r.device.c_str(), r.stream), nullptr);
 }

@@ -100,6 +100,12 @@ class DeviceBuffer {
 // nothing to wait for).
 void syncStream(const Rank& r);
 
+// The device kind of GPU-rank tests whose groups hold one GPU each (two
+// ranks, layout a,b): emu, or HETCCL_TEST_GPU (e.g. cuda), so that they run
+// as they are on a machine with a real GPU (scripts/gpu-check.sh, step
+// faults: two processes on one GPU).
+std::string testGpuKind();
+
 // Runs body on every rank of `layout` (one process per rank).
 void runJob(const std::string& layout, const JobOptions& opt, const std::function<void(Rank&)>& body);
 

@@ -3,7 +3,6 @@
 // with device buffers and stream-ordered calls. Every collective x type x op
 // on these layouts is gpu_matrix's (tests/gpu, ctest emu.matrix_*).
 #include <gtest/gtest.h>
-#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -39,15 +38,6 @@ const EmuCase kCases[] = {
     {"aaabbccc_shm", "a,a,a,b,b,c,c,c", "emu,emu,emu,emu,emu,emu,emu,emu", "shm", {}},
     {"emu_next_to_host_shm", "a,a,b,b", "emu,emu,host,host", "shm", {}},
 };
-
-// The device kind of the tests whose groups hold one GPU each (two ranks,
-// layout a,b): emu, or HETCCL_TEST_GPU (e.g. cuda), so that they run as they
-// are on a machine with a real GPU (scripts/gpu-check.sh, step faults: two
-// processes on one GPU). The layouts of several GPUs per group stay on emu.
-std::string gpuKind() {
-  const char* k = getenv("HETCCL_TEST_GPU");
-  return k && *k ? k : "emu";
-}
 
 // With the device border from 1 MiB on (as where two ranks share one GPU),
 // so that smaller calls take the staged and direct paths these layouts are
@@ -195,7 +185,7 @@ void borderEnv(JobOptions& o, bool border) {
 
 void peerExitsUnderAStreamOrderedCall(bool border, bool send = false) {
   JobOptions o;
-  o.devices = {gpuKind(), gpuKind()};
+  o.devices = {testGpuKind(), testGpuKind()};
   o.env.emplace_back("HETCCL_TIMEOUT_S", "5");
   borderEnv(o, border);
   runJob("a,b", o, [send](Rank& r) {
@@ -272,7 +262,7 @@ TEST(EmuFaults, PeerExitsUnderADeviceBorderSend) { peerExitsUnderAStreamOrderedC
 // directions, many parts.
 TEST(EmuBorder, SendRecvThroughThePairChannels) {
   JobOptions o;
-  o.devices = {gpuKind(), gpuKind()};
+  o.devices = {testGpuKind(), testGpuKind()};
   borderEnv(o, true);
   runJob("a,b", o, [](Rank& r) {
     const int peer = 1 - r.rank;
@@ -332,7 +322,7 @@ class EmuBorderCalls : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(EmuBorderCalls, InPlacePreMulSumAndGroupsTakeTheBorder) {
   JobOptions o;
-  o.devices = std::string(GetParam()) == "a,b" ? std::vector<std::string>{gpuKind(), gpuKind()}
+  o.devices = std::string(GetParam()) == "a,b" ? std::vector<std::string>{testGpuKind(), testGpuKind()}
                                                : parseDevices("emu,emu,emu,emu");
   borderEnv(o, true);
   runJob(GetParam(), o, [](Rank& r) {
@@ -434,7 +424,7 @@ INSTANTIATE_TEST_SUITE_P(Layouts, EmuBorderCalls, ::testing::Values("a,b", "a,a,
 // right: counted on the staged path, not failed on the border.
 TEST(EmuBorder, IntegerPreMulSumStagesAndIsRight) {
   JobOptions o;
-  o.devices = {gpuKind(), gpuKind()};
+  o.devices = {testGpuKind(), testGpuKind()};
   borderEnv(o, true);
   runJob("a,b", o, [](Rank& r) {
     const size_t count = 100000;
@@ -529,7 +519,7 @@ INSTANTIATE_TEST_SUITE_P(Layouts, EmuBorderUnequal, ::testing::Values("a,a,b", "
 // communicator on the device works.
 void abortReleasesAWaitingStream(bool border) {
   JobOptions o;
-  o.devices = {gpuKind(), gpuKind()};
+  o.devices = {testGpuKind(), testGpuKind()};
   borderEnv(o, border);
   runJob("a,b", o, [](Rank& r) {
     warmUp(r);
@@ -551,7 +541,7 @@ void abortReleasesAWaitingStream(bool border) {
     hetcclUniqueId id;
     HC_ASSERT_OK(hetcclGetUniqueId(&id), nullptr);
     hetcclConfig_t cfg = HETCCL_CONFIG_INITIALIZER;
-    const std::string kind = gpuKind();
+    const std::string kind = testGpuKind();
     cfg.device = kind.c_str();
     HC_ASSERT_OK(hetcclCommInitRankConfig(&r.comm, 1, id, 0, &cfg), nullptr);
     r.rank = 0;
@@ -607,60 +597,6 @@ void allocationFailsOnRank1(const char* nth) {
 
 TEST(EmuFaults, AnAllocationThatFailsInInitIsAnErrorNotAHang) { allocationFailsOnRank1("1"); }
 TEST(EmuFaults, AnAllocationThatFailsInACallIsAnErrorNotAHang) { allocationFailsOnRank1("3"); }
-
-// The flight recorder of GPU ranks: calls across groups (a border call, a
-// staged one, a pair-channel send and receive) are recorded as completed
-// once the proxy saw them end. Each rank asks for its dump by SIGUSR1 until
-// the proxy has got that far.
-std::string readDump(const std::string& dir, int rank) {
-  std::string cmd = "cat " + dir + "/*-rank" + std::to_string(rank) + ".json 2>/dev/null";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string text;
-  if (!p) return text;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) text.append(buf, n);
-  pclose(p);
-  return text;
-}
-
-size_t countOf(const std::string& text, const std::string& what) {
-  size_t k = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++k;
-  return k;
-}
-
-TEST(EmuFlight, CallsAcrossGroupsAreRecordedCompleted) {
-  char tmpl[] = "/tmp/hetccl-emu-flight-XXXXXX";
-  const char* dir = mkdtemp(tmpl);
-  ASSERT_NE(dir, nullptr);
-  JobOptions o;
-  o.devices = {gpuKind(), gpuKind()};
-  o.env.emplace_back("HETCCL_FLIGHT_DIR", dir);
-  o.env.emplace_back("HETCCL_GPU_BORDER_MIN", "64K");  // the small AllReduce stages
-  runJob("a,b", o, [](Rank& r) {
-    DeviceBuffer big(r, 1 << 20), small(r, 1024);
-    HC_ASSERT_OK(hetcclAllReduce(big.get(), big.get(), 1 << 17, hetcclFloat32, hetcclSum, r.comm, r.stream), r.comm);
-    HC_ASSERT_OK(hetcclAllReduce(small.get(), small.get(), 256, hetcclFloat32, hetcclSum, r.comm, r.stream), r.comm);
-    const int peer = 1 - r.rank;
-    HC_ASSERT_OK(hetcclGroupStart(), r.comm);
-    HC_ASSERT_OK(hetcclSend(big.get(), 1 << 17, hetcclFloat32, peer, r.comm, r.stream), r.comm);
-    HC_ASSERT_OK(hetcclRecv(static_cast<char*>(big.get()) + (1 << 19), 1 << 17, hetcclFloat32, peer, r.comm,
-                            r.stream), r.comm);
-    HC_ASSERT_OK(hetcclGroupEnd(), r.comm);
-    syncStream(r);
-    const std::string d = getenv("HETCCL_FLIGHT_DIR");
-    std::string text;
-    for (int i = 0; i < 100 && countOf(text, "\"completed\"") < 4; ++i) {
-      raise(SIGUSR1);
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      text = readDump(d, r.rank);
-    }
-    EXPECT_EQ(countOf(text, "\"completed\""), 4u) << "two AllReduce calls, a send and a receive\n" << text;
-    EXPECT_EQ(countOf(text, "\"enqueued\""), 0u) << text;
-  });
-  EXPECT_EQ(system((std::string("rm -rf ") + dir).c_str()), 0);
-}
 
 }  // namespace
 }  // namespace hmp

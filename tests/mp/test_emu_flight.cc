@@ -1,0 +1,72 @@
+// The flight recorder of GPU ranks (ranks on emulated GPUs, or on a real
+// one with HETCCL_TEST_GPU): what it records of calls across groups.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include "harness.h"
+
+namespace hmp {
+namespace {
+
+// The flight recorder of GPU ranks: calls across groups (a border call, a
+// staged one, a pair-channel send and receive) are recorded as completed
+// once the proxy saw them end. Each rank asks for its dump by SIGUSR1 until
+// the proxy has got that far.
+std::string readDump(const std::string& dir, int rank) {
+  std::string cmd = "cat " + dir + "/*-rank" + std::to_string(rank) + ".json 2>/dev/null";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string text;
+  if (!p) return text;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) text.append(buf, n);
+  pclose(p);
+  return text;
+}
+
+size_t countOf(const std::string& text, const std::string& what) {
+  size_t k = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++k;
+  return k;
+}
+
+TEST(EmuFlight, CallsAcrossGroupsAreRecordedCompleted) {
+  char tmpl[] = "/tmp/hetccl-emu-flight-XXXXXX";
+  const char* dir = mkdtemp(tmpl);
+  ASSERT_NE(dir, nullptr);
+  JobOptions o;
+  o.devices = {testGpuKind(), testGpuKind()};
+  o.env.emplace_back("HETCCL_FLIGHT_DIR", dir);
+  o.env.emplace_back("HETCCL_GPU_BORDER_MIN", "64K");  // the small AllReduce stages
+  runJob("a,b", o, [](Rank& r) {
+    DeviceBuffer big(r, 1 << 20), small(r, 1024);
+    HC_ASSERT_OK(hetcclAllReduce(big.get(), big.get(), 1 << 17, hetcclFloat32, hetcclSum, r.comm, r.stream), r.comm);
+    HC_ASSERT_OK(hetcclAllReduce(small.get(), small.get(), 256, hetcclFloat32, hetcclSum, r.comm, r.stream), r.comm);
+    const int peer = 1 - r.rank;
+    HC_ASSERT_OK(hetcclGroupStart(), r.comm);
+    HC_ASSERT_OK(hetcclSend(big.get(), 1 << 17, hetcclFloat32, peer, r.comm, r.stream), r.comm);
+    HC_ASSERT_OK(hetcclRecv(static_cast<char*>(big.get()) + (1 << 19), 1 << 17, hetcclFloat32, peer, r.comm,
+                            r.stream), r.comm);
+    HC_ASSERT_OK(hetcclGroupEnd(), r.comm);
+    syncStream(r);
+    const std::string d = getenv("HETCCL_FLIGHT_DIR");
+    std::string text;
+    for (int i = 0; i < 100 && countOf(text, "\"completed\"") < 4; ++i) {
+      raise(SIGUSR1);
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      text = readDump(d, r.rank);
+    }
+    EXPECT_EQ(countOf(text, "\"completed\""), 4u) << "two AllReduce calls, a send and a receive\n" << text;
+    EXPECT_EQ(countOf(text, "\"enqueued\""), 0u) << text;
+  });
+  EXPECT_EQ(system((std::string("rm -rf ") + dir).c_str()), 0);
+}
+
+}  // namespace
+}  // namespace hmp
