@@ -8,7 +8,7 @@
 #include "algorithm/device_direct.h"
 #include "algorithm/staged_backend.h"
 #include "comm/comm.h"
-#include "comm/tracer.h"
+#include "comm/observed.h"
 #include "core/error.h"
 #include "core/log.h"
 
@@ -130,11 +130,9 @@ void runStaged(Comm& c, const std::vector<CollArgs>& host, const std::vector<Eve
   for (Event e : ready)
     waitEvent(d, e, to, &c.abortFlag(), "waiting for the caller's stream to copy the buffers to pinned staging");
   StagedBackend staged(c.groupBackend(), proxyBackendContext(c), ds);
-  if (Tracer* t = c.tracer()) {  // the staged plan's group steps on the timeline
-    TracingBackend traced(staged, proxyBackendContext(c), *t);
-    return runCalls(PlanContext{c, traced, nullptr, hooks}, host);
-  }
-  runCalls(PlanContext{c, staged, nullptr, hooks}, host);
+  // The staged plan's group steps, counted (and on the timeline).
+  ObservedBackend observed(staged, proxyBackendContext(c), c.metrics(), c.tracer());
+  runCalls(PlanContext{c, observed, nullptr, hooks}, host);
 }
 
 // One AllReduce across groups that runs in chunks (allReduceChunk), in place

@@ -24,7 +24,9 @@ uint64_t recordCalls(hetcclComm& comm, const std::vector<CollArgs>& calls, Fligh
   std::vector<FlightRecorder::Call> fc;
   fc.reserve(calls.size());
   for (const CollArgs& a : calls) fc.push_back({a.kind, a.isSend, a.count, a.dt, a.op.userOp, a.root});
-  return comm.flight().issue(fc, state);
+  // A GPU rank's calls inside one group end on the stream, unseen here.
+  const bool willEnd = state != FlightRecorder::State::kEnqueued || comm.topo().ngroups() > 1;
+  return comm.flight().issue(fc, state, willEnd);
 }
 
 // Runs body (the calls recorded from `first` on) and records how it ended:

@@ -13,6 +13,8 @@
 #include "bootstrap/root.h"
 #include "comm/flight_signal.h"
 #include "comm/gpu_path.h"
+#include "comm/metrics_server.h"
+#include "comm/observed.h"
 #include "comm/tracer.h"
 #include "core/log.h"
 #include "device/kernels.h"
@@ -55,7 +57,8 @@ Comm::Comm(int nranks, int rank, const CommOptions& opts)
     : opts_(opts),
       rank_(rank),
       nranks_(nranks),
-      flight_(static_cast<size_t>(settings::kFlightRecorder.get()), settings::kFlightDir.get()) {
+      metrics_(nranks),
+      flight_(static_cast<size_t>(settings::kFlightRecorder.get()), settings::kFlightDir.get(), &metrics_) {
   logSetRank(rank);
   if (opts_.timeoutS <= 0) throwError(hetcclInvalidArgument, "the timeout must be positive");
   buffBytes_ = settings::kBuffSize.get();
@@ -195,8 +198,12 @@ void Comm::setUp(const PeerInfo& me, const std::string& group) {
   }
   auto inner = createTransport(transportName_, tc);
   Transport* groupTransport = inner.get();  // the host backend's: its group steps are not border steps
-  if (tracer_) inner = std::make_unique<TracingTransport>(std::move(inner), *tracer_);
-  transport_ = std::move(inner);
+  std::vector<uint8_t> remoteHost(nranks, 0);
+  for (int r = 0; r < nranks; ++r) {
+    remoteHost[r] = peers[r].hostHash != me.hostHash;
+    if (r < rank && !remoteHost[r]) ++hostIndex_;
+  }
+  transport_ = std::make_unique<ObservedTransport>(std::move(inner), metrics_, tracer_.get(), std::move(remoteHost));
 
   BackendContext bc;
   bc.ranks = topo_.groupOfRank(rank).ranks;
@@ -221,7 +228,7 @@ void Comm::setUp(const PeerInfo& me, const std::string& group) {
   if (groupRank() == 0) backend_->makeId(ids.data() + static_cast<size_t>(rank) * kBackendIdBytes);
   bootstrap_->allGather(ids.data(), kBackendIdBytes);
   backend_->connect(ids.data() + static_cast<size_t>(topo_.groupOfRank(rank).ranks[0]) * kBackendIdBytes);
-  if (tracer_) tracedBackend_ = std::make_unique<TracingBackend>(*backend_, bc, *tracer_);
+  observedBackend_ = std::make_unique<ObservedBackend>(*backend_, bc, metrics_, tracer_.get());
 
   if (streamOrdered() && topo_.ngroups() > 1) {
     auto ds = std::make_unique<StagingState>(*device_, settings::kStagingMax.get(), settings::kDeviceScratchMax.get());
@@ -241,6 +248,7 @@ void Comm::setUp(const PeerInfo& me, const std::string& group) {
   // so a peer that failed or stalled in its setup fails everyone's init.
   bootstrap_->barrier();
   ready_.store(true);
+  metricsAttach(this);  // its counters on the metrics endpoint, if any
 }
 
 void Comm::chooseGpuPath() {
@@ -357,14 +365,12 @@ void Comm::fail(hetcclResult_t code, const std::string& text) {
   if (border_) border_->markFailed(text);
 }
 
-void Comm::dumpFlight(const std::string& reason) const {
-  std::string id;
-  {
-    std::lock_guard<std::mutex> g(failMu_);
-    id = flightId_;
-  }
-  flight_.dump(rank_, nranks_, id, reason);
+std::string Comm::idText() const {
+  std::lock_guard<std::mutex> g(failMu_);
+  return flightId_;
 }
+
+void Comm::dumpFlight(const std::string& reason) const { flight_.dump(rank_, nranks_, idText(), reason); }
 
 std::string Comm::failureText() const {
   std::lock_guard<std::mutex> g(failMu_);
@@ -390,6 +396,7 @@ void Comm::abort() {
 }
 
 Comm::~Comm() {
+  metricsDetach(this);        // off the endpoint before any member goes
   unwatchFlightSignal(this);  // no SIGUSR1 dump of it from now on
   // Jobs still queued on the proxy end at once: the abort flag is set by
   // hetcclCommAbort, and hetcclCommDestroy drains first.

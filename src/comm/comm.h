@@ -15,6 +15,7 @@
 #include "backend/backend.h"
 #include "bootstrap/bootstrap.h"
 #include "core/datatype.h"
+#include "comm/call_metrics.h"
 #include "comm/device_border.h"
 #include "comm/flight_recorder.h"
 #include "comm/proxy.h"
@@ -72,9 +73,17 @@ class Comm {
   Transport& transport() { return *transport_; }
   // The group's library (plans take theirs from their PlanContext).
   Backend& groupBackend() { return *backend_; }
-  // The same, as the plans of this rank's own calls use it: with each step
-  // recorded on the timeline where HETCCL_TRACE_FILE is set.
-  Backend& planBackend() { return tracedBackend_ ? *tracedBackend_ : *backend_; }
+  // The same, as the plans of this rank's own calls use it: each step
+  // counted in the metrics and, where HETCCL_TRACE_FILE is set, recorded on
+  // the timeline (comm/observed.h).
+  Backend& planBackend() { return observedBackend_ ? *observedBackend_ : *backend_; }
+  // Counters of this communicator's calls and steps (comm/call_metrics.h).
+  CallMetrics& metrics() { return metrics_; }
+  const CallMetrics& metrics() const { return metrics_; }
+  // The job id in hex ("uninitialised" before init has it).
+  std::string idText() const;
+  // Ranks before this one on its host (its index among them), from init on.
+  int hostIndex() const { return hostIndex_; }
   // The timeline (comm/tracer.h), or null.
   Tracer* tracer() { return tracer_.get(); }
   // GPU ranks of multi-group communicators: streams, flag, staging.
@@ -169,6 +178,7 @@ class Comm {
  private:
   CommOptions opts_;
   int rank_, nranks_;
+  CallMetrics metrics_;  // before flight_, which counts into it
   FlightRecorder flight_;
   std::string flightId_ = "uninitialised";  // the job id in hex once init has it (under failMu_)
   std::atomic<bool> abort_{false};
@@ -188,7 +198,8 @@ class Comm {
   // Declared after what they refer to (the backend, the flight recorder's
   // listener), so they go first.
   std::unique_ptr<Tracer> tracer_;
-  std::unique_ptr<Backend> tracedBackend_;
+  std::unique_ptr<Backend> observedBackend_;
+  int hostIndex_ = 0;
   std::string transportName_;
   size_t buffBytes_ = 0, smallBytes_ = 0, chunkBytes_ = 0, gpuDirectMin_ = 0;
   bool checkMismatch_ = false;

@@ -34,13 +34,19 @@ const char* flightStateName(FlightRecorder::State s) {
   return "?";
 }
 
-FlightRecorder::FlightRecorder(size_t capacity, std::string dir)
-    : cap_(capacity), dir_(std::move(dir)), t0_(steadyUs()), ring_(capacity) {}
+FlightRecorder::FlightRecorder(size_t capacity, std::string dir, CallMetrics* metrics)
+    : cap_(capacity), dir_(std::move(dir)), metrics_(metrics), t0_(steadyUs()), ring_(capacity) {}
 
 double FlightRecorder::nowUs() const { return steadyUs() - t0_; }
 
-uint64_t FlightRecorder::issue(const std::vector<Call>& calls, State state) {
+uint64_t FlightRecorder::issue(const std::vector<Call>& calls, State state, bool willEnd) {
   if (cap_ == 0 || calls.empty()) return 0;
+  if (metrics_) {
+    if (willEnd)
+      metrics_->callsIssued(calls.size());
+    else
+      for (const Call& c : calls) metrics_->callEnqueued(c.kind, c.isSend, c.count, c.dt);
+  }
   std::lock_guard<std::mutex> g(mu_);
   const uint64_t first = next_;
   const double t = nowUs();
@@ -55,6 +61,7 @@ uint64_t FlightRecorder::issue(const std::vector<Call>& calls, State state) {
     r.op = c.op;
     r.root = c.root;
     r.state = state;
+    r.ends = willEnd;
     r.startUs = t;
   }
   return first;
@@ -70,6 +77,7 @@ void FlightRecorder::finish(uint64_t first, size_t n, hetcclResult_t result) {
     r.state = result == hetcclSuccess ? State::kCompleted : State::kFailed;
     r.result = result;
     r.endUs = t;
+    if (metrics_) metrics_->callEnded(r.kind, r.isSend, r.count, r.dt, (t - r.startUs) * 1e-6, result);
     if (listener_) listener_(r);
   }
 }
@@ -77,6 +85,21 @@ void FlightRecorder::finish(uint64_t first, size_t n, hetcclResult_t result) {
 size_t FlightRecorder::size() const {
   std::lock_guard<std::mutex> g(mu_);
   return next_ - 1 < cap_ ? next_ - 1 : cap_;
+}
+
+FlightRecorder::Progress FlightRecorder::progress() const {
+  std::lock_guard<std::mutex> g(mu_);
+  Progress p;
+  p.issued = next_ - 1;
+  const uint64_t from = p.issued >= cap_ ? p.issued - cap_ + 1 : 1;
+  for (uint64_t s = from; s <= p.issued && cap_; ++s) {
+    const Record& r = ring_[s % cap_];
+    if (r.seq != s) continue;
+    const bool open = r.ends && (r.state == State::kIssued || r.state == State::kEnqueued);
+    if (r.state == State::kCompleted || r.state == State::kFailed) p.lastEnded = r;
+    if (open && p.oldestOpen.seq == 0) p.oldestOpen = r;
+  }
+  return p;
 }
 
 std::string FlightRecorder::json(int rank, int nranks, const std::string& commId, const std::string& reason) const {

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/call_metrics.h"
 #include "core/call.h"
 #include "core/datatype.h"
 
@@ -37,6 +38,7 @@ class FlightRecorder {
     hetcclRedOp_t op = hetcclSum;
     int root = -1;
     State state = State::kIssued;
+    bool ends = true;  // false: an enqueued call whose end this rank never sees
     hetcclResult_t result = hetcclSuccess;
     double startUs = 0, endUs = 0;  // since the recorder started (steady clock); end 0 while not ended
   };
@@ -49,12 +51,14 @@ class FlightRecorder {
     int root;
   };
 
-  // capacity 0: records nothing.
-  FlightRecorder(size_t capacity, std::string dir);
+  // capacity 0: records nothing (and counts no calls in `metrics`, which
+  // the recorder's owner keeps alive).
+  FlightRecorder(size_t capacity, std::string dir, CallMetrics* metrics = nullptr);
 
   // Records calls issued together; returns the first one's sequence number
-  // (the others follow it), 0 when off.
-  uint64_t issue(const std::vector<Call>& calls, State state = State::kIssued);
+  // (the others follow it), 0 when off. `willEnd` false: calls whose end
+  // finish() will not see (GPU calls inside one group), counted as enqueued.
+  uint64_t issue(const std::vector<Call>& calls, State state = State::kIssued, bool willEnd = true);
   // The end of `n` calls from `first` on (those still in the ring).
   void finish(uint64_t first, size_t n, hetcclResult_t result);
 
@@ -66,6 +70,12 @@ class FlightRecorder {
   // a file that cannot be written is a warning, never an error of the call.
   std::string dump(int rank, int nranks, const std::string& commId, const std::string& reason) const;
   size_t size() const;
+  // The newest call that ended, and the oldest still issued (seq 0: none).
+  struct Progress {
+    uint64_t issued = 0;  // calls recorded so far
+    Record lastEnded, oldestOpen;
+  };
+  Progress progress() const;
   // Called (under the recorder's lock) with every record finish() ends:
   // the timeline (comm/tracer.h) takes its call spans from here. Set before
   // the first call.
@@ -79,6 +89,7 @@ class FlightRecorder {
   double nowUs() const;
   size_t cap_;
   std::string dir_;
+  CallMetrics* metrics_;
   double t0_;
   mutable std::mutex mu_;
   std::vector<Record> ring_;  // ring_[seq % cap_]

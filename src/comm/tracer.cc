@@ -30,8 +30,9 @@ std::string withRank(const std::string& pattern, int rank) {
   return out;
 }
 
-// 8 B, 4 KiB, 1.5 MiB, ...
-std::string formatBytes(size_t b) {
+}  // namespace
+
+std::string Tracer::formatBytes(size_t b) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   double v = static_cast<double>(b);
   int u = 0;
@@ -41,11 +42,9 @@ std::string formatBytes(size_t b) {
   return out;
 }
 
-std::string sized(const char* what, size_t count, DataType dt) {
+std::string Tracer::sized(const char* what, size_t count, DataType dt) {
   return std::string(what) + " " + formatBytes(count * dataTypeSize(dt));
 }
-
-}  // namespace
 
 double Tracer::steadyUs() {
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -118,66 +117,6 @@ void Tracer::step(const char* cat, const std::string& name, double startUs) {
   snprintf(b, sizeof(b), "\"pid\": %d, \"tid\": %d, \"ts\": %.1f, \"dur\": %.1f}", rank_, stepTrack(),
            wallOf(startUs), end - startUs);
   event(std::string("{\"ph\": \"X\", \"cat\": \"") + cat + "\", \"name\": " + jsonQuoted(name) + ", " + b);
-}
-
-void TracingTransport::run(std::span<Xfer> xfers) {
-  const double t0 = Tracer::steadyUs();
-  size_t bytes = 0;
-  for (const Xfer& x : xfers) bytes += x.bytes;
-  inner_->run(xfers);
-  t_.step("border", "border: " + std::to_string(xfers.size()) + " transfers, " + formatBytes(bytes), t0);
-}
-
-template <class F>
-void TracingBackend::traced(const char* what, size_t count, DataType dt, F&& f) {
-  if (depth_ > 0) {
-    groupBytes_ += count * dataTypeSize(dt);
-    ++groupCalls_;
-    f();
-    return;
-  }
-  const double t0 = Tracer::steadyUs();
-  f();
-  t_.step("group", std::string("group: ") + sized(what, count, dt), t0);
-}
-
-void TracingBackend::allReduce(const void* send, void* recv, size_t count, DataType dt, const ReduceOp& op, Stream s) {
-  traced("AllReduce", count, dt, [&] { inner_.allReduce(send, recv, count, dt, op, s); });
-}
-void TracingBackend::reduceScatter(const void* send, void* recv, size_t recvcount, DataType dt, const ReduceOp& op,
-                                   Stream s) {
-  traced("ReduceScatter", recvcount * static_cast<size_t>(nranks()), dt,
-         [&] { inner_.reduceScatter(send, recv, recvcount, dt, op, s); });
-}
-void TracingBackend::allGather(const void* send, void* recv, size_t sendcount, DataType dt, Stream s) {
-  traced("AllGather", sendcount * static_cast<size_t>(nranks()), dt,
-         [&] { inner_.allGather(send, recv, sendcount, dt, s); });
-}
-void TracingBackend::broadcast(const void* send, void* recv, size_t count, DataType dt, int root, Stream s) {
-  traced("Broadcast", count, dt, [&] { inner_.broadcast(send, recv, count, dt, root, s); });
-}
-void TracingBackend::reduce(const void* send, void* recv, size_t count, DataType dt, const ReduceOp& op, int root,
-                            Stream s) {
-  traced("Reduce", count, dt, [&] { inner_.reduce(send, recv, count, dt, op, root, s); });
-}
-void TracingBackend::send(const void* buf, size_t count, DataType dt, int peer, Stream s) {
-  traced("Send", count, dt, [&] { inner_.send(buf, count, dt, peer, s); });
-}
-void TracingBackend::recv(void* buf, size_t count, DataType dt, int peer, Stream s) {
-  traced("Recv", count, dt, [&] { inner_.recv(buf, count, dt, peer, s); });
-}
-void TracingBackend::groupStart() {
-  if (depth_++ == 0) {
-    groupStart_ = Tracer::steadyUs();
-    groupBytes_ = 0;
-    groupCalls_ = 0;
-  }
-  inner_.groupStart();
-}
-void TracingBackend::groupEnd() {
-  inner_.groupEnd();
-  if (--depth_ == 0)
-    t_.step("group", "group: " + std::to_string(groupCalls_) + " calls, " + formatBytes(groupBytes_), groupStart_);
 }
 
 }  // namespace hetccl

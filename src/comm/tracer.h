@@ -25,9 +25,8 @@
 #include <mutex>
 #include <string>
 
-#include "backend/backend.h"
 #include "comm/flight_recorder.h"
-#include "transport/transport.h"
+#include "core/datatype.h"
 
 namespace hetccl {
 
@@ -51,6 +50,10 @@ class Tracer {
   // The track steps go to: kCalls for host ranks, kProxy for GPU ranks.
   int stepTrack() const { return streamOrdered_ ? kProxy : kCalls; }
   static double steadyUs();
+  // "AllReduce 1.5 MiB"
+  static std::string sized(const char* what, size_t count, DataType dt);
+  // 8 B, 4 KiB, 1.5 MiB
+  static std::string formatBytes(size_t b);
 
  private:
   Tracer(FILE* f, int rank, bool streamOrdered);
@@ -61,57 +64,6 @@ class Tracer {
   int rank_;
   bool streamOrdered_;
   double steady0_, wall0_;
-};
-
-// The transport with each run() recorded as a border step (plans use the
-// communicator's transport for transfers between groups only; the host
-// backend keeps the inner one for its group steps).
-class TracingTransport : public Transport {
- public:
-  TracingTransport(std::unique_ptr<Transport> inner, Tracer& t) : inner_(std::move(inner)), t_(t) {}
-  const char* name() const override { return inner_->name(); }
-  void run(std::span<Xfer> xfers) override;
-  void drain() override { inner_->drain(); }
-  void forgetLazy() override { inner_->forgetLazy(); }
-  void poison(const std::string& why) override { inner_->poison(why); }
-  bool movesDeviceMemory(const std::string& kind) const override { return inner_->movesDeviceMemory(kind); }
-
- private:
-  std::unique_ptr<Transport> inner_;
-  Tracer& t_;
-};
-
-// A group backend with each collective recorded as a group step.
-class TracingBackend : public Backend {
- public:
-  TracingBackend(Backend& inner, const BackendContext& ctx, Tracer& t) : Backend(ctx), inner_(inner), t_(t) {}
-  const char* name() const override { return inner_.name(); }
-  void abort() override { inner_.abort(); }
-  hetcclResult_t asyncError() override { return inner_.asyncError(); }
-  std::string asyncErrorText() override { return inner_.asyncErrorText(); }
-  void allReduce(const void* send, void* recv, size_t count, DataType dt, const ReduceOp& op, Stream s) override;
-  void reduceScatter(const void* send, void* recv, size_t recvcount, DataType dt, const ReduceOp& op,
-                     Stream s) override;
-  void allGather(const void* send, void* recv, size_t sendcount, DataType dt, Stream s) override;
-  void broadcast(const void* send, void* recv, size_t count, DataType dt, int root, Stream s) override;
-  void reduce(const void* send, void* recv, size_t count, DataType dt, const ReduceOp& op, int root,
-              Stream s) override;
-  void send(const void* buf, size_t count, DataType dt, int peer, Stream s) override;
-  void recv(void* buf, size_t count, DataType dt, int peer, Stream s) override;
-  void groupStart() override;
-  void groupEnd() override;
-
- private:
-  // Runs f as one group step named `what` (count elements of dt), unless
-  // inside a backend group, whose end is the step.
-  template <class F>
-  void traced(const char* what, size_t count, DataType dt, F&& f);
-  Backend& inner_;
-  Tracer& t_;
-  int depth_ = 0;
-  double groupStart_ = 0;
-  size_t groupBytes_ = 0;
-  int groupCalls_ = 0;
 };
 
 }  // namespace hetccl

@@ -47,6 +47,8 @@ inline constexpr BytesSetting kStagingMax{"HETCCL_STAGING_MAX"};
 inline constexpr IntSetting kFlightRecorder{"HETCCL_FLIGHT_RECORDER"};
 inline constexpr StringSetting kFlightDir{"HETCCL_FLIGHT_DIR"};
 inline constexpr StringSetting kTraceFile{"HETCCL_TRACE_FILE"};
+inline constexpr IntSetting kMetricsPort{"HETCCL_METRICS_PORT"};
+inline constexpr StringSetting kMetricsAddr{"HETCCL_METRICS_ADDR"};
 inline constexpr BytesSetting kDeviceScratchMax{"HETCCL_DEVICE_SCRATCH_MAX"};
 // Libraries loaded at run time
 inline constexpr StringSetting kCudaLib{"HETCCL_CUDA_LIB"};
@@ -54,6 +56,7 @@ inline constexpr StringSetting kHipLib{"HETCCL_HIP_LIB"};
 inline constexpr StringSetting kNcclLib{"HETCCL_NCCL_LIB"};
 inline constexpr StringSetting kRcclLib{"HETCCL_RCCL_LIB"};
 inline constexpr StringSetting kUcxLib{"HETCCL_UCX_LIB"};
+inline constexpr StringSetting kCivetwebLib{"HETCCL_CIVETWEB_LIB"};
 inline constexpr StringSetting kKernelsLib{"HETCCL_KERNELS_LIB"};
 // The emulated GPU (device kind emu)
 inline constexpr StringSetting kEmuLib{"HETCCL_EMU_LIB"};

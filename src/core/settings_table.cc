@@ -140,6 +140,14 @@ const std::vector<VarSpec>& settingsTable() {
      "file where each rank writes its calls and their group and border steps as Chrome trace events (Perfetto, "
      "chrome://tracing); %r is replaced by the rank; hetccl-trace merge joins the ranks' files on rank 0's clock. "
      "Call spans come from the flight recorder (HETCCL_FLIGHT_RECORDER above 0). Unset: no trace"},
+    {"HETCCL_METRICS_PORT", VarType::kInt, "0", nullptr,
+     "serve this process's metrics (Prometheus text, /metrics) and status (JSON, /status) over HTTP on this port "
+     "plus the rank's index among the job's ranks on its host (from the first communicator the process makes); "
+     "0: no endpoint. GET only; a port that cannot be bound is a warning", 0, 65535},
+    {"HETCCL_METRICS_ADDR", VarType::kString, "127.0.0.1", nullptr,
+     "address the metrics endpoint binds to (HETCCL_METRICS_PORT); 0.0.0.0 serves every interface"},
+    {"HETCCL_CIVETWEB_LIB", VarType::kString, "libcivetweb.so.1", nullptr,
+     "path of the civetweb HTTP library the metrics endpoint loads (Debian: libcivetweb1)"},
     {"HETCCL_STAGING_MAX", VarType::kBytes, "2G", nullptr,
      "GPU ranks: most pinned host memory one communicator keeps for staging border data", int64_t{1} << 20, kTiB},
     {"HETCCL_DEVICE_SCRATCH_MAX", VarType::kBytes, "2G", nullptr,

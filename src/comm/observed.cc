@@ -1,0 +1,81 @@
+#include "comm/observed.h"
+
+#include <string>
+
+namespace hetccl {
+
+void ObservedTransport::run(std::span<Xfer> xfers) {
+  const double t0 = Tracer::steadyUs();
+  size_t local = 0, remote = 0;
+  for (const Xfer& x : xfers)
+    (x.peer >= 0 && static_cast<size_t>(x.peer) < remote_.size() && remote_[x.peer] ? remote : local) += x.bytes;
+  inner_->run(xfers);
+  const double t1 = Tracer::steadyUs();
+  // The step's time goes to the slower link class it used: across hosts
+  // where any transfer left the host.
+  if (local) m_.linkBytes(CallMetrics::kBorderHost, local);
+  if (remote) m_.linkBytes(CallMetrics::kBorderRemote, remote);
+  m_.step(remote ? CallMetrics::kBorderRemote : CallMetrics::kBorderHost, 0, (t1 - t0) * 1e-6);
+  if (t_)
+    t_->step("border",
+             "border: " + std::to_string(xfers.size()) + " transfers, " + Tracer::formatBytes(local + remote), t0);
+}
+
+template <class F>
+void ObservedBackend::observed(const char* what, size_t count, DataType dt, F&& f) {
+  if (depth_ > 0) {
+    groupBytes_ += count * dataTypeSize(dt);
+    ++groupCalls_;
+    f();
+    return;
+  }
+  const double t0 = Tracer::steadyUs();
+  f();
+  m_.step(CallMetrics::kGroup, count * dataTypeSize(dt), (Tracer::steadyUs() - t0) * 1e-6);
+  if (t_) t_->step("group", std::string("group: ") + Tracer::sized(what, count, dt), t0);
+}
+
+void ObservedBackend::allReduce(const void* send, void* recv, size_t count, DataType dt, const ReduceOp& op, Stream s) {
+  observed("AllReduce", count, dt, [&] { inner_.allReduce(send, recv, count, dt, op, s); });
+}
+void ObservedBackend::reduceScatter(const void* send, void* recv, size_t recvcount, DataType dt, const ReduceOp& op,
+                                    Stream s) {
+  observed("ReduceScatter", recvcount * static_cast<size_t>(nranks()), dt,
+           [&] { inner_.reduceScatter(send, recv, recvcount, dt, op, s); });
+}
+void ObservedBackend::allGather(const void* send, void* recv, size_t sendcount, DataType dt, Stream s) {
+  observed("AllGather", sendcount * static_cast<size_t>(nranks()), dt,
+           [&] { inner_.allGather(send, recv, sendcount, dt, s); });
+}
+void ObservedBackend::broadcast(const void* send, void* recv, size_t count, DataType dt, int root, Stream s) {
+  observed("Broadcast", count, dt, [&] { inner_.broadcast(send, recv, count, dt, root, s); });
+}
+void ObservedBackend::reduce(const void* send, void* recv, size_t count, DataType dt, const ReduceOp& op, int root,
+                             Stream s) {
+  observed("Reduce", count, dt, [&] { inner_.reduce(send, recv, count, dt, op, root, s); });
+}
+void ObservedBackend::send(const void* buf, size_t count, DataType dt, int peer, Stream s) {
+  observed("Send", count, dt, [&] { inner_.send(buf, count, dt, peer, s); });
+}
+void ObservedBackend::recv(void* buf, size_t count, DataType dt, int peer, Stream s) {
+  observed("Recv", count, dt, [&] { inner_.recv(buf, count, dt, peer, s); });
+}
+void ObservedBackend::groupStart() {
+  if (depth_++ == 0) {
+    groupStart_ = Tracer::steadyUs();
+    groupBytes_ = 0;
+    groupCalls_ = 0;
+  }
+  inner_.groupStart();
+}
+void ObservedBackend::groupEnd() {
+  inner_.groupEnd();
+  if (--depth_ == 0) {
+    m_.step(CallMetrics::kGroup, groupBytes_, (Tracer::steadyUs() - groupStart_) * 1e-6);
+    if (t_)
+      t_->step("group", "group: " + std::to_string(groupCalls_) + " calls, " + Tracer::formatBytes(groupBytes_),
+               groupStart_);
+  }
+}
+
+}  // namespace hetccl

@@ -1,0 +1,76 @@
+// The steps of a call as the metrics (comm/call_metrics.h) and, where
+// HETCCL_TRACE_FILE is set, the timeline (comm/tracer.h) see them: the
+// communicator's border transport and its group backend wrapped so that
+// every run() and every collective of the group's library is counted
+// (bytes, time) and, when tracing, written as a step span.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "backend/backend.h"
+#include "comm/call_metrics.h"
+#include "comm/tracer.h"
+#include "transport/transport.h"
+
+namespace hetccl {
+
+// The transport with each run() counted as a border step (plans use the
+// communicator's transport for transfers between groups only; the host
+// backend keeps the inner one for its group steps). remoteHost[r]: global
+// rank r is on another host.
+class ObservedTransport : public Transport {
+ public:
+  ObservedTransport(std::unique_ptr<Transport> inner, CallMetrics& m, Tracer* t, std::vector<uint8_t> remoteHost)
+      : inner_(std::move(inner)), m_(m), t_(t), remote_(std::move(remoteHost)) {}
+  const char* name() const override { return inner_->name(); }
+  void run(std::span<Xfer> xfers) override;
+  void drain() override { inner_->drain(); }
+  void forgetLazy() override { inner_->forgetLazy(); }
+  void poison(const std::string& why) override { inner_->poison(why); }
+  bool movesDeviceMemory(const std::string& kind) const override { return inner_->movesDeviceMemory(kind); }
+
+ private:
+  std::unique_ptr<Transport> inner_;
+  CallMetrics& m_;
+  Tracer* t_;
+  std::vector<uint8_t> remote_;
+};
+
+// A group backend with each collective counted (and traced) as a group step.
+class ObservedBackend : public Backend {
+ public:
+  ObservedBackend(Backend& inner, const BackendContext& ctx, CallMetrics& m, Tracer* t)
+      : Backend(ctx), inner_(inner), m_(m), t_(t) {}
+  const char* name() const override { return inner_.name(); }
+  void abort() override { inner_.abort(); }
+  hetcclResult_t asyncError() override { return inner_.asyncError(); }
+  std::string asyncErrorText() override { return inner_.asyncErrorText(); }
+  void allReduce(const void* send, void* recv, size_t count, DataType dt, const ReduceOp& op, Stream s) override;
+  void reduceScatter(const void* send, void* recv, size_t recvcount, DataType dt, const ReduceOp& op,
+                     Stream s) override;
+  void allGather(const void* send, void* recv, size_t sendcount, DataType dt, Stream s) override;
+  void broadcast(const void* send, void* recv, size_t count, DataType dt, int root, Stream s) override;
+  void reduce(const void* send, void* recv, size_t count, DataType dt, const ReduceOp& op, int root,
+              Stream s) override;
+  void send(const void* buf, size_t count, DataType dt, int peer, Stream s) override;
+  void recv(void* buf, size_t count, DataType dt, int peer, Stream s) override;
+  void groupStart() override;
+  void groupEnd() override;
+
+ private:
+  // Runs f as one group step named `what` (count elements of dt), unless
+  // inside a backend group, whose end is the step.
+  template <class F>
+  void observed(const char* what, size_t count, DataType dt, F&& f);
+  Backend& inner_;
+  CallMetrics& m_;
+  Tracer* t_;
+  int depth_ = 0;
+  double groupStart_ = 0;
+  size_t groupBytes_ = 0;
+  int groupCalls_ = 0;
+};
+
+}  // namespace hetccl
