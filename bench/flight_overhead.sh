@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
-# What the flight recorder (on by default, HETCCL_FLIGHT_RECORDER=2000)
-# costs a call: the same AllReduce with it off (0) and on, ROUNDS (default
+# What the flight recorder and the metrics counters (both on by default:
+# HETCCL_FLIGHT_RECORDER=2000, HETCCL_METRICS=1) cost a call: the same
+# AllReduce with both off and both on, ROUNDS (default
 # 5) pairs in alternating order in this one command, the best of each side
 # per size. Host ranks (NP, default 2) over TRANSPORT (default shm).
 #   bash bench/flight_overhead.sh [BUILD_DIR]
 # Prints per size:
-#   ratio flight_recorder <bytes> off_us=.. on_us=.. on/off=.. added_us=..
+#   ratio flight_recorder+metrics <bytes> off_us=.. on_us=.. on/off=.. added_us=..
 # Targets (issue of record): at most 1% from 1 MiB, 0.3 us per call at 8 B.
 set -euo pipefail
 build=${1:-build}
 rounds=${ROUNDS:-5}
 run() {  # recorder size -> "bytes time_us" lines (out of place)
-  HETCCL_FLIGHT_RECORDER=$1 "$build/tools/hetccl-perf" --np "${NP:-2}" --transport "${TRANSPORT:-shm}" \
+  HETCCL_FLIGHT_RECORDER=$1 HETCCL_METRICS=$([ "$1" = 0 ] && echo 0 || echo 1) "$build/tools/hetccl-perf" --np "${NP:-2}" --transport "${TRANSPORT:-shm}" \
     -o allreduce -d float -b "$2" -e "$2" -n "${ITERS:-2000}" -w 200 -c 0 | awk '$1 ~ /^[0-9]+$/ {print $1, $6}'
 }
 declare -A best_off best_on
@@ -28,5 +29,5 @@ for size in 8 1048576; do
     done
   done
   awk -v s="$size" -v off="${best_off[$size]}" -v on="${best_on[$size]}" 'BEGIN {
-    printf "ratio flight_recorder %s off_us=%.2f on_us=%.2f on/off=%.4f added_us=%.2f\n", s, off, on, on / off, on - off }'
+    printf "ratio flight_recorder+metrics %s off_us=%.2f on_us=%.2f on/off=%.4f added_us=%.2f\n", s, off, on, on / off, on - off }'
 done

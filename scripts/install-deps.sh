@@ -14,6 +14,9 @@ pkgs+=(hipcc libamdhip64-dev)
 pkgs+=(python3-torch libtorch-dev pybind11-dev python3-setuptools)
 # The ucx transport: UCX's headers to build it, libucp to run it.
 pkgs+=(libucx-dev)
+# The metrics endpoint: civetweb's header to build it, libcivetweb1 to run
+# it; its tests drive a real Prometheus server and headless chromium.
+pkgs+=(libcivetweb-dev prometheus chromium)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -130,9 +130,11 @@ void runStaged(Comm& c, const std::vector<CollArgs>& host, const std::vector<Eve
   for (Event e : ready)
     waitEvent(d, e, to, &c.abortFlag(), "waiting for the caller's stream to copy the buffers to pinned staging");
   StagedBackend staged(c.groupBackend(), proxyBackendContext(c), ds);
-  // The staged plan's group steps, counted (and on the timeline).
-  ObservedBackend observed(staged, proxyBackendContext(c), c.metrics(), c.tracer());
-  runCalls(PlanContext{c, observed, nullptr, hooks}, host);
+  if (c.observing()) {  // the staged plan's group steps, counted and/or on the timeline
+    ObservedBackend observed(staged, proxyBackendContext(c), c.metrics(), c.tracer());
+    return runCalls(PlanContext{c, observed, nullptr, hooks}, host);
+  }
+  runCalls(PlanContext{c, staged, nullptr, hooks}, host);
 }
 
 // One AllReduce across groups that runs in chunks (allReduceChunk), in place

@@ -58,7 +58,9 @@ Comm::Comm(int nranks, int rank, const CommOptions& opts)
       rank_(rank),
       nranks_(nranks),
       metrics_(nranks),
-      flight_(static_cast<size_t>(settings::kFlightRecorder.get()), settings::kFlightDir.get(), &metrics_) {
+      metricsOn_(settings::kMetrics.get()),
+      flight_(static_cast<size_t>(settings::kFlightRecorder.get()), settings::kFlightDir.get(),
+              metricsOn_ ? &metrics_ : nullptr) {
   logSetRank(rank);
   if (opts_.timeoutS <= 0) throwError(hetcclInvalidArgument, "the timeout must be positive");
   buffBytes_ = settings::kBuffSize.get();
@@ -203,7 +205,9 @@ void Comm::setUp(const PeerInfo& me, const std::string& group) {
     remoteHost[r] = peers[r].hostHash != me.hostHash;
     if (r < rank && !remoteHost[r]) ++hostIndex_;
   }
-  transport_ = std::make_unique<ObservedTransport>(std::move(inner), metrics_, tracer_.get(), std::move(remoteHost));
+  if (observing())
+    inner = std::make_unique<ObservedTransport>(std::move(inner), metrics_, tracer_.get(), std::move(remoteHost));
+  transport_ = std::move(inner);
 
   BackendContext bc;
   bc.ranks = topo_.groupOfRank(rank).ranks;
@@ -228,7 +232,7 @@ void Comm::setUp(const PeerInfo& me, const std::string& group) {
   if (groupRank() == 0) backend_->makeId(ids.data() + static_cast<size_t>(rank) * kBackendIdBytes);
   bootstrap_->allGather(ids.data(), kBackendIdBytes);
   backend_->connect(ids.data() + static_cast<size_t>(topo_.groupOfRank(rank).ranks[0]) * kBackendIdBytes);
-  observedBackend_ = std::make_unique<ObservedBackend>(*backend_, bc, metrics_, tracer_.get());
+  if (observing()) observedBackend_ = std::make_unique<ObservedBackend>(*backend_, bc, metrics_, tracer_.get());
 
   if (streamOrdered() && topo_.ngroups() > 1) {
     auto ds = std::make_unique<StagingState>(*device_, settings::kStagingMax.get(), settings::kDeviceScratchMax.get());

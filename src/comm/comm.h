@@ -80,6 +80,8 @@ class Comm {
   // Counters of this communicator's calls and steps (comm/call_metrics.h).
   CallMetrics& metrics() { return metrics_; }
   const CallMetrics& metrics() const { return metrics_; }
+  // Steps are counted (HETCCL_METRICS) or traced (HETCCL_TRACE_FILE).
+  bool observing() const { return metricsOn_ || tracer_ != nullptr; }
   // The job id in hex ("uninitialised" before init has it).
   std::string idText() const;
   // Ranks before this one on its host (its index among them), from init on.
@@ -179,6 +181,7 @@ class Comm {
   CommOptions opts_;
   int rank_, nranks_;
   CallMetrics metrics_;  // before flight_, which counts into it
+  bool metricsOn_;
   FlightRecorder flight_;
   std::string flightId_ = "uninitialised";  // the job id in hex once init has it (under failMu_)
   std::atomic<bool> abort_{false};

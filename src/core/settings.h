@@ -47,6 +47,7 @@ inline constexpr BytesSetting kStagingMax{"HETCCL_STAGING_MAX"};
 inline constexpr IntSetting kFlightRecorder{"HETCCL_FLIGHT_RECORDER"};
 inline constexpr StringSetting kFlightDir{"HETCCL_FLIGHT_DIR"};
 inline constexpr StringSetting kTraceFile{"HETCCL_TRACE_FILE"};
+inline constexpr BoolSetting kMetrics{"HETCCL_METRICS"};
 inline constexpr IntSetting kMetricsPort{"HETCCL_METRICS_PORT"};
 inline constexpr StringSetting kMetricsAddr{"HETCCL_METRICS_ADDR"};
 inline constexpr BytesSetting kDeviceScratchMax{"HETCCL_DEVICE_SCRATCH_MAX"};

@@ -140,6 +140,9 @@ const std::vector<VarSpec>& settingsTable() {
      "file where each rank writes its calls and their group and border steps as Chrome trace events (Perfetto, "
      "chrome://tracing); %r is replaced by the rank; hetccl-trace merge joins the ranks' files on rank 0's clock. "
      "Call spans come from the flight recorder (HETCCL_FLIGHT_RECORDER above 0). Unset: no trace"},
+    {"HETCCL_METRICS", VarType::kBool, "1", nullptr,
+     "count every call (by collective, size, outcome, duration) and its group and border steps (bytes, time) for "
+     "the metrics endpoint; 0: no counting (the calls' counters also need HETCCL_FLIGHT_RECORDER above 0)"},
     {"HETCCL_METRICS_PORT", VarType::kInt, "0", nullptr,
      "serve this process's metrics (Prometheus text, /metrics) and status (JSON, /status) over HTTP on this port "
      "plus the rank's index among the job's ranks on its host (from the first communicator the process makes); "

@@ -1,4 +1,5 @@
-// The communicator layer's parts that stand alone: the flight recorder.
+// The communicator layer's parts that stand alone: the flight recorder and
+// the call counters of the metrics endpoint.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -68,6 +69,52 @@ TEST(FlightRecorder, DumpsToItsFolderAndWarnsWhereItCannot) {
   rmdir(dir.c_str());
   // The folder is gone now: no file, no throw (a warning in the log).
   EXPECT_EQ(f.dump(2, 4, "feed", "aborted"), "");
+}
+
+// The counters as the endpoint renders them: nccl-tests' sizes and bus
+// factors, outcomes, the histogram's cumulative buckets, in-flight calls.
+TEST(CallMetrics, CountsCallsAsNcclTestsSizesThem) {
+  CallMetrics m(4);
+  FlightRecorder f(8, "", &m);
+  const uint64_t a = f.issue({allReduce(256), {CollKind::kAllGather, false, 256, hetcclFloat32, hetcclSum, -1}});
+  std::string text;
+  m.render(7, "rank=\"0\"", text, false);
+  EXPECT_EQ(text, "hetccl_calls_in_flight{rank=\"0\"} 2\n");
+  f.finish(a, 2, hetcclSuccess);
+  f.finish(f.issue({allReduce(1)}), 1, hetcclRemoteError);
+  f.issue({allReduce(8)}, FlightRecorder::State::kEnqueued, false);  // a GPU call inside one group
+  EXPECT_EQ(m.inFlight(), 0u);
+  EXPECT_EQ(m.payloadBytes(CollKind::kAllGather, 256, hetcclFloat32), 4096u);
+  EXPECT_DOUBLE_EQ(m.busFactor(CollKind::kAllReduce), 1.5);
+  EXPECT_DOUBLE_EQ(m.busFactor(CollKind::kAllGather), 0.75);
+  EXPECT_DOUBLE_EQ(m.busFactor(CollKind::kBroadcast), 1.0);
+  std::string all;
+  for (int fam = 0; fam < CallMetrics::families(); ++fam) m.render(fam, "rank=\"0\"", all, true);
+  EXPECT_NE(all.find("hetccl_calls_total{rank=\"0\",collective=\"AllReduce\",size=\"0-1KiB\",status=\"ok\"} 1\n"),
+            std::string::npos) << all;
+  EXPECT_NE(all.find("hetccl_calls_total{rank=\"0\",collective=\"AllGather\",size=\"1KiB-64KiB\",status=\"ok\"} 1\n"),
+            std::string::npos) << all;
+  EXPECT_NE(all.find("collective=\"AllReduce\",size=\"0-1KiB\",status=\"failed\"} 1\n"), std::string::npos) << all;
+  EXPECT_NE(all.find("collective=\"AllReduce\",size=\"0-1KiB\",status=\"enqueued\"} 1\n"), std::string::npos) << all;
+  // Bytes of calls that ended well, and enqueued ones: 1024 + 4096 + 32.
+  EXPECT_NE(all.find("hetccl_bytes_total{rank=\"0\",collective=\"AllReduce\"} 1056\n"), std::string::npos) << all;
+  EXPECT_NE(all.find("hetccl_bytes_total{rank=\"0\",collective=\"AllGather\"} 4096\n"), std::string::npos) << all;
+  EXPECT_NE(all.find("hetccl_call_duration_seconds_bucket{rank=\"0\",collective=\"AllReduce\",le=\"+Inf\"} 2\n"),
+            std::string::npos) << all;
+  EXPECT_NE(all.find("hetccl_call_duration_seconds_count{rank=\"0\",collective=\"AllReduce\"} 2\n"),
+            std::string::npos) << all;
+  EXPECT_NE(all.find("hetccl_errors_total{rank=\"0\",result=\"remote_error\"} 1\n"), std::string::npos) << all;
+  EXPECT_EQ(occurrences(all, "# TYPE "), static_cast<size_t>(CallMetrics::families())) << all;
+  // Steps: the border share is border time over both.
+  m.step(CallMetrics::kGroup, 100, 1.0);
+  m.step(CallMetrics::kBorderHost, 300, 3.0);
+  std::string share;
+  m.render(6, "", share, false);
+  EXPECT_EQ(share, "hetccl_border_time_share{} 0.75\n");
+  const FlightRecorder::Progress p = f.progress();
+  EXPECT_EQ(p.issued, 4u);
+  EXPECT_EQ(p.lastEnded.seq, 3u);
+  EXPECT_EQ(p.oldestOpen.seq, 0u);  // the enqueued call's end is never seen: not open
 }
 
 }  // namespace
