@@ -12,6 +12,7 @@
 #include "api/args.h"
 #include "api/comm_create.h"
 #include "api/guard.h"
+#include "comm/observed.h"
 #include "core/log.h"
 
 using namespace hetccl;
@@ -29,19 +30,24 @@ uint64_t recordCalls(hetcclComm& comm, const std::vector<CollArgs>& calls, Fligh
   return comm.flight().issue(fc, state, willEnd);
 }
 
-// Runs body (the calls recorded from `first` on) and records how it ended:
-// inside failOnError, so that the dump a failure writes shows the call failed.
+// Runs body (the calls recorded from `first` on) and records how it ended,
+// with the group and border steps it ran on this thread: inside
+// failOnError, so that the dump a failure writes shows the call failed.
+// ends: body runs the calls to their end (host ranks); else (a GPU rank's
+// enqueue) only a failure ends them here.
 template <class F>
-void recorded(hetcclComm& comm, uint64_t first, size_t n, F&& body) {
+void recorded(hetcclComm& comm, uint64_t first, size_t n, bool ends, F&& body) {
+  StepScope steps;
   try {
     body();
   } catch (const Error& e) {
-    comm.flight().finish(first, n, e.code());
+    comm.flight().finish(first, n, e.code(), &steps.tally);
     throw;
   } catch (...) {
-    comm.flight().finish(first, n, hetcclInternalError);
+    comm.flight().finish(first, n, hetcclInternalError, &steps.tally);
     throw;
   }
+  if (ends) comm.flight().finish(first, n, hetcclSuccess, &steps.tally);
 }
 
 // GPU calls across groups: the proxy watches each border call to its end
@@ -92,7 +98,7 @@ bool dispatchCalls(hetcclComm* comm, const std::vector<CollArgs>& calls, bool ma
     checkReady(comm);
     const uint64_t first = recordCalls(*comm, calls, FlightRecorder::State::kEnqueued);
     failOnError(*comm, [&] {
-      recorded(*comm, first, calls.size(),
+      recorded(*comm, first, calls.size(), false,
                [&] { enqueueDeviceCalls(*comm, calls, comm->options().blocking && mayWait); });
     });
     if (first && comm->topo().ngroups() > 1) finishAfterProxy(*comm, first, calls.size());
@@ -102,16 +108,15 @@ bool dispatchCalls(hetcclComm* comm, const std::vector<CollArgs>& calls, bool ma
     const uint64_t first = recordCalls(*comm, calls, FlightRecorder::State::kIssued);
     comm->proxy().submit([comm, calls, first] {  // a failure fails the communicator
       countHostCalls(*comm, calls.size());          // the topology is known once init ran
-      recorded(*comm, first, calls.size(), [&] { runCalls(hostPlan(*comm), calls); });
-      comm->flight().finish(first, calls.size(), hetcclSuccess);
+      recorded(*comm, first, calls.size(), true, [&] { runCalls(hostPlan(*comm), calls); });
     });
     return true;
   }
   checkReady(comm);
   countHostCalls(*comm, calls.size());
   const uint64_t first = recordCalls(*comm, calls, FlightRecorder::State::kIssued);
-  failOnError(*comm, [&] { recorded(*comm, first, calls.size(), [&] { runCalls(hostPlan(*comm), calls); }); });
-  comm->flight().finish(first, calls.size(), hetcclSuccess);
+  failOnError(*comm,
+              [&] { recorded(*comm, first, calls.size(), true, [&] { runCalls(hostPlan(*comm), calls); }); });
   return false;
 }
 
@@ -159,8 +164,7 @@ bool runTogether(const std::vector<hetcclComm*>& comms,
       comm->proxy().submit([comm, calls, first] {
         ExclusiveUse use(*comm);
         // A failure fails the communicator (the proxy's hook).
-        recorded(*comm, first, calls.size(), [&] { runCalls(hostPlan(*comm), calls); });
-        comm->flight().finish(first, calls.size(), hetcclSuccess);
+        recorded(*comm, first, calls.size(), true, [&] { runCalls(hostPlan(*comm), calls); });
       });
       waitFor.push_back(comm);
     });

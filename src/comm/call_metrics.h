@@ -33,6 +33,13 @@ class CallMetrics {
   enum Link { kGroup, kBorderHost, kBorderRemote, kLinks };
   enum Outcome { kOk, kFailed, kEnqueued, kOutcomes };
 
+  // The steps of one call (or of the calls of one group call), for its
+  // flight record.
+  struct Tally {
+    double us[kLinks] = {};  // kBorderHost/kBorderRemote: time of border steps by their slowest link
+    uint64_t bytes[kLinks] = {};
+  };
+
   explicit CallMetrics(int nranks) : nranks_(nranks) {}
 
   static int kindIndex(CollKind k, bool isSend);

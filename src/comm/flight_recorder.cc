@@ -67,7 +67,7 @@ uint64_t FlightRecorder::issue(const std::vector<Call>& calls, State state, bool
   return first;
 }
 
-void FlightRecorder::finish(uint64_t first, size_t n, hetcclResult_t result) {
+void FlightRecorder::finish(uint64_t first, size_t n, hetcclResult_t result, const CallMetrics::Tally* steps) {
   if (cap_ == 0 || first == 0) return;
   std::lock_guard<std::mutex> g(mu_);
   const double t = nowUs();
@@ -77,6 +77,7 @@ void FlightRecorder::finish(uint64_t first, size_t n, hetcclResult_t result) {
     r.state = result == hetcclSuccess ? State::kCompleted : State::kFailed;
     r.result = result;
     r.endUs = t;
+    if (steps && s == first) r.steps = *steps;
     if (metrics_) metrics_->callEnded(r.kind, r.isSend, r.count, r.dt, (t - r.startUs) * 1e-6, result);
     if (listener_) listener_(r);
   }
@@ -117,14 +118,20 @@ std::string FlightRecorder::json(int rank, int nranks, const std::string& commId
   for (uint64_t s = from; s <= last && cap_; ++s) {
     const Record& r = ring_[s % cap_];
     if (r.seq != s) continue;
-    char line[512];
+    char line[768];
     snprintf(line, sizeof(line),
              "%s\n  {\"seq\": %llu, \"coll\": \"%s\", \"count\": %zu, \"dtype\": \"%s\", \"op\": \"%s\", "
-             "\"root\": %d, \"state\": \"%s\", \"result\": %d, \"start_us\": %.1f, \"end_us\": %.1f}",
+             "\"root\": %d, \"state\": \"%s\", \"result\": %d, \"start_us\": %.1f, \"end_us\": %.1f, "
+             "\"group_us\": %.1f, \"border_us\": %.1f, \"group_bytes\": %llu, \"border_host_bytes\": %llu, "
+             "\"border_remote_bytes\": %llu}",
              firstOut ? "" : ",", static_cast<unsigned long long>(r.seq),
              r.kind == CollKind::kSendRecv ? (r.isSend ? "Send" : "Recv") : collKindName(r.kind), r.count,
              dataTypeName(r.dt), redOpName(r.op), r.root, flightStateName(r.state), static_cast<int>(r.result),
-             r.startUs, r.endUs);
+             r.startUs, r.endUs, r.steps.us[CallMetrics::kGroup],
+             r.steps.us[CallMetrics::kBorderHost] + r.steps.us[CallMetrics::kBorderRemote],
+             static_cast<unsigned long long>(r.steps.bytes[CallMetrics::kGroup]),
+             static_cast<unsigned long long>(r.steps.bytes[CallMetrics::kBorderHost]),
+             static_cast<unsigned long long>(r.steps.bytes[CallMetrics::kBorderRemote]));
     out += line;
     firstOut = false;
   }

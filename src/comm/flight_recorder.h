@@ -41,6 +41,9 @@ class FlightRecorder {
     bool ends = true;  // false: an enqueued call whose end this rank never sees
     hetcclResult_t result = hetcclSuccess;
     double startUs = 0, endUs = 0;  // since the recorder started (steady clock); end 0 while not ended
+    // Group and border steps this rank ran for the call on the thread that
+    // ran it (host ranks; a group call's steps all on its first record).
+    CallMetrics::Tally steps;
   };
   struct Call {
     CollKind kind;
@@ -59,8 +62,9 @@ class FlightRecorder {
   // (the others follow it), 0 when off. `willEnd` false: calls whose end
   // finish() will not see (GPU calls inside one group), counted as enqueued.
   uint64_t issue(const std::vector<Call>& calls, State state = State::kIssued, bool willEnd = true);
-  // The end of `n` calls from `first` on (those still in the ring).
-  void finish(uint64_t first, size_t n, hetcclResult_t result);
+  // The end of `n` calls from `first` on (those still in the ring), with
+  // the steps they ran where known.
+  void finish(uint64_t first, size_t n, hetcclResult_t result, const CallMetrics::Tally* steps = nullptr);
 
   // The ring as JSON (oldest first) with who wrote it and why.
   std::string json(int rank, int nranks, const std::string& commId, const std::string& reason) const;

@@ -3,6 +3,20 @@
 #include <string>
 
 namespace hetccl {
+namespace {
+
+thread_local CallMetrics::Tally* tTally = nullptr;
+
+void tallyStep(CallMetrics::Link link, uint64_t bytes, double us) {
+  if (!tTally) return;
+  tTally->bytes[link] += bytes;
+  tTally->us[link] += us;
+}
+
+}  // namespace
+
+StepScope::StepScope() : outer_(tTally) { tTally = &tally; }
+StepScope::~StepScope() { tTally = outer_; }
 
 void ObservedTransport::run(std::span<Xfer> xfers) {
   const double t0 = Tracer::steadyUs();
@@ -13,9 +27,13 @@ void ObservedTransport::run(std::span<Xfer> xfers) {
   const double t1 = Tracer::steadyUs();
   // The step's time goes to the slower link class it used: across hosts
   // where any transfer left the host.
+  const CallMetrics::Link slowest = remote ? CallMetrics::kBorderRemote : CallMetrics::kBorderHost;
   if (local) m_.linkBytes(CallMetrics::kBorderHost, local);
   if (remote) m_.linkBytes(CallMetrics::kBorderRemote, remote);
-  m_.step(remote ? CallMetrics::kBorderRemote : CallMetrics::kBorderHost, 0, (t1 - t0) * 1e-6);
+  m_.step(slowest, 0, (t1 - t0) * 1e-6);
+  tallyStep(CallMetrics::kBorderHost, local, 0);
+  tallyStep(CallMetrics::kBorderRemote, remote, 0);
+  tallyStep(slowest, 0, t1 - t0);
   if (t_)
     t_->step("border",
              "border: " + std::to_string(xfers.size()) + " transfers, " + Tracer::formatBytes(local + remote), t0);
@@ -31,7 +49,9 @@ void ObservedBackend::observed(const char* what, size_t count, DataType dt, F&& 
   }
   const double t0 = Tracer::steadyUs();
   f();
-  m_.step(CallMetrics::kGroup, count * dataTypeSize(dt), (Tracer::steadyUs() - t0) * 1e-6);
+  const double us = Tracer::steadyUs() - t0;
+  m_.step(CallMetrics::kGroup, count * dataTypeSize(dt), us * 1e-6);
+  tallyStep(CallMetrics::kGroup, count * dataTypeSize(dt), us);
   if (t_) t_->step("group", std::string("group: ") + Tracer::sized(what, count, dt), t0);
 }
 
@@ -71,7 +91,9 @@ void ObservedBackend::groupStart() {
 void ObservedBackend::groupEnd() {
   inner_.groupEnd();
   if (--depth_ == 0) {
-    m_.step(CallMetrics::kGroup, groupBytes_, (Tracer::steadyUs() - groupStart_) * 1e-6);
+    const double us = Tracer::steadyUs() - groupStart_;
+    m_.step(CallMetrics::kGroup, groupBytes_, us * 1e-6);
+    tallyStep(CallMetrics::kGroup, groupBytes_, us);
     if (t_)
       t_->step("group", "group: " + std::to_string(groupCalls_) + " calls, " + Tracer::formatBytes(groupBytes_),
                groupStart_);

@@ -16,6 +16,20 @@
 
 namespace hetccl {
 
+// The steps the calling thread runs while it lives go into `tally` (as well
+// as into the communicator's counters): the API layer holds one around a
+// call it runs, and puts the tally into the call's flight record.
+struct StepScope {
+  StepScope();
+  ~StepScope();
+  StepScope(const StepScope&) = delete;
+  StepScope& operator=(const StepScope&) = delete;
+  CallMetrics::Tally tally;
+
+ private:
+  CallMetrics::Tally* outer_;
+};
+
 // The transport with each run() counted as a border step (plans use the
 // communicator's transport for transfers between groups only; the host
 // backend keeps the inner one for its group steps). remoteHost[r]: global

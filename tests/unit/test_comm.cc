@@ -115,6 +115,14 @@ TEST(CallMetrics, CountsCallsAsNcclTestsSizesThem) {
   EXPECT_EQ(p.issued, 4u);
   EXPECT_EQ(p.lastEnded.seq, 3u);
   EXPECT_EQ(p.oldestOpen.seq, 0u);  // the enqueued call's end is never seen: not open
+  // A group call's steps go on its first record.
+  CallMetrics::Tally t;
+  t.us[CallMetrics::kGroup] = 5;
+  t.bytes[CallMetrics::kBorderHost] = 7;
+  f.finish(f.issue({allReduce(2), allReduce(3)}), 2, hetcclSuccess, &t);
+  const std::string j = f.json(0, 4, "x", "test");
+  EXPECT_EQ(occurrences(j, "\"group_us\": 5.0,"), 1u) << j;
+  EXPECT_EQ(occurrences(j, "\"border_host_bytes\": 7,"), 1u) << j;
 }
 
 }  // namespace
