@@ -9,7 +9,10 @@ namespace hetccl {
 
 CommOptions inheritedOptions(const hetcclComm& parent) {
   CommOptions o = parent.options();
-  o.transport = parent.transportName();
+  // The parent's choice per link class, in the setting's own form.
+  o.transport = parent.transportName() == parent.intraTransport()
+                    ? parent.transportName()
+                    : "intra=" + parent.intraTransport() + ",inter=" + parent.interTransport();
   o.groupName.clear();
   return o;
 }

@@ -16,6 +16,7 @@
 #include "comm/metrics_server.h"
 #include "comm/observed.h"
 #include "comm/tracer.h"
+#include "transport/routed.h"
 #include "core/log.h"
 #include "device/kernels.h"
 #include "topology/peer.h"
@@ -136,21 +137,22 @@ void Comm::setUp(const PeerInfo& me, const std::string& group) {
                                          " (every rank must see the same map)");
   topo_ = buildTopology(peers);
 
-  std::string want = opts_.transport.empty() ? settings::kTransport.get() : opts_.transport;
-  if (want == "auto") {
-    // One host: shm. Several: ucx when every rank has UCX and an RDMA
-    // device, else tcp (every rank decides alike from the same facts).
-    transportName_ = "shm";
-    if (!topo_.singleHost) {
-      std::vector<uint8_t> rdma(nranks, 0);
-      rdma[rank] = ucxRdmaAvailable() ? 1 : 0;
-      bootstrap_->allGather(rdma.data(), 1);
-      bool all = std::all_of(rdma.begin(), rdma.end(), [](uint8_t v) { return v != 0; });
-      transportName_ = all ? "ucx" : "tcp";
-    }
-  } else {
-    transportName_ = want;
+  // A transport per link class: peers on this host (intra) and on others
+  // (inter). auto: intra shm; inter ucx when every rank has UCX and an RDMA
+  // device, else tcp (every rank decides alike from the same facts).
+  const TransportChoice choice =
+      opts_.transport.empty() ? parseTransportChoice(settings::kTransport.get(), "HETCCL_TRANSPORT")
+                              : parseTransportChoice(opts_.transport, "hetcclConfig_t.transport");
+  intraName_ = choice.intra == "auto" ? "shm" : choice.intra;
+  interName_ = choice.inter;
+  if (!topo_.singleHost && interName_ == "auto") {
+    std::vector<uint8_t> rdma(nranks, 0);
+    rdma[rank] = ucxRdmaAvailable() ? 1 : 0;
+    bootstrap_->allGather(rdma.data(), 1);
+    bool all = std::all_of(rdma.begin(), rdma.end(), [](uint8_t v) { return v != 0; });
+    interName_ = all ? "ucx" : "tcp";
   }
+  transportName_ = topo_.singleHost || intraName_ == interName_ ? intraName_ : intraName_ + "+" + interName_;
   if (transportName_ == "shm" && !topo_.singleHost)
     throwError(hetcclInvalidUsage, "transport shm needs every rank on one host; these ranks span several");
   // Every rank must pick the same transport, and cut AllReduce into the
@@ -198,13 +200,23 @@ void Comm::setUp(const PeerInfo& me, const std::string& group) {
       flight_.setListener([t, origin = flight_.originUs()](const FlightRecorder::Record& r) { t->call(r, origin); });
     }
   }
-  auto inner = createTransport(transportName_, tc);
-  Transport* groupTransport = inner.get();  // the host backend's: its group steps are not border steps
   std::vector<uint8_t> remoteHost(nranks, 0);
   for (int r = 0; r < nranks; ++r) {
     remoteHost[r] = peers[r].hostHash != me.hostHash;
     if (r < rank && !remoteHost[r]) ++hostIndex_;
   }
+  std::unique_ptr<Transport> inner;
+  if (transportName_ == intraName_) {
+    inner = createTransport(transportName_, tc);
+  } else {  // every rank makes both (their setup is collective), each over its peers of that class
+    TransportContext near = tc, far = tc;
+    near.peers.clear();
+    far.peers.clear();
+    for (int r : tc.peers) (remoteHost[r] ? far : near).peers.push_back(r);
+    auto intra = createTransport(intraName_, near);
+    inner = std::make_unique<RoutedTransport>(std::move(intra), createTransport(interName_, far), remoteHost);
+  }
+  Transport* groupTransport = inner.get();  // the host backend's: its group steps are not border steps
   if (observing())
     inner = std::make_unique<ObservedTransport>(std::move(inner), metrics_, tracer_.get(), std::move(remoteHost));
   transport_ = std::move(inner);

@@ -93,7 +93,11 @@ class Comm {
   // A GPU rank: its calls take effect in the order of their streams.
   bool streamOrdered() const { return !device_->synchronous(); }
   DeviceRuntime& device() { return *device_; }
+  // The transport of every link ("shm", "tcp", "ucx"), or "<intra>+<inter>"
+  // where peers on this host and on others use different ones.
   const std::string& transportName() const { return transportName_; }
+  const std::string& intraTransport() const { return intraName_; }
+  const std::string& interTransport() const { return interName_; }
   // How this rank's border data moves: "none" (one group), "host" (host
   // memory, handed to the transport as it is) or "staged" (device memory,
   // copied through pinned staging on the caller's stream).
@@ -203,7 +207,8 @@ class Comm {
   std::unique_ptr<Tracer> tracer_;
   std::unique_ptr<Backend> observedBackend_;
   int hostIndex_ = 0;
-  std::string transportName_;
+  std::string transportName_;        // "shm", "tcp", "ucx", or "shm+tcp" (intra+inter) where both are used
+  std::string intraName_, interName_;  // the transports of peers on this host and on others
   size_t buffBytes_ = 0, smallBytes_ = 0, chunkBytes_ = 0, gpuDirectMin_ = 0;
   bool checkMismatch_ = false;
   bool gpuDirect_ = false, planFolds_ = false;

@@ -22,7 +22,7 @@ inline constexpr StringSetting kGroupMap{"HETCCL_GROUP_MAP"};
 inline constexpr ChoiceSetting kDevice{"HETCCL_DEVICE"};
 inline constexpr ChoiceSetting kBackend{"HETCCL_BACKEND"};
 // Transports
-inline constexpr ChoiceSetting kTransport{"HETCCL_TRANSPORT"};
+inline constexpr StringSetting kTransport{"HETCCL_TRANSPORT"};
 inline constexpr BytesSetting kBuffSize{"HETCCL_BUFFSIZE"};
 inline constexpr BytesSetting kShmSlotBytes{"HETCCL_SHM_SLOT_BYTES"};
 inline constexpr BytesSetting kShmMax{"HETCCL_SHM_MAX"};

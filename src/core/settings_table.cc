@@ -15,9 +15,10 @@ const std::vector<VarSpec>& settingsTable() {
      "subsystems to log: comma list of INIT,BOOTSTRAP,TOPO,TRANSPORT,BACKEND,COLL,DEVICE; ^ negates"},
     {"HETCCL_TIMEOUT_S", VarType::kInt, "300", nullptr,
      "seconds a wait may go without progress before it fails with a remote error naming the peer", 1, 31536000},
-    {"HETCCL_TRANSPORT", VarType::kChoice, "auto", nullptr,
-     "border and host-group transport: auto (one host: shm; else ucx where every rank has UCX and an RDMA device, "
-     "else tcp), shm, tcp, ucx", 0, 0, "auto|shm|tcp|ucx"},
+    {"HETCCL_TRANSPORT", VarType::kString, "auto", nullptr,
+     "border and host-group transport, per link class: intra=<auto|shm|tcp|ucx>,inter=<auto|tcp|ucx> (intra: "
+     "peers on this host, auto shm; inter: peers on other hosts, auto ucx where every rank has UCX and an RDMA "
+     "device, else tcp); or one of auto, shm, tcp, ucx for every link (shm: every rank on one host)"},
     {"HETCCL_GROUP", VarType::kString, "", nullptr,
      "this rank's group name (default: its device kind: host, cuda, hip)"},
     {"HETCCL_GROUP_MAP", VarType::kString, "", nullptr,

@@ -15,6 +15,7 @@
 
 #include "elements/lowp.h"
 #include "bootstrap/bootstrap.h"
+#include "transport/routed.h"
 #include "transport/transport.h"
 #include "unit_util.h"
 
@@ -419,6 +420,33 @@ TEST(Transport, TagDescriptions) {
   EXPECT_EQ(x.tag.bytes, 64u);
   EXPECT_EQ(x.kind, Xfer::Kind::kRecvReduce);
   EXPECT_EQ(x.peer, 3);
+}
+
+// HETCCL_TRANSPORT's forms: one name for every link, or per link class.
+TEST(TransportChoice, ParsesEveryFormAndNamesWhatIsWrong) {
+  TransportChoice c = parseTransportChoice("auto", "X");
+  EXPECT_EQ(c.intra, "auto");
+  EXPECT_EQ(c.inter, "auto");
+  c = parseTransportChoice("tcp", "X");
+  EXPECT_EQ(c.intra, "tcp");
+  EXPECT_EQ(c.inter, "tcp");
+  c = parseTransportChoice("intra=shm,inter=ucx", "X");
+  EXPECT_EQ(c.intra, "shm");
+  EXPECT_EQ(c.inter, "ucx");
+  c = parseTransportChoice("inter=tcp", "X");
+  EXPECT_EQ(c.intra, "auto");
+  EXPECT_EQ(c.inter, "tcp");
+  for (const char* bad : {"", "rdma", "intra=shm,inter=shm", "intra=shm,,inter=tcp", "intra=shm,intra=tcp",
+                          "near=shm", "intra", "intra=tcp,inter=tcp,"}) {
+    try {
+      parseTransportChoice(bad, "HETCCL_TRANSPORT");
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), hetcclInvalidArgument) << bad;
+      EXPECT_NE(std::string(e.what()).find("HETCCL_TRANSPORT='" + std::string(bad) + "'"), std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 }  // namespace

@@ -70,7 +70,13 @@ int printTopology() {
   for (int r = 0; r < info.nranks; ++r) {
     if (r == info.rank) {
       if (r == 0) {
-        printf("# topology: %d ranks in %d groups, transport %s\n", info.nranks, info.ngroups, info.transport);
+        const char* plus = strchr(info.transport, '+');
+        if (plus)  // a transport per link class: "<intra>+<inter>"
+          printf("# topology: %d ranks in %d groups, transport %s (peers on one host: %.*s; on other hosts: %s)\n",
+                 info.nranks, info.ngroups, info.transport, static_cast<int>(plus - info.transport), info.transport,
+                 plus + 1);
+        else
+          printf("# topology: %d ranks in %d groups, transport %s\n", info.nranks, info.ngroups, info.transport);
         for (int g = 0; g < info.ngroups; ++g)
           printf("#   group %d '%s': %d ranks, backend %s\n", g, info.groupName[g], info.groupSize[g],
                  info.groupBackend[g]);

@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""Emulated hosts (emu_hosts.py): every collective checked across hosts,
+then a whole host killed and a link cut mid-call.
+
+  check_multihost.py HETCCL_PERF FAULT_NETNS_RANK [--quick]
+
+1. Layouts on three emulated hosts (ranks per host, groups by rank):
+     2 hosts x 2, groups a,a | b,b       (each group inside one host)
+     2 hosts x 2, groups a,b | a,b       (each group across both hosts)
+     3 hosts x 2, groups a,b | b,c | c,a (three groups, each across two hosts)
+   hetccl-perf runs each collective with results checked against its
+   reference (8 B to 1 MiB; --quick: 8 B to 32 KiB), with the default
+   transport choice (shm inside a host, tcp across: "shm+tcp"), plus
+   AllReduce with HETCCL_TRANSPORT=intra=tcp,inter=tcp and with
+   intra=shm,inter=tcp given explicitly.
+2. kill -9 of every process of host 1 while 2 hosts x 2 ranks (a,a | b,b)
+   loop over AllReduce: host 0's ranks fail within HETCCL_TIMEOUT_S + 5 s
+   with an error naming the call and a peer, abort and exit.
+3. Host 1's link set down mid-call (same layout): every rank fails within
+   the same bound and exits.
+Exit status 0 pass, 1 fail, 77 skip (not root, or namespaces unavailable).
+"""
+import os
+import re
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from emu_hosts import Cluster, Unavailable  # noqa: E402
+
+COLLS = ["allreduce", "allgather", "reducescatter", "broadcast", "reduce", "alltoall", "sendrecv", "gather", "scatter"]
+LAYOUTS = [
+    ("2 hosts x 2, groups a,a|b,b", [0, 0, 1, 1], "0-1:a,2-3:b"),
+    ("2 hosts x 2, groups a,b|a,b", [0, 0, 1, 1], "0:a,1:b,2:a,3:b"),
+    ("3 hosts x 2, groups a,b|b,c|c,a", [0, 0, 1, 1, 2, 2], "0:a,1:b,2:b,3:c,4:c,5:a"),
+]
+TIMEOUT_S = 5
+LIMIT_S = TIMEOUT_S + 5
+
+
+def fail(msg):
+    print(f"check_multihost: FAILED: {msg}")
+    sys.exit(1)
+
+
+def now():
+    return time.clock_gettime(time.CLOCK_MONOTONIC)
+
+
+def run_perf(cl, perf, hosts, gmap, coll, maxb, env=None, port=29500):
+    e = {"HETCCL_GROUP_MAP": gmap, "HETCCL_TIMEOUT_S": "30", "HETCCL_DEBUG": "WARN"}
+    e.update(env or {})
+    job = cl.launch(hosts, [perf, "-o", coll, "-b", "8", "-e", maxb, "-f", "32", "-n", "2", "-w", "1", "-c", "1"],
+                    env=e, master_port=port)
+    codes = job.wait(120)
+    if codes != [0] * len(hosts) or "# Out of bounds values : 0 OK" not in job.out(0):
+        fail(f"{coll} on hosts {hosts}, groups {gmap} {env or ''}: exit codes {codes}\n{job.show()}")
+    m = re.search(r"transport (\S+)", job.out(0))
+    return m.group(1) if m else "?"
+
+
+def fault(cl, rank_bin, what, port):
+    """2 hosts x 2 (a,a|b,b) looping AllReduce; `what` hurts host 1 once all are at ITER 20."""
+    job = cl.launch([0, 0, 1, 1], [rank_bin, "--max-seconds", "60"], master_port=port,
+                    env={"HETCCL_GROUP_MAP": "0-1:a,2-3:b", "HETCCL_TIMEOUT_S": str(TIMEOUT_S)})
+    deadline = now() + 60
+    while not all(re.search(r"^ITER 20 ", job.out(r), re.M) for r in range(4)):
+        if now() > deadline or any(p.poll() is not None for p in job.procs):
+            fail(f"{what}: the ranks never reached 20 AllReduces\n{job.show()}")
+        time.sleep(0.1)
+    t_cut = now()
+    if what == "kill":
+        cl.kill_host(1)
+        survivors = [0, 1]
+    else:
+        cl.cut_link(1)
+        survivors = [0, 1, 2, 3]
+    codes = job.wait(LIMIT_S + 20)
+    lines = []
+    for r in survivors:
+        m = re.search(r"^FAIL (\d+) (\d+) ([\d.]+) (.*)$", job.out(r), re.M)
+        if codes[r] != 0 or not m:
+            fail(f"{what}: rank {r} exited {codes[r]} without a failed AllReduce\n{job.show()}")
+        after = float(m.group(3)) - t_cut
+        text = m.group(4)
+        if not 0 <= after <= LIMIT_S:
+            fail(f"{what}: rank {r}'s AllReduce failed {after:.1f} s after the fault (limit {LIMIT_S} s): {text}")
+        peers = [p for p in re.findall(r"rank (\d+)", text) if int(p) != r]
+        if "hetcclAllReduce" not in text or not peers:
+            fail(f"{what}: rank {r}'s error names no call or no peer: {text}")
+        lines.append(f"rank {r} after {after:.1f} s: {text[:160]}")
+    if what == "kill" and any(codes[r] == 0 for r in (2, 3)):
+        fail(f"kill: host 1's ranks were not killed: {codes}")
+    return lines
+
+
+def main():
+    perf, rank_bin = sys.argv[1], sys.argv[2]
+    maxb = "32K" if "--quick" in sys.argv else "1M"
+    try:
+        cl = Cluster(3)
+    except Unavailable as e:
+        print(f"check_multihost: SKIPPED: {e}")
+        return 77
+    port = 29500
+    runs = 0
+    with cl:
+        for name, hosts, gmap in LAYOUTS:
+            for coll in COLLS:
+                port += 1
+                transport = run_perf(cl, perf, hosts, gmap, coll, maxb, port=port)
+                if transport != "shm+tcp":
+                    fail(f"{name}: the transport chosen was {transport}, expected shm+tcp")
+                runs += 1
+            print(f"check_multihost: {name}: {len(COLLS)} collectives right over shm+tcp")
+        for spec, want in (("intra=tcp,inter=tcp", "tcp"), ("intra=shm,inter=tcp", "shm+tcp")):
+            port += 1
+            got = run_perf(cl, perf, LAYOUTS[2][1], LAYOUTS[2][2], "allreduce", maxb,
+                           env={"HETCCL_TRANSPORT": spec}, port=port)
+            if got != want:
+                fail(f"HETCCL_TRANSPORT={spec}: transport {got}, expected {want}")
+            runs += 1
+        print(f"check_multihost: HETCCL_TRANSPORT=intra=tcp,inter=tcp and intra=shm,inter=tcp right")
+        info = os.path.join(os.path.dirname(os.path.abspath(perf)), "hetccl-info")
+        port += 1
+        job = cl.launch(LAYOUTS[2][1], [info, "--topology"], env={"HETCCL_GROUP_MAP": LAYOUTS[2][2]}, master_port=port)
+        want = "transport shm+tcp (peers on one host: shm; on other hosts: tcp)"
+        if job.wait(60) != [0] * 6 or want not in job.out(0):
+            fail(f"hetccl-info --topology does not show '{want}':\n{job.show()}")
+        print(f"check_multihost: hetccl-info --topology: {want}")
+        for what in ("kill", "cut"):
+            port += 1
+            for line in fault(cl, rank_bin, what, port):
+                print(f"check_multihost: {what} host 1: {line}")
+    print(f"check_multihost: PASSED: {runs} checked runs on emulated hosts, a killed host and a cut link")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
