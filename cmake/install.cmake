@@ -12,7 +12,9 @@ install(DIRECTORY include/hetccl DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(TARGETS nccl_dropin rccl_dropin LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/hetccl-dropin)
 install(TARGETS hetccl-perf hetccl-info RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 set_target_properties(hetccl-perf hetccl-info PROPERTIES INSTALL_RPATH "$ORIGIN/../${CMAKE_INSTALL_LIBDIR}")
-install(PROGRAMS tools/hetccl-torch-run tools/hetccl-doctor tools/hetccl-trace DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(PROGRAMS tools/hetccl-torch-run tools/hetccl-doctor tools/hetccl-trace tools/hetccl-dashboard tools/hetccl-top
+        DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(FILES tools/grafana/hetccl.json DESTINATION ${CMAKE_INSTALL_DATADIR}/hetccl/grafana)
 
 set(_cmake_dir ${CMAKE_INSTALL_LIBDIR}/cmake/hetccl)
 configure_package_config_file(cmake/hetcclConfig.cmake.in ${CMAKE_BINARY_DIR}/package/hetcclConfig.cmake

@@ -27,6 +27,9 @@ constexpr Family kFamilies[] = {
     {"hetccl_bytes_total", "counter", "Payload bytes of calls that ended well (sizes as nccl-tests counts them)"},
     {"hetccl_call_duration_seconds", "histogram", "Time from issue to end of calls that ended"},
     {"hetccl_bus_bandwidth_gbps", "gauge", "Bus bandwidth (GB/s, nccl-tests' factors) of the last call that ended well"},
+    {"hetccl_bus_bytes_total", "counter",
+     "Payload bytes times nccl-tests' bus factor, of calls that ended well: rate() over the rate of "
+     "hetccl_call_duration_seconds_sum is the mean bus bandwidth"},
     {"hetccl_step_bytes_total", "counter",
      "Bytes of group steps (payload handed to the group's library) and border transfers (sent plus received; "
      "border_host: a peer on this host, border_remote: on another)"},
@@ -154,6 +157,7 @@ void CallMetrics::callEnded(CollKind k, bool isSend, size_t count, DataType dt, 
   } else {
     calls_[i][s][kOk].fetch_add(1, kRelaxed);
     bytes_[i].fetch_add(bytes, kRelaxed);
+    busBytes_[i].fetch_add(static_cast<uint64_t>(bytes * busFactor(k)), kRelaxed);
     if (seconds > 0 && bytes > 0) storeDouble(lastBusBw_[i], bytes / seconds * busFactor(k) / 1e9);
   }
   int b = 0;
@@ -229,21 +233,27 @@ void CallMetrics::render(int f, const std::string& labels, std::string& out, boo
           sample(out, fam.name, labels, label("collective", kindName(i)), v);
       break;
     case 4:
+      for (int i = 0; i < kKinds; ++i)
+        if (uint64_t v = busBytes_[i].load(kRelaxed))
+          sample(out, fam.name, labels, label("collective", kindName(i)), static_cast<double>(v));
+      break;
     case 5:
+    case 6:
       for (int l = 0; l < kLinks; ++l)
         sample(out, fam.name, labels, label("link", linkName(l)),
-               f == 4 ? static_cast<double>(linkBytes_[l].load(kRelaxed)) : linkNs_[l].load(kRelaxed) / 1e9);
+               f == 5 ? static_cast<double>(linkBytes_[l].load(kRelaxed)) : linkNs_[l].load(kRelaxed) / 1e9);
       break;
-    case 6: {
+    case 7: {
       const double g = static_cast<double>(linkNs_[kGroup].load(kRelaxed));
       const double b = static_cast<double>(linkNs_[kBorderHost].load(kRelaxed) + linkNs_[kBorderRemote].load(kRelaxed));
       sample(out, fam.name, labels, "", g + b > 0 ? b / (g + b) : 0.0);
       break;
     }
-    case 7: sample(out, fam.name, labels, "", static_cast<double>(inFlight())); break;
-    case 8:
-      for (int r = 1; r < hetcclNumResults; ++r)
-        if (uint64_t v = errors_[r].load(kRelaxed)) sample(out, fam.name, labels, label("result", resultName(r)), static_cast<double>(v));
+    case 8: sample(out, fam.name, labels, "", static_cast<double>(inFlight())); break;
+    case 9:
+      for (int r = 1; r < hetcclNumResults; ++r)  // every result, 0 included: dashboards show 0, not "no data"
+        if (r != hetcclInProgress)
+          sample(out, fam.name, labels, label("result", resultName(r)), static_cast<double>(errors_[r].load(kRelaxed)));
       break;
   }
 }

@@ -28,8 +28,9 @@ class CallMetrics {
   // 64 KiB, 1 MiB, 16 MiB, 256 MiB, larger.
   static constexpr int kSizes = 6;
   // Call duration histogram upper bounds in seconds; one more bucket: +Inf.
-  static constexpr int kTimeBounds = 8;
-  static constexpr double kTimeBound[kTimeBounds] = {1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1, 10, 60};
+  static constexpr int kTimeBounds = 17;
+  static constexpr double kTimeBound[kTimeBounds] = {5e-6,   1e-5, 2.5e-5, 5e-5,   1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3,
+                                                     5e-3,   1e-2, 2.5e-2, 0.1,    0.25, 1,      10,   60};
   enum Link { kGroup, kBorderHost, kBorderRemote, kLinks };
   enum Outcome { kOk, kFailed, kEnqueued, kOutcomes };
 
@@ -83,6 +84,7 @@ class CallMetrics {
   int nranks_;
   std::atomic<uint64_t> calls_[kKinds][kSizes][kOutcomes] = {};
   std::atomic<uint64_t> bytes_[kKinds] = {};
+  std::atomic<uint64_t> busBytes_[kKinds] = {};  // bytes times the bus factor, of calls that ended well
   std::atomic<uint64_t> timeBucket_[kKinds][kTimeBounds + 1] = {};
   std::atomic<uint64_t> timeSumNs_[kKinds] = {};
   std::atomic<uint64_t> lastBusBw_[kKinds] = {};  // GB/s, as the bits of a double

@@ -67,6 +67,7 @@ std::string commStatus(Comm* c) {
   snprintf(head, sizeof(head), "{\"comm\": \"%s\", \"rank\": %d, \"nranks\": %d, \"group\": %d, ", c->idText().c_str(),
            c->rank(), c->nranks(), c->myGroup());
   std::string out = head;
+  out += "\"group_name\": " + jsonQuoted(t.groups[c->myGroup()].name) + ", ";
   out += "\"groups\": " + groups + ", \"transport\": " + jsonQuoted(c->transportName()) +
          ", \"border_path\": " + jsonQuoted(c->borderPath()) + ", \"device\": " + jsonQuoted(c->device().kind()) +
          ", \"state\": \"" + (failed ? "failed" : "ok") + "\", \"error\": " +

@@ -1,5 +1,7 @@
 #include "transport/routed.h"
 
+#include <cctype>
+
 #include "core/error.h"
 
 namespace hetccl {
@@ -19,10 +21,12 @@ std::string errorText(const std::exception_ptr& e) {
 
 }  // namespace
 
-TransportChoice parseTransportChoice(const std::string& text, const char* what) {
+TransportChoice parseTransportChoice(const std::string& given, const char* what) {
   TransportChoice c;
+  std::string text = given;  // names match in any case, as the other choices do
+  for (char& ch : text) ch = static_cast<char>(tolower(static_cast<unsigned char>(ch)));
   auto bad = [&](const std::string& why) {
-    throwError(hetcclInvalidArgument, std::string(what) + "='" + text + "': " + why +
+    throwError(hetcclInvalidArgument, std::string(what) + "='" + given + "': " + why +
                                           " (auto, shm, tcp, ucx, or intra=<auto|shm|tcp|ucx>,inter=<auto|tcp|ucx>)");
   };
   if (text.find('=') == std::string::npos) {

@@ -110,6 +110,7 @@ def main():
                 'sum(hetccl_comm_failed)': 0,
                 'count(hetccl_comm_info{nranks="4",transport="shm",border_path="host"})': job.n,
                 'sum(hetccl_calls_in_flight)': 0,
+                'sum(hetccl_bus_bytes_total{collective="AllReduce"})': job.n * CALLS * COUNT * 4 * 1.5,
             }
             for q, want in checks.items():
                 got = scalar(ppn, q)
@@ -130,8 +131,12 @@ def main():
             share = query(ppn, "hetccl_border_time_share")
             if len(share) != job.n or not all(0 < float(s["value"][1]) < 1 for s in share):
                 fail(f"border time share per rank: {share}")
-            if query(ppn, "hetccl_errors_total"):
-                fail(f"errors recorded: {query(ppn, 'hetccl_errors_total')}")
+            if scalar(ppn, "sum(hetccl_errors_total)") != 0 or len(query(ppn, "hetccl_errors_total")) < job.n:
+                fail(f"errors: {query(ppn, 'hetccl_errors_total')}")
+            busbw = scalar(ppn, 'sum(hetccl_bus_bytes_total{rank="0",collective="AllReduce"}) / '
+                                'sum(hetccl_call_duration_seconds_sum{rank="0",collective="AllReduce"})')
+            if busbw is None or busbw <= 0:
+                fail(f"mean bus bandwidth from the counters: {busbw}")
             print(f"check_prometheus: prometheus scraped {job.n} ranks: {int(calls)} AllReduces, "
                   f"median {p50 * 1e6:.0f} us, bytes and step counters equal to the endpoints'")
         finally:

@@ -78,7 +78,7 @@ TEST(CallMetrics, CountsCallsAsNcclTestsSizesThem) {
   FlightRecorder f(8, "", &m);
   const uint64_t a = f.issue({allReduce(256), {CollKind::kAllGather, false, 256, hetcclFloat32, hetcclSum, -1}});
   std::string text;
-  m.render(7, "rank=\"0\"", text, false);
+  m.render(8, "rank=\"0\"", text, false);
   EXPECT_EQ(text, "hetccl_calls_in_flight{rank=\"0\"} 2\n");
   f.finish(a, 2, hetcclSuccess);
   f.finish(f.issue({allReduce(1)}), 1, hetcclRemoteError);
@@ -104,12 +104,16 @@ TEST(CallMetrics, CountsCallsAsNcclTestsSizesThem) {
   EXPECT_NE(all.find("hetccl_call_duration_seconds_count{rank=\"0\",collective=\"AllReduce\"} 2\n"),
             std::string::npos) << all;
   EXPECT_NE(all.find("hetccl_errors_total{rank=\"0\",result=\"remote_error\"} 1\n"), std::string::npos) << all;
+  EXPECT_NE(all.find("hetccl_errors_total{rank=\"0\",result=\"system_error\"} 0\n"), std::string::npos) << all;
+  // AllReduce over 4 ranks: 1024 B x 1.5; AllGather 4096 B x 0.75.
+  EXPECT_NE(all.find("hetccl_bus_bytes_total{rank=\"0\",collective=\"AllReduce\"} 1536\n"), std::string::npos) << all;
+  EXPECT_NE(all.find("hetccl_bus_bytes_total{rank=\"0\",collective=\"AllGather\"} 3072\n"), std::string::npos) << all;
   EXPECT_EQ(occurrences(all, "# TYPE "), static_cast<size_t>(CallMetrics::families())) << all;
   // Steps: the border share is border time over both.
   m.step(CallMetrics::kGroup, 100, 1.0);
   m.step(CallMetrics::kBorderHost, 300, 3.0);
   std::string share;
-  m.render(6, "", share, false);
+  m.render(7, "", share, false);
   EXPECT_EQ(share, "hetccl_border_time_share{} 0.75\n");
   const FlightRecorder::Progress p = f.progress();
   EXPECT_EQ(p.issued, 4u);

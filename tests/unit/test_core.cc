@@ -65,14 +65,14 @@ TEST(Config, EveryVariableIsDeclaredOnceWithTypeDefaultAllowedValuesAndHelp) {
 TEST(Config, EveryHandleReadsItsEntry) {
   using namespace settings;
   for (const StringSetting& s : {kDebugSubsys, kCommId, kJobSecret, kSocketIfname, kGroup, kGroupMap, kCudaLib,
-                                 kHipLib, kNcclLib, kRcclLib, kUcxLib, kKernelsLib})
+                                 kHipLib, kNcclLib, kRcclLib, kUcxLib, kKernelsLib, settings::kTransport})
     EXPECT_NO_THROW(s.get()) << s.name;
   for (const IntSetting& s : {kTimeoutS, kHostThreads, kSpinUs}) EXPECT_NO_THROW(s.get()) << s.name;
   for (const BytesSetting& s : {kBuffSize, kShmSlotBytes, kShmMax, kSocketBuffer, kUcxRmaMin, kChunkBytes,
                                 kSmallBytes, kGpuDirectMin, kStagingMax})
     EXPECT_NO_THROW(s.get()) << s.name;
   for (const BoolSetting& s : {kShmCma, kCheckMismatch, kPlanFolds}) EXPECT_NO_THROW(s.get()) << s.name;
-  for (const ChoiceSetting& s : {kDebug, settings::kDevice, settings::kBackend, settings::kTransport, kGpuDirect})
+  for (const ChoiceSetting& s : {kDebug, settings::kDevice, settings::kBackend, kGpuDirect})
     EXPECT_NO_THROW(s.get()) << s.name;
   EXPECT_HETCCL_ERROR(IntSetting("HETCCL_TRANSPORT").get(), hetcclInternalError, "wrong type");
 }
@@ -88,10 +88,10 @@ TEST(Config, DefaultsWhenUnset) {
 }
 
 TEST(Config, EnvironmentOverridesDefault) {
-  EnvGuard a("HETCCL_TIMEOUT_S", "17"), b("HETCCL_BUFFSIZE", "3M"), c("HETCCL_TRANSPORT", "TCP");
+  EnvGuard a("HETCCL_TIMEOUT_S", "17"), b("HETCCL_BUFFSIZE", "3M"), c("HETCCL_DEVICE", "CUDA");
   EXPECT_EQ(settings::kTimeoutS.get(), 17);
   EXPECT_EQ(settings::kBuffSize.get(), 3u << 20);
-  EXPECT_EQ(settings::kTransport.get(), "tcp") << "choices match in any case, read as the table spells them";
+  EXPECT_EQ(settings::kDevice.get(), "cuda") << "choices match in any case, read as the table spells them";
   EXPECT_TRUE(settings::kTimeoutS.isSet());
 }
 
@@ -134,7 +134,6 @@ TEST(Config, ValuesOutsideTheTableAreRefusedNamingWhatIsAllowed) {
              {"HETCCL_SHM_SLOT_BYTES", "1G", "a size from 4096"},
              {"HETCCL_HOST_THREADS", "1000", "an integer from 0 to 64"},
              {"HETCCL_BUFFSIZE", "5G", "a size from 4096"},
-             {"HETCCL_TRANSPORT", "infiniband", "one of auto, shm, tcp, ucx"},
              {"HETCCL_DEVICE", "gpu", "one of host, cuda, hip"},
              {"HETCCL_GPU_DIRECT", "yes", "one of auto, 0, 1"},
              {"HETCCL_SHM_CMA", "maybe", "1 or 0"}};

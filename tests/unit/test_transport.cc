@@ -430,7 +430,7 @@ TEST(TransportChoice, ParsesEveryFormAndNamesWhatIsWrong) {
   c = parseTransportChoice("tcp", "X");
   EXPECT_EQ(c.intra, "tcp");
   EXPECT_EQ(c.inter, "tcp");
-  c = parseTransportChoice("intra=shm,inter=ucx", "X");
+  c = parseTransportChoice("INTRA=shm,inter=UCX", "X");
   EXPECT_EQ(c.intra, "shm");
   EXPECT_EQ(c.inter, "ucx");
   c = parseTransportChoice("inter=tcp", "X");
