@@ -3,7 +3,9 @@
 # HETCCL_FLIGHT_RECORDER=2000, HETCCL_METRICS=1) cost a call: the same
 # AllReduce with both off and both on, ROUNDS (default
 # 5) pairs in alternating order in this one command, the best of each side
-# per size. Host ranks (NP, default 2) over TRANSPORT (default shm).
+# per size. Host ranks (NP, default 2) over TRANSPORT (default shm);
+# PERF_ARGS adds hetccl-perf options (e.g. "--devices cuda,cuda --groups
+# a,b": two GPU ranks in two groups).
 #   bash bench/flight_overhead.sh [BUILD_DIR]
 # Prints per size:
 #   ratio flight_recorder+metrics <bytes> off_us=.. on_us=.. on/off=.. added_us=..
@@ -13,7 +15,7 @@ build=${1:-build}
 rounds=${ROUNDS:-5}
 run() {  # recorder size -> "bytes time_us" lines (out of place)
   HETCCL_FLIGHT_RECORDER=$1 HETCCL_METRICS=$([ "$1" = 0 ] && echo 0 || echo 1) "$build/tools/hetccl-perf" --np "${NP:-2}" --transport "${TRANSPORT:-shm}" \
-    -o allreduce -d float -b "$2" -e "$2" -n "${ITERS:-2000}" -w 200 -c 0 | awk '$1 ~ /^[0-9]+$/ {print $1, $6}'
+    -o allreduce -d float -b "$2" -e "$2" -n "${ITERS:-2000}" -w 200 -c 0 ${PERF_ARGS:-} | awk '$1 ~ /^[0-9]+$/ {print $1, $6}'
 }
 declare -A best_off best_on
 for size in 8 1048576; do

@@ -33,6 +33,8 @@ struct BackendContext {
   // The communicator's: a non-blocking one's vendor init can be aborted.
   bool blocking = true;
   std::vector<uint8_t> vendorConfig;  // CommOptions::vendorConfig
+  // By group rank: an id of its host (equal ids: one host); empty: one host.
+  std::vector<int> hostOf;
 };
 
 // Size of the blob a vendor backend's group leader publishes at init (an

@@ -161,11 +161,13 @@ void Comm::setUp(const PeerInfo& me, const std::string& group) {
     char transport[16];
     uint64_t chunkBytes;
     double wallUs;
+    uint8_t hostLevels;
   };
   std::vector<Agree> all(nranks, Agree{});
   snprintf(all[rank].transport, sizeof(all[rank].transport), "%s", transportName_.c_str());
   all[rank].chunkBytes = chunkBytes_;
   all[rank].wallUs = wallNow;
+  all[rank].hostLevels = settings::kHostLevels.get() ? 1 : 0;
   bootstrap_->allGather(all.data(), sizeof(Agree));
   const double clockOffsetUs = all[rank].wallUs - all[0].wallUs;
   for (int r = 0; r < nranks; ++r) {
@@ -175,6 +177,9 @@ void Comm::setUp(const PeerInfo& me, const std::string& group) {
                                          std::string(a.transport, strnlen(a.transport, sizeof(a.transport))) +
                                          "' but rank " + std::to_string(rank) + " chose '" + transportName_ +
                                          "' (HETCCL_TRANSPORT must agree)");
+    if (a.hostLevels != all[rank].hostLevels)
+      throwError(hetcclInvalidUsage, "HETCCL_HOST_LEVELS differs between rank " + std::to_string(r) + " and rank " +
+                                         std::to_string(rank) + " (every rank must set the same)");
     if (a.chunkBytes != chunkBytes_)
       throwError(hetcclInvalidUsage, "HETCCL_CHUNK_BYTES is " + std::to_string(a.chunkBytes) + " on rank " +
                                          std::to_string(r) + " but " + std::to_string(chunkBytes_) + " on rank " +
@@ -233,6 +238,11 @@ void Comm::setUp(const PeerInfo& me, const std::string& group) {
   bc.timeoutS = opts_.timeoutS;
   bc.blocking = opts_.blocking;
   bc.vendorConfig = opts_.vendorConfig;
+  for (int r : bc.ranks) {  // each group rank's host, as the lowest global rank on it
+    int first = 0;
+    while (peers[first].hostHash != peers[r].hostHash) ++first;
+    bc.hostOf.push_back(first);
+  }
   {
     auto be = createBackend(opts_.backend.empty() ? defaultBackendFor(device_->kind()) : opts_.backend, bc);
     std::lock_guard<std::mutex> g(backendMu_);

@@ -79,15 +79,22 @@ std::unique_ptr<Tracer> Tracer::open(const std::string& pattern, int rank, int n
 
 Tracer::~Tracer() {
   std::lock_guard<std::mutex> g(mu_);
-  fprintf(f_, "{\"ph\": \"M\", \"name\": \"hetccl_end\", \"pid\": %d, \"args\": {}}\n]\n", rank_);
+  if (!failed_) fprintf(f_, "{\"ph\": \"M\", \"name\": \"hetccl_end\", \"pid\": %d, \"args\": {}}\n]\n", rank_);
   fclose(f_);
 }
 
 void Tracer::event(const std::string& json) {
   std::lock_guard<std::mutex> g(mu_);
+  if (failed_) return;
   fputs(json.c_str(), f_);
   fputs(",\n", f_);
-  fflush(f_);  // a rank that dies leaves what it did
+  // Flushed per event: a rank that dies leaves what it did. A write that
+  // fails (a full disk) ends the trace with one warning; calls go on.
+  if (fflush(f_) != 0 || ferror(f_)) {
+    failed_ = true;
+    LOG_WARN(kInit, "HETCCL_TRACE_FILE: writing rank %d's trace failed (%s): tracing stops, calls go on", rank_,
+             strerror(errno));
+  }
 }
 
 void Tracer::setClockOffset(double us) {

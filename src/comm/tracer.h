@@ -63,6 +63,7 @@ class Tracer {
   FILE* f_;
   int rank_;
   bool streamOrdered_;
+  bool failed_ = false;  // a write failed: nothing more is written
   double steady0_, wall0_;
 };
 

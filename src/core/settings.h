@@ -36,6 +36,7 @@ inline constexpr BytesSetting kChunkBytes{"HETCCL_CHUNK_BYTES"};
 inline constexpr BytesSetting kSmallBytes{"HETCCL_SMALL_BYTES"};
 inline constexpr BoolSetting kCheckMismatch{"HETCCL_CHECK_MISMATCH"};
 inline constexpr BoolSetting kPlanFolds{"HETCCL_PLAN_FOLDS"};
+inline constexpr BoolSetting kHostLevels{"HETCCL_HOST_LEVELS"};
 // GPU ranks
 inline constexpr ChoiceSetting kGpuDirect{"HETCCL_GPU_DIRECT"};
 inline constexpr ChoiceSetting kGpuBorder{"HETCCL_GPU_BORDER"};

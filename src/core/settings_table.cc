@@ -130,6 +130,9 @@ const std::vector<VarSpec>& settingsTable() {
     {"HETCCL_PLAN_FOLDS", VarType::kBool, "0", nullptr,
      "host ranks fold border data after receiving it whole, as GPU ranks on the direct path do, instead of in "
      "the transport as it arrives (a test setting: it runs the direct path's plan on CPUs)"},
+    {"HETCCL_HOST_LEVELS", VarType::kBool, "1", nullptr,
+     "a group of host ranks with the same number (two or more) on each of several hosts runs a large AllReduce in "
+     "two levels (inside each host, then across); 0: one level over every rank (every rank must set the same)"},
     {"HETCCL_FLIGHT_RECORDER", VarType::kInt, "2000", nullptr,
      "calls each communicator remembers (each collective and send/recv of a group counts once) for its "
      "flight recorder dump; 0: none", 0, 1000000},

@@ -2,17 +2,22 @@
 """Emulated hosts (emu_hosts.py): every collective checked across hosts,
 then a whole host killed and a link cut mid-call.
 
-  check_multihost.py HETCCL_PERF FAULT_NETNS_RANK [--quick]
+  check_multihost.py HETCCL_PERF FAULT_NETNS_RANK METRICS_JOB [--quick]
 
 1. Layouts on three emulated hosts (ranks per host, groups by rank):
      2 hosts x 2, groups a,a | b,b       (each group inside one host)
      2 hosts x 2, groups a,b | a,b       (each group across both hosts)
      3 hosts x 2, groups a,b | b,c | c,a (three groups, each across two hosts)
+     2 hosts x 4, one group; and groups a,a,b,b | a,a,b,b (the host
+       backend's two-level AllReduce: inside each host, then across)
    hetccl-perf runs each collective with results checked against its
    reference (8 B to 1 MiB; --quick: 8 B to 32 KiB), with the default
    transport choice (shm inside a host, tcp across: "shm+tcp"), plus
    AllReduce with HETCCL_TRANSPORT=intra=tcp,inter=tcp and with
    intra=shm,inter=tcp given explicitly.
+   The metrics endpoint shows where the border went: with groups a,b | a,b
+   each border pair shares a host (no border byte leaves a host), with
+   a,a | b,b every border byte crosses.
 2. kill -9 of every process of host 1 while 2 hosts x 2 ranks (a,a | b,b)
    loop over AllReduce: host 0's ranks fail within HETCCL_TIMEOUT_S + 5 s
    with an error naming the call and a peer, abort and exit.
@@ -34,6 +39,10 @@ LAYOUTS = [
     ("2 hosts x 2, groups a,a|b,b", [0, 0, 1, 1], "0-1:a,2-3:b"),
     ("2 hosts x 2, groups a,b|a,b", [0, 0, 1, 1], "0:a,1:b,2:a,3:b"),
     ("3 hosts x 2, groups a,b|b,c|c,a", [0, 0, 1, 1, 2, 2], "0:a,1:b,2:b,3:c,4:c,5:a"),
+    # Groups with two or more ranks on each of several hosts: the host
+    # backend's AllReduce runs in two levels (inside each host, then across).
+    ("2 hosts x 4, one group", [0, 0, 0, 0, 1, 1, 1, 1], "0-7:a"),
+    ("2 hosts x 4, groups a,a,b,b|a,a,b,b", [0, 0, 0, 0, 1, 1, 1, 1], "0-1:a,2-3:b,4-5:a,6-7:b"),
 ]
 TIMEOUT_S = 5
 LIMIT_S = TIMEOUT_S + 5
@@ -58,6 +67,35 @@ def run_perf(cl, perf, hosts, gmap, coll, maxb, env=None, port=29500):
         fail(f"{coll} on hosts {hosts}, groups {gmap} {env or ''}: exit codes {codes}\n{job.show()}")
     m = re.search(r"transport (\S+)", job.out(0))
     return m.group(1) if m else "?"
+
+
+def border_bytes(cl, metrics_job, gmap, port):
+    """Sums over ranks of hetccl_step_bytes_total{link=border_host|border_remote} after 20 AllReduces."""
+    job = cl.launch([0, 0, 1, 1], [metrics_job, "20", "65536"], master_port=port, stdin=subprocess.PIPE,
+                    env={"HETCCL_GROUP_MAP": gmap, "HETCCL_METRICS_PORT": "9400", "HETCCL_TIMEOUT_S": "30"})
+    deadline = now() + 60
+    while not all(job.out(r).startswith("done") for r in range(4)):
+        if now() > deadline or any(p.poll() is not None for p in job.procs):
+            fail(f"metrics job, groups {gmap}: not done\n{job.show()}")
+        time.sleep(0.1)
+    local = remote = 0.0
+    for r in range(4):
+        host = [0, 0, 1, 1][r]
+        text = cl.fetch(host, f"http://127.0.0.1:{9400 + r % 2}/metrics")
+        for link in ("border_host", "border_remote"):
+            m = re.search(r'^hetccl_step_bytes_total\{[^}]*rank="%d"[^}]*link="%s"\} (\S+)$' % (r, link), text, re.M)
+            if not m:
+                fail(f"rank {r}'s metrics have no {link} bytes:\n{text[:2000]}")
+            if link == "border_host":
+                local += float(m.group(1))
+            else:
+                remote += float(m.group(1))
+    for p in job.procs:
+        p.stdin.write("go\n")
+        p.stdin.close()
+    if job.wait(60) != [0] * 4:
+        fail(f"metrics job, groups {gmap}: {job.show()}")
+    return local, remote
 
 
 def fault(cl, rank_bin, what, port):
@@ -96,7 +134,7 @@ def fault(cl, rank_bin, what, port):
 
 
 def main():
-    perf, rank_bin = sys.argv[1], sys.argv[2]
+    perf, rank_bin, metrics_job = sys.argv[1], sys.argv[2], sys.argv[3]
     maxb = "32K" if "--quick" in sys.argv else "1M"
     try:
         cl = Cluster(3)
@@ -114,6 +152,12 @@ def main():
                     fail(f"{name}: the transport chosen was {transport}, expected shm+tcp")
                 runs += 1
             print(f"check_multihost: {name}: {len(COLLS)} collectives right over shm+tcp")
+        port += 1  # the two-level AllReduce is the one that ran where a group has 4 ranks on each host
+        job = cl.launch(LAYOUTS[3][1], [perf, "-o", "allreduce", "-b", "1M", "-e", "1M", "-n", "2", "-w", "1"],
+                        env={"HETCCL_GROUP_MAP": LAYOUTS[3][2], "HETCCL_DEBUG": "INFO", "HETCCL_DEBUG_SUBSYS": "BACKEND"},
+                        master_port=port)
+        if job.wait(120) != [0] * 8 or "large AllReduce in two levels" not in job.err(0):
+            fail(f"{LAYOUTS[3][0]}: no two-level AllReduce\n{job.show()}")
         for spec, want in (("intra=tcp,inter=tcp", "tcp"), ("intra=shm,inter=tcp", "shm+tcp")):
             port += 1
             got = run_perf(cl, perf, LAYOUTS[2][1], LAYOUTS[2][2], "allreduce", maxb,
@@ -122,6 +166,12 @@ def main():
                 fail(f"HETCCL_TRANSPORT={spec}: transport {got}, expected {want}")
             runs += 1
         print(f"check_multihost: HETCCL_TRANSPORT=intra=tcp,inter=tcp and intra=shm,inter=tcp right")
+        for gmap, crosses in (("0:a,1:b,2:a,3:b", False), ("0-1:a,2-3:b", True)):
+            port += 1
+            local, remote = border_bytes(cl, metrics_job, gmap, port)
+            if (remote > 0) != crosses or local + remote <= 0 or (local > 0) == crosses:
+                fail(f"groups {gmap}: border bytes on this host {local}, across hosts {remote}")
+            print(f"check_multihost: groups {gmap}: border bytes on one host {local:.0f}, across hosts {remote:.0f}")
         info = os.path.join(os.path.dirname(os.path.abspath(perf)), "hetccl-info")
         port += 1
         job = cl.launch(LAYOUTS[2][1], [info, "--topology"], env={"HETCCL_GROUP_MAP": LAYOUTS[2][2]}, master_port=port)

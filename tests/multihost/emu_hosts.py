@@ -105,8 +105,9 @@ class Cluster:
                 raise subprocess.CalledProcessError(1, ["unshare"], stderr=holder.stderr.read())
             self.hpid.append(int(line[1]))
 
-    def launch(self, host_of_rank, argv, env=None, master_port=29500):
-        """Starts rank r on host host_of_rank[r]; returns a Job."""
+    def launch(self, host_of_rank, argv, env=None, master_port=29500, stdin=None):
+        """Starts rank r on host host_of_rank[r]; returns a Job (stdin=subprocess.PIPE: each rank's
+        stdin is a pipe, Popen.stdin)."""
         world = len(host_of_rank)
         argv = [os.path.abspath(argv[0]) if os.path.exists(argv[0]) else argv[0]] + list(argv[1:])
         work = tempfile.mkdtemp(dir=self.work)
@@ -118,9 +119,19 @@ class Cluster:
                      MASTER_PORT=str(master_port), HETCCL_SOCKET_IFNAME="eth0")
             e.update(env or {})
             cmd = ["nsenter", "-t", str(self.hpid[h]), "--net", "--uts", "--ipc", "--mount", "--"] + list(argv)
-            procs.append(subprocess.Popen(cmd, env=e, stdout=open(os.path.join(work, f"rank{r}.out"), "w"),
+            procs.append(subprocess.Popen(cmd, env=e, stdin=stdin, text=True,
+                                          stdout=open(os.path.join(work, f"rank{r}.out"), "w"),
                                           stderr=open(os.path.join(work, f"rank{r}.err"), "w")))
         return Job(procs, work)
+
+    def fetch(self, host, url):
+        """GET url from inside host's network namespace; the body."""
+        code = f"import urllib.request; print(urllib.request.urlopen({url!r}, timeout=10).read().decode())"
+        r = subprocess.run(["nsenter", "-t", str(self.hpid[host]), "--net", "/usr/bin/python3", "-c", code],
+                           capture_output=True, text=True, timeout=30)
+        if r.returncode != 0:
+            raise RuntimeError(f"GET {url} on host {host}: {r.stderr}")
+        return r.stdout
 
     def kill_host(self, host):
         """kill -9 of every process in the host's network namespace but its namespace holder."""

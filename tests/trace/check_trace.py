@@ -5,7 +5,8 @@ rank writes its file; this checks every file's structure, that call spans
 follow one another in call order without overlapping, that every group and
 border step lies inside a call of its rank, that `hetccl-trace merge` joins
 the four ranks, and that a path that cannot be written is a warning naming
-the setting while the job still runs.
+the setting while the job still runs, and so is a trace whose writes fail
+(a full disk: /dev/full).
 
   check_trace.py HETCCL_PERF HETCCL_TRACE
 """
@@ -94,6 +95,11 @@ def main():
         if "HETCCL_TRACE_FILE" not in p.stdout + p.stderr:
             fail("no warning naming HETCCL_TRACE_FILE for a path that cannot be written")
         print("unwritable path: a warning naming HETCCL_TRACE_FILE, the job ran")
+        # A full disk (/dev/full: every write fails with ENOSPC): one warning, right results.
+        p = run_perf(perf, {"HETCCL_TRACE_FILE": "/dev/full", "HETCCL_DEBUG": "WARN"})
+        if "HETCCL_TRACE_FILE: writing rank" not in p.stdout + p.stderr:
+            fail("no warning naming HETCCL_TRACE_FILE for a trace whose writes fail")
+        print("full disk: a warning naming HETCCL_TRACE_FILE, the job ran with right results")
     print("check_trace: ok")
 
 
