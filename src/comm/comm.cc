@@ -17,6 +17,7 @@
 #include "comm/observed.h"
 #include "comm/tracer.h"
 #include "transport/routed.h"
+#include "core/json.h"
 #include "core/log.h"
 #include "device/kernels.h"
 #include "topology/peer.h"
@@ -274,6 +275,9 @@ void Comm::setUp(const PeerInfo& me, const std::string& group) {
   // so a peer that failed or stalled in its setup fails everyone's init.
   bootstrap_->barrier();
   ready_.store(true);
+  flight_.setContext("\"host\": " + jsonQuoted(localHostName()) + ", \"group\": " +
+                     jsonQuoted(topo_.groupOfRank(rank_).name) + ", \"transport\": " + jsonQuoted(transportName_) +
+                     ", \"border_path\": " + jsonQuoted(borderPath()));
   metricsAttach(this);  // its counters on the metrics endpoint, if any
 }
 

@@ -88,6 +88,11 @@ size_t FlightRecorder::size() const {
   return next_ - 1 < cap_ ? next_ - 1 : cap_;
 }
 
+void FlightRecorder::setContext(std::string members) {
+  std::lock_guard<std::mutex> g(mu_);
+  context_ = std::move(members);
+}
+
 FlightRecorder::Progress FlightRecorder::progress() const {
   std::lock_guard<std::mutex> g(mu_);
   Progress p;
@@ -108,10 +113,12 @@ std::string FlightRecorder::json(int rank, int nranks, const std::string& commId
   char head[512];
   snprintf(head, sizeof(head),
            "{\n \"format\": \"hetccl-flight-1\",\n \"comm\": %s,\n \"rank\": %d,\n \"nranks\": %d,\n"
-           " \"pid\": %d,\n \"reason\": %s,\n \"dumped_unix_us\": %.0f,\n \"dumped_us\": %.1f,\n \"records\": [",
+           " \"pid\": %d,\n \"reason\": %s,\n \"dumped_unix_us\": %.0f,\n \"dumped_us\": %.1f,\n",
            jsonQuoted(commId).c_str(), rank, nranks, static_cast<int>(getpid()), jsonQuoted(reason).c_str(), wallUs(),
            nowUs());
   std::string out = head;
+  if (!context_.empty()) out += " " + context_ + ",\n";
+  out += " \"records\": [";
   const uint64_t last = next_ - 1;
   const uint64_t from = last >= cap_ ? last - cap_ + 1 : 1;
   bool firstOut = true;

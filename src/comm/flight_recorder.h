@@ -74,6 +74,9 @@ class FlightRecorder {
   // a file that cannot be written is a warning, never an error of the call.
   std::string dump(int rank, int nranks, const std::string& commId, const std::string& reason) const;
   size_t size() const;
+  // JSON members (no braces) the dump's header carries from init on: the
+  // rank's host, group, transport and border path.
+  void setContext(std::string members);
   // The newest call that ended, and the oldest still issued (seq 0: none).
   struct Progress {
     uint64_t issued = 0;  // calls recorded so far
@@ -99,6 +102,7 @@ class FlightRecorder {
   std::vector<Record> ring_;  // ring_[seq % cap_]
   uint64_t next_ = 1;
   std::function<void(const Record&)> listener_;
+  std::string context_;  // under mu_
 };
 
 const char* flightStateName(FlightRecorder::State s);

@@ -124,7 +124,9 @@ TEST(CallMetrics, CountsCallsAsNcclTestsSizesThem) {
   t.us[CallMetrics::kGroup] = 5;
   t.bytes[CallMetrics::kBorderHost] = 7;
   f.finish(f.issue({allReduce(2), allReduce(3)}), 2, hetcclSuccess, &t);
+  f.setContext("\"transport\": \"shm+tcp\"");
   const std::string j = f.json(0, 4, "x", "test");
+  EXPECT_NE(j.find(" \"transport\": \"shm+tcp\",\n \"records\": ["), std::string::npos) << j;
   EXPECT_EQ(occurrences(j, "\"group_us\": 5.0,"), 1u) << j;
   EXPECT_EQ(occurrences(j, "\"border_host_bytes\": 7,"), 1u) << j;
 }
