@@ -16,6 +16,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -116,6 +117,11 @@ struct AbortRank {};
 std::string callFailure(const char* call, hetcclResult_t r, hetcclComm_t comm);
 
 uint64_t hashBytes(const void* p, size_t n);
+
+// Seconds on the steady clock since t.
+inline double secondsSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
 
 // EXPECTs that a call returned `want` and that hetcclGetLastError(comm)
 // mentions `word` (the argument or the cause).

@@ -48,10 +48,6 @@ uint16_t deadPort() {
   return ntohs(a.sin_port);
 }
 
-double secondsSince(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
-
 JobOptions oneProcess() {
   JobOptions opt;
   opt.initComm = false;  // the bodies make (or fail to make) their own

@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -158,10 +157,6 @@ TEST_P(Emu, BackToBackCallsKeepStreamOrderOnASlowDevice) {
 
 INSTANTIATE_TEST_SUITE_P(Layouts, Emu, ::testing::ValuesIn(kCases),
                          [](const ::testing::TestParamInfo<EmuCase>& i) { return std::string(i.param.name); });
-
-double secondsSince(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
 
 void warmUp(const Rank& r) {
   DeviceBuffer b(r, 4);
