@@ -17,6 +17,9 @@ pkgs+=(libucx-dev)
 # The metrics endpoint: civetweb's header to build it, libcivetweb1 to run
 # it; its tests drive a real Prometheus server and headless chromium.
 pkgs+=(libcivetweb-dev prometheus chromium)
+# Encrypted links: OpenSSL's headers to build, libssl3's libcrypto to run; the
+# wire-capture test reads the loopback with tcpdump.
+pkgs+=(libssl-dev tcpdump)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -157,6 +157,11 @@ typedef struct hetcclCommInfo_v1 {
                                                 collectives as staged or direct) */
   unsigned long long pathCalls[hetcclNumPaths]; /* calls so far by the path they took (hetcclPath_t);
                                                    each call of a group counts once */
+  /* appended: sites and encryption (HETCCL_SITE, HETCCL_ENCRYPT) */
+  char site[HETCCL_NAME_BYTES];              /* this rank's site ("" : unnamed) */
+  char encrypt[HETCCL_NAME_BYTES];           /* the mode: "off", "cross-site" or "all" */
+  int encryptedPeers;                        /* peers whose link carries AES-256-GCM records */
+  int plainPeers;                            /* peers whose link carries plaintext (same-host shm included) */
 } hetcclCommInfo_t;
 
 /* The HETCCL_* settings this library reads (what hetccl-info prints).

@@ -75,6 +75,7 @@ hetcclResult_t hetcclCommInitFromEnv(hetcclComm_t* comm, hetcclConfig_t* config)
     id.root = li.root;
     id.jobId = li.jobId;
     id.secret = li.secret;
+    id.weakSecret = li.weakSecret;
     if (li.rank == 0) startLauncherRoot(id, li.weakSecret);
     // After the root is up: a rank whose settings are bad tells the others.
     CommOptions opts = readOptionsOrReport(config, id, li.rank, li.nranks);
@@ -214,6 +215,10 @@ hetcclResult_t hetcclCommGetInfo(const hetcclComm_t comm, hetcclCommInfo_t* info
     out.borderPeers = largeAllReduceBorderPeers(t, comm->rank());
     snprintf(out.borderPath, HETCCL_NAME_BYTES, "%s", comm->borderPath());
     for (int p = 0; p < hetcclNumPaths; ++p) out.pathCalls[p] = comm->pathCalls(static_cast<hetcclPath_t>(p));
+    snprintf(out.site, HETCCL_NAME_BYTES, "%s", comm->site().c_str());
+    snprintf(out.encrypt, HETCCL_NAME_BYTES, "%s", comm->encryptMode().c_str());
+    out.encryptedPeers = comm->encryptedPeers();
+    out.plainPeers = comm->nranks() - 1 - out.encryptedPeers;
     size_t n = info->size < sizeof(out) ? info->size : sizeof(out);
     memcpy(info, &out, n);
     info->size = n;

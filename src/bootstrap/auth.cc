@@ -105,8 +105,8 @@ void randomBytes(void* out, size_t n) {
   }
 }
 
-void clientHandshake(const Socket& s, const Secret& secret, const PeerHello& me, const Deadline& dl,
-                     const std::string& what) {
+SessionNonces clientHandshake(const Socket& s, const Secret& secret, const PeerHello& me, const Deadline& dl,
+                              const std::string& what) {
   ServerHello sh{};
   s.recvAll(&sh, sizeof(sh), dl, what + " (handshake)");
   if (sh.magic != kProtocolMagic)
@@ -127,10 +127,14 @@ void clientHandshake(const Socket& s, const Secret& secret, const PeerHello& me,
   s.recvAll(&sp, sizeof(sp), dl, what + " (handshake: the peer refused this rank's proof of the job secret)");
   if (sp.mac != proof(secret, 'S', sh.nonce, cp.nonce, me))
     throwError(hetcclRemoteError, what + ": peer does not know the job secret (unique id of another job?)");
+  SessionNonces n;
+  memcpy(n.bytes.data(), sh.nonce, 16);
+  memcpy(n.bytes.data() + 16, cp.nonce, 16);
+  return n;
 }
 
 PeerHello serverHandshake(const Socket& s, const Secret& secret, uint64_t jobId, Service service,
-                          const Deadline& dl) {
+                          const Deadline& dl, SessionNonces* nonces) {
   ServerHello sh{};
   sh.magic = kProtocolMagic;
   sh.version = kProtocolVersion;
@@ -148,11 +152,16 @@ PeerHello serverHandshake(const Socket& s, const Secret& secret, uint64_t jobId,
     throwError(hetcclRemoteError, "handshake: client belongs to another communicator or service");
   ServerProof sp{proof(secret, 'S', sh.nonce, cp.nonce, cp.hello)};
   s.sendAll(&sp, sizeof(sp), dl, "handshake");
+  if (nonces) {
+    memcpy(nonces->bytes.data(), sh.nonce, 16);
+    memcpy(nonces->bytes.data() + 16, cp.nonce, 16);
+  }
   return cp.hello;
 }
 
 void acceptPeers(const Socket& listener, const Secret& secret, uint64_t jobId, Service service, const Deadline& dl,
-                 const std::atomic<bool>* stop, const std::function<bool(const PeerHello&, Socket&)>& take,
+                 const std::atomic<bool>* stop,
+                 const std::function<bool(const PeerHello&, Socket&, const SessionNonces&)>& take,
                  const std::function<bool()>& done, const std::string& timeoutWhat) {
   std::mutex mu;
   std::atomic<bool> cancel{false};  // set when this call returns: vetting threads give up
@@ -178,9 +187,10 @@ void acceptPeers(const Socket& listener, const Secret& secret, uint64_t jobId, S
         Deadline hs = Deadline::in(10, &cancel);
         if (hs.at > dl.at) hs.at = dl.at;
         try {
-          PeerHello h = serverHandshake(s, secret, jobId, service, hs);
+          SessionNonces nonces;
+          PeerHello h = serverHandshake(s, secret, jobId, service, hs, &nonces);
           std::lock_guard<std::mutex> g(mu);
-          if (!take(h, s)) throw Error(hetcclRemoteError, "unexpected connection from rank " + std::to_string(h.rank));
+          if (!take(h, s, nonces)) throw Error(hetcclRemoteError, "unexpected connection from rank " + std::to_string(h.rank));
         } catch (const Error& e) {
           LOG_WARN(kBootstrap, "dropped a connection: %s", e.what());
         }

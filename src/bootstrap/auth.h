@@ -36,13 +36,19 @@ struct PeerHello {
   uint32_t reserved = 0;
 };
 
+// Both ends' fresh nonces of one handshake (server's first): with the job
+// secret they key the connection's encrypted records, if it has any.
+struct SessionNonces {
+  std::array<uint8_t, 32> bytes{};
+};
+
 // Client: proves the secret, checks the server's proof. Throws on failure.
-void clientHandshake(const Socket& s, const Secret& secret, const PeerHello& me, const Deadline& dl,
+SessionNonces clientHandshake(const Socket& s, const Secret& secret, const PeerHello& me, const Deadline& dl,
                      const std::string& what);
 // Server: returns the client's hello once it proved the secret for this job
 // and service; throws hetcclRemoteError otherwise (the caller drops it).
 PeerHello serverHandshake(const Socket& s, const Secret& secret, uint64_t jobId, Service service,
-                          const Deadline& dl);
+                          const Deadline& dl, SessionNonces* nonces = nullptr);
 
 // Server side of a listener that expects known peers: accepts connections
 // and runs each one's handshake on its own thread, bounded by 10 s and by
@@ -53,7 +59,8 @@ PeerHello serverHandshake(const Socket& s, const Secret& secret, uint64_t jobId,
 // done() holds (checked under the same lock) or *stop is set; throws
 // hetcclRemoteError with `timeoutWhat` at the deadline, or on abort.
 void acceptPeers(const Socket& listener, const Secret& secret, uint64_t jobId, Service service, const Deadline& dl,
-                 const std::atomic<bool>* stop, const std::function<bool(const PeerHello&, Socket&)>& take,
+                 const std::atomic<bool>* stop,
+                 const std::function<bool(const PeerHello&, Socket&, const SessionNonces&)>& take,
                  const std::function<bool()>& done, const std::string& timeoutWhat);
 
 void randomBytes(void* out, size_t n);

@@ -73,7 +73,7 @@ Bootstrap::Bootstrap(const IdContents& id, int rank, int nranks, const std::vect
     try {
       acceptPeers(
           listener, id.secret, id.jobId, Service::kRing, deadline(), &stop,
-          [&](const PeerHello& h, Socket& s) {
+          [&](const PeerHello& h, Socket& s, const SessionNonces&) {
             if (h.rank != prev || prev_.valid()) return false;
             prev_ = std::move(s);
             return true;

@@ -1,5 +1,10 @@
 #include "bootstrap/launcher.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 
@@ -17,6 +22,38 @@ const char* env(const char* name) {
 int envInt(const char* name) { return static_cast<int>(parseInt(env(name), name)); }
 
 }  // namespace
+
+std::string readSecretFile(const std::string& path) {
+  const std::string what = "HETCCL_JOB_SECRET_FILE '" + path + "'";
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) throwSystemError(what, errno);
+  struct stat st {};
+  if (fstat(fd, &st) != 0) {
+    int e = errno;
+    ::close(fd);
+    throwSystemError(what, e);
+  }
+  std::string problem;
+  if (!S_ISREG(st.st_mode)) problem = "is not a regular file";
+  else if (st.st_uid != geteuid()) problem = "belongs to another user (uid " + std::to_string(st.st_uid) + ")";
+  else if (st.st_mode & (S_IRWXG | S_IRWXO))
+    problem = "may be read or written by others (mode " + std::to_string((st.st_mode >> 6) & 7) +
+              std::to_string((st.st_mode >> 3) & 7) + std::to_string(st.st_mode & 7) + "; chmod 600 it)";
+  else if (st.st_size > 4096) problem = "is larger than 4 KiB";
+  std::string text(static_cast<size_t>(problem.empty() ? st.st_size : 0), '\0');
+  ssize_t got = text.empty() ? 0 : ::read(fd, text.data(), text.size());
+  int e = errno;
+  ::close(fd);
+  if (!problem.empty()) throwError(hetcclInvalidUsage, what + " " + problem);
+  if (got < 0) throwSystemError(what, e);
+  text.resize(static_cast<size_t>(got));
+  text = text.substr(0, text.find('\n'));
+  if (!text.empty() && text.back() == '\r') text.pop_back();
+  if (text.size() < 16)
+    throwError(hetcclInvalidUsage, what + " holds " + std::to_string(text.size()) +
+                                       " characters on its first line; a secret needs at least 16");
+  return text;
+}
 
 LaunchInfo detectLauncher() {
   LaunchInfo li;
@@ -68,6 +105,7 @@ LaunchInfo detectLauncher() {
   }
 
   std::string secret = settings::kJobSecret.get();
+  if (secret.empty() && settings::kJobSecretFile.isSet()) secret = readSecretFile(settings::kJobSecretFile.get());
   li.weakSecret = secret.empty();
   if (secret.empty()) secret = job;
   const uint8_t k1[16] = {'h', 'e', 't', 'c', 'c', 'l', '-', 's', '1'};

@@ -22,4 +22,9 @@ struct LaunchInfo {
 // (or no rendezvous address) is found.
 LaunchInfo detectLauncher();
 
+// The first line of a secret file, which must be a regular file of this
+// user that no one else may read or write, with at least 16 characters.
+// Throws InvalidUsage saying what is wrong with it.
+std::string readSecretFile(const std::string& path);
+
 }  // namespace hetccl

@@ -15,6 +15,10 @@ struct IdContents {
   SockAddr root;
   uint64_t jobId = 0;
   Secret secret{};
+  // Not in the id's bytes: this process derived the secret from launcher
+  // facts others can guess (hetcclCommInitFromEnv without a secret of the
+  // job's own), so it cannot key encrypted links.
+  bool weakSecret = false;
 };
 
 hetcclUniqueId encodeUniqueId(const IdContents& c);

@@ -12,6 +12,7 @@
 #include "bootstrap/auth.h"
 #include "bootstrap/root.h"
 #include "comm/flight_signal.h"
+#include "comm/link_security.h"
 #include "comm/gpu_path.h"
 #include "comm/metrics_server.h"
 #include "comm/observed.h"
@@ -98,6 +99,7 @@ void Comm::init(const IdContents& id) {
     snprintf(me.deviceKind, sizeof(me.deviceKind), "%s", device_->kind());
     group = resolveGroupName(rank, nranks, device_->kind(), opts_.groupName.c_str());
     snprintf(me.group, sizeof(me.group), "%s", group.c_str());
+    snprintf(me.site, sizeof(me.site), "%s", resolveSiteName(rank, nranks).c_str());
     if (settings::kGroupMap.isSet()) {
       const std::string map = settings::kGroupMap.get();
       const uint8_t key[16] = {'g', 'r', 'o', 'u', 'p', '-', 'm', 'a', 'p'};
@@ -153,6 +155,9 @@ void Comm::setUp(const PeerInfo& me, const std::string& group) {
     bool all = std::all_of(rdma.begin(), rdma.end(), [](uint8_t v) { return v != 0; });
     interName_ = all ? "ucx" : "tcp";
   }
+  security_ = planLinkSecurity(peers, rank, intraName_, interName_, choice.inter != "auto",
+                               bootstrap_->id().weakSecret);
+  site_ = me.site;
   transportName_ = topo_.singleHost || intraName_ == interName_ ? intraName_ : intraName_ + "+" + interName_;
   if (transportName_ == "shm" && !topo_.singleHost)
     throwError(hetcclInvalidUsage, "transport shm needs every rank on one host; these ranks span several");
@@ -163,12 +168,16 @@ void Comm::setUp(const PeerInfo& me, const std::string& group) {
     uint64_t chunkBytes;
     double wallUs;
     uint8_t hostLevels;
+    char encrypt[12];
+    uint64_t rekeyRecords;
   };
   std::vector<Agree> all(nranks, Agree{});
   snprintf(all[rank].transport, sizeof(all[rank].transport), "%s", transportName_.c_str());
   all[rank].chunkBytes = chunkBytes_;
   all[rank].wallUs = wallNow;
   all[rank].hostLevels = settings::kHostLevels.get() ? 1 : 0;
+  snprintf(all[rank].encrypt, sizeof(all[rank].encrypt), "%s", security_.mode.c_str());
+  all[rank].rekeyRecords = security_.rekeyRecords;
   bootstrap_->allGather(all.data(), sizeof(Agree));
   const double clockOffsetUs = all[rank].wallUs - all[0].wallUs;
   for (int r = 0; r < nranks; ++r) {
@@ -181,6 +190,11 @@ void Comm::setUp(const PeerInfo& me, const std::string& group) {
     if (a.hostLevels != all[rank].hostLevels)
       throwError(hetcclInvalidUsage, "HETCCL_HOST_LEVELS differs between rank " + std::to_string(r) + " and rank " +
                                          std::to_string(rank) + " (every rank must set the same)");
+    if (strncmp(a.encrypt, all[rank].encrypt, sizeof(a.encrypt)) != 0 || a.rekeyRecords != security_.rekeyRecords)
+      throwError(hetcclInvalidUsage, "HETCCL_ENCRYPT is " + std::string(a.encrypt, strnlen(a.encrypt, sizeof(a.encrypt))) +
+                                         " on rank " + std::to_string(r) + " but " + security_.mode + " on rank " +
+                                         std::to_string(rank) +
+                                         " (every rank must set the same, and the same HETCCL_ENCRYPT_REKEY_RECORDS)");
     if (a.chunkBytes != chunkBytes_)
       throwError(hetcclInvalidUsage, "HETCCL_CHUNK_BYTES is " + std::to_string(a.chunkBytes) + " on rank " +
                                          std::to_string(r) + " but " + std::to_string(chunkBytes_) + " on rank " +
@@ -196,6 +210,8 @@ void Comm::setUp(const PeerInfo& me, const std::string& group) {
   tc.timeoutS = opts_.timeoutS;
   tc.buffBytes = buffBytes_;
   tc.deviceKind = device_->kind();
+  tc.encrypt = security_.encrypt;
+  tc.rekeyRecords = security_.rekeyRecords;
   if (settings::kTraceFile.isSet()) {
     tracer_ = Tracer::open(settings::kTraceFile.get(), rank, nranks,
                            "group " + group + ", " + device_->kind() + ", pid " + std::to_string(getpid()),

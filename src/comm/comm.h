@@ -18,6 +18,7 @@
 #include "comm/call_metrics.h"
 #include "comm/device_border.h"
 #include "comm/flight_recorder.h"
+#include "comm/link_security.h"
 #include "comm/proxy.h"
 #include "device/device.h"
 #include "device/staging.h"
@@ -97,6 +98,10 @@ class Comm {
   // where peers on this host and on others use different ones.
   const std::string& transportName() const { return transportName_; }
   const std::string& intraTransport() const { return intraName_; }
+  // This rank's site and which of its links are encrypted (comm/link_security.h).
+  const std::string& site() const { return site_; }
+  const std::string& encryptMode() const { return security_.mode; }
+  int encryptedPeers() const { return security_.encryptedPeers; }
   const std::string& interTransport() const { return interName_; }
   // How this rank's border data moves: "none" (one group), "host" (host
   // memory, handed to the transport as it is) or "staged" (device memory,
@@ -209,6 +214,8 @@ class Comm {
   int hostIndex_ = 0;
   std::string transportName_;        // "shm", "tcp", "ucx", or "shm+tcp" (intra+inter) where both are used
   std::string intraName_, interName_;  // the transports of peers on this host and on others
+  LinkSecurity security_;
+  std::string site_;
   size_t buffBytes_ = 0, smallBytes_ = 0, chunkBytes_ = 0, gpuDirectMin_ = 0;
   bool checkMismatch_ = false;
   bool gpuDirect_ = false, planFolds_ = false;

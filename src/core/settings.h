@@ -15,6 +15,12 @@ inline constexpr StringSetting kDebugSubsys{"HETCCL_DEBUG_SUBSYS"};
 inline constexpr IntSetting kTimeoutS{"HETCCL_TIMEOUT_S"};
 inline constexpr StringSetting kCommId{"HETCCL_COMM_ID"};
 inline constexpr StringSetting kJobSecret{"HETCCL_JOB_SECRET"};
+inline constexpr StringSetting kJobSecretFile{"HETCCL_JOB_SECRET_FILE"};
+inline constexpr ChoiceSetting kEncrypt{"HETCCL_ENCRYPT"};
+inline constexpr StringSetting kSite{"HETCCL_SITE"};
+inline constexpr StringSetting kSiteMap{"HETCCL_SITE_MAP"};
+inline constexpr IntSetting kEncryptRekeyRecords{"HETCCL_ENCRYPT_REKEY_RECORDS"};
+inline constexpr StringSetting kCryptoLib{"HETCCL_CRYPTO_LIB"};
 inline constexpr StringSetting kSocketIfname{"HETCCL_SOCKET_IFNAME"};
 // Topology
 inline constexpr StringSetting kGroup{"HETCCL_GROUP"};

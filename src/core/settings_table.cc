@@ -27,7 +27,25 @@ const std::vector<VarSpec>& settingsTable() {
     {"HETCCL_COMM_ID", VarType::kString, "", nullptr,
      "host:port of the rendezvous root for hetcclCommInitFromEnv (default MASTER_ADDR:MASTER_PORT+1)"},
     {"HETCCL_JOB_SECRET", VarType::kString, "", nullptr,
-     "job secret for hetcclCommInitFromEnv; unset: derived from the launcher's job id (weak)"},
+     "job secret for hetcclCommInitFromEnv; unset: HETCCL_JOB_SECRET_FILE's, else derived from the launcher's job "
+     "id (weak: refused where a link is encrypted)"},
+    {"HETCCL_JOB_SECRET_FILE", VarType::kString, "", nullptr,
+     "file holding the job secret for hetcclCommInitFromEnv (its first line); it must belong to this user and be "
+     "readable by no one else (chmod 600), else init fails"},
+    {"HETCCL_ENCRYPT", VarType::kChoice, "cross-site", nullptr,
+     "which tcp links carry AES-256-GCM records (keys from the job secret): off, cross-site (links between ranks of "
+     "different HETCCL_SITE; with no sites set, none) or all; same-host shm is never encrypted; every rank must set "
+     "the same", 0, 0, "off|cross-site|all"},
+    {"HETCCL_SITE", VarType::kString, "", nullptr,
+     "this rank's site (a trust domain: a data centre, a cloud region); links between sites are encrypted under "
+     "HETCCL_ENCRYPT=cross-site"},
+    {"HETCCL_SITE_MAP", VarType::kString, "", nullptr,
+     "sites by global rank, e.g. 0-3:onprem,4-7:cloud, naming every rank once (used where HETCCL_SITE is unset)"},
+    {"HETCCL_ENCRYPT_REKEY_RECORDS", VarType::kInt, "262144", nullptr,
+     "records (at most 256 KiB each) one key seals before both ends derive the next; every rank must set the same",
+     1, int64_t{1} << 32},
+    {"HETCCL_CRYPTO_LIB", VarType::kString, "libcrypto.so.3", nullptr,
+     "path of OpenSSL 3's libcrypto, loaded where a link is encrypted (Debian: libssl3)"},
     {"HETCCL_SOCKET_IFNAME", VarType::kString, "", "NCCL_SOCKET_IFNAME",
      "network interface (prefix) whose address the TCP listeners use; default: the host name's address"},
     {"HETCCL_BUFFSIZE", VarType::kBytes, "4M", nullptr,

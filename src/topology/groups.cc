@@ -19,7 +19,7 @@ struct MapItem {
 
 // Every item of "0-1:a,2-3:b,4:c", checked: well formed, ranges that do not
 // overlap. Throws InvalidArgument naming the map and the item.
-std::vector<MapItem> parseMap(const std::string& map) {
+std::vector<MapItem> parseMap(const std::string& map, const std::string& var) {
   std::vector<MapItem> items;
   std::stringstream ss(map);
   std::string item;
@@ -27,16 +27,16 @@ std::vector<MapItem> parseMap(const std::string& map) {
     if (item.empty()) continue;
     size_t colon = item.find(':');
     if (colon == std::string::npos || colon == 0 || colon + 1 == item.size())
-      throwError(hetcclInvalidArgument, "HETCCL_GROUP_MAP '" + map + "': '" + item + "' is not <ranks>:<name>");
+      throwError(hetcclInvalidArgument, var + " '" + map + "': '" + item + "' is not <ranks>:<name>");
     std::string range = item.substr(0, colon), name = item.substr(colon + 1);
     size_t dash = range.find('-');
-    int64_t lo = parseInt(range.substr(0, dash), "HETCCL_GROUP_MAP rank");
-    int64_t hi = dash == std::string::npos ? lo : parseInt(range.substr(dash + 1), "HETCCL_GROUP_MAP rank");
+    int64_t lo = parseInt(range.substr(0, dash), (var + " rank").c_str());
+    int64_t hi = dash == std::string::npos ? lo : parseInt(range.substr(dash + 1), (var + " rank").c_str());
     if (lo < 0 || hi < lo)
-      throwError(hetcclInvalidArgument, "HETCCL_GROUP_MAP '" + map + "': bad rank range '" + range + "'");
+      throwError(hetcclInvalidArgument, var + " '" + map + "': bad rank range '" + range + "'");
     for (const MapItem& o : items)
       if (lo <= o.hi && o.lo <= hi)
-        throwError(hetcclInvalidArgument, "HETCCL_GROUP_MAP '" + map + "': '" + item + "' and '" + o.text +
+        throwError(hetcclInvalidArgument, var + " '" + map + "': '" + item + "' and '" + o.text +
                                               "' both name rank " + std::to_string(std::max(lo, o.lo)));
     items.push_back(MapItem{lo, hi, name, item});
   }
@@ -52,16 +52,16 @@ std::string ranksText(const std::vector<int64_t>& r) {
 
 }  // namespace
 
-std::string groupFromMap(const std::string& map, int rank) {
+std::string groupFromMap(const std::string& map, int rank, const std::string& var) {
   // The whole map is checked on every rank, so a bad map fails everywhere
   // at once instead of leaving the ranks it names waiting for the others.
-  for (const MapItem& it : parseMap(map))
+  for (const MapItem& it : parseMap(map, var))
     if (rank >= it.lo && rank <= it.hi) return it.name;
   return "";
 }
 
-void checkMapCovers(const std::string& map, int nranks) {
-  std::vector<MapItem> items = parseMap(map);
+void checkMapCovers(const std::string& map, int nranks, const std::string& var) {
+  std::vector<MapItem> items = parseMap(map, var);
   std::vector<int64_t> missing, extra;
   for (int r = 0; r < nranks; ++r)
     if (std::none_of(items.begin(), items.end(), [&](const MapItem& i) { return r >= i.lo && r <= i.hi; }))
@@ -69,11 +69,11 @@ void checkMapCovers(const std::string& map, int nranks) {
   for (const MapItem& i : items)
     if (i.hi >= nranks) extra.push_back(i.hi);
   if (!missing.empty())
-    throwError(hetcclInvalidArgument, "HETCCL_GROUP_MAP '" + map + "' does not name rank" +
+    throwError(hetcclInvalidArgument, var + " '" + map + "' does not name rank" +
                                           (missing.size() > 1 ? "s " : " ") + ranksText(missing) + " of " +
                                           std::to_string(nranks) + " (it must name every rank once)");
   if (!extra.empty())
-    throwError(hetcclInvalidArgument, "HETCCL_GROUP_MAP '" + map + "' names rank " + std::to_string(extra[0]) +
+    throwError(hetcclInvalidArgument, var + " '" + map + "' names rank " + std::to_string(extra[0]) +
                                           " but the communicator has " + std::to_string(nranks) + " ranks");
 }
 
@@ -89,6 +89,19 @@ std::string resolveGroupName(int rank, int nranks, const std::string& deviceKind
   }
   if (name.size() >= sizeof(PeerInfo{}.group))
     throwError(hetcclInvalidArgument, "group name '" + name + "' is longer than 31 characters");
+  return name;
+}
+
+std::string resolveSiteName(int rank, int nranks) {
+  std::string name;
+  if (settings::kSite.isSet()) {
+    name = settings::kSite.get();
+  } else if (settings::kSiteMap.isSet()) {
+    checkMapCovers(settings::kSiteMap.get(), nranks, "HETCCL_SITE_MAP");
+    name = groupFromMap(settings::kSiteMap.get(), rank, "HETCCL_SITE_MAP");
+  }
+  if (name.size() >= sizeof(PeerInfo{}.site))
+    throwError(hetcclInvalidArgument, "site name '" + name + "' is longer than 31 characters");
   return name;
 }
 

@@ -31,13 +31,15 @@ struct Topology {
 // Parses "0-1:a,2-3:b,4:c" and returns the name for `rank`, or "" if the map
 // does not name it. Throws InvalidArgument on a malformed map or ranges
 // that overlap.
-std::string groupFromMap(const std::string& map, int rank);
+std::string groupFromMap(const std::string& map, int rank, const std::string& var = "HETCCL_GROUP_MAP");
 // Throws InvalidArgument unless the map names every rank of [0, nranks)
 // and no other.
-void checkMapCovers(const std::string& map, int nranks);
+void checkMapCovers(const std::string& map, int nranks, const std::string& var = "HETCCL_GROUP_MAP");
 // This rank's group name (see above). Throws InvalidArgument on a bad name
 // or a map that does not name every rank of `nranks` once.
 std::string resolveGroupName(int rank, int nranks, const std::string& deviceKind, const char* configName);
+// This rank's site: HETCCL_SITE, else HETCCL_SITE_MAP, else "" (one site).
+std::string resolveSiteName(int rank, int nranks);
 // Throws InvalidUsage when one group mixes device kinds.
 Topology buildTopology(const std::vector<PeerInfo>& peers);
 // One line per group: "group a (host): ranks 0,1".

@@ -16,6 +16,7 @@ struct PeerInfo {
   char group[32] = {0};       // resolved group name
   int32_t deviceIndex = -1;
   uint32_t reserved = 0;
+  char site[32] = {0};        // HETCCL_SITE ("" : the one unnamed site)
   uint64_t groupMapHash = 0;  // of HETCCL_GROUP_MAP as this rank read it (0: unset): every rank must agree
 
   std::vector<uint8_t> serialize() const;

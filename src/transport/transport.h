@@ -70,6 +70,8 @@ struct TransportContext {
   double timeoutS = 300;
   size_t buffBytes = 4 << 20;  // staging per peer connection
   std::string deviceKind = "host";  // this rank's: the memory type of Xfer::device buffers
+  std::vector<uint8_t> encrypt;      // by global rank: the link carries encrypted records (tcp; empty: none)
+  uint64_t rekeyRecords = uint64_t{1} << 18;  // records per key (secure/record.h)
 };
 
 class Transport {

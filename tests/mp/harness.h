@@ -119,6 +119,10 @@ std::string callFailure(const char* call, hetcclResult_t r, hetcclComm_t comm);
 uint64_t hashBytes(const void* p, size_t n);
 
 // Seconds on the steady clock since t.
+// A port P such that P and P+1 are free now (MASTER_PORT for a launcher
+// job: hetccl's root listens on MASTER_PORT+1); 0 if none was found.
+uint16_t freePortPair();
+
 inline double secondsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }

@@ -1,5 +1,5 @@
 // transport/: TcpTransport and ShmTransport with ranks as threads of this
-// process, each with its own Bootstrap: batches of every size and pairing
+// process, each with its own Bootstrap (tcp also with encrypted links): batches of every size and pairing
 // order, receive-and-reduce, tag checks, abort, timeouts.
 #include <gtest/gtest.h>
 
@@ -44,6 +44,9 @@ void withTransports(std::string name, int n, const std::function<void(Rank&)>& f
                     std::vector<std::atomic<bool>>* aborts = nullptr) {
   std::optional<test::EnvGuard> cma;
   if (name == "shm_ring") name = "shm", cma.emplace("HETCCL_SHM_CMA", "0");
+  // "tcp_secure": tcp with every link encrypted, and a new key every 3 records.
+  const bool secure = name == "tcp_secure";
+  if (secure) name = "tcp";
   IdContents id = test::newJob();
   std::vector<std::atomic<bool>> own(n);
   if (!aborts) aborts = &own;
@@ -58,6 +61,7 @@ void withTransports(std::string name, int n, const std::function<void(Rank&)>& f
     ctx.abort = &(*aborts)[r];
     ctx.timeoutS = o.timeoutS;
     ctx.buffBytes = o.buffBytes;
+    if (secure) ctx.encrypt.assign(n, 1), ctx.rekeyRecords = 3;
     Rank me{r, createTransport(name, ctx), &b, &(*aborts)[r]};
     EXPECT_EQ(std::string(me.t->name()), name);
     fn(me);
@@ -306,7 +310,7 @@ TEST_P(Transports, NoConnectionToARankOutsideThePeerList) {
     if (r != 2) ctx.peers.push_back(1 - r);  // ranks 0 and 1 know each other; 2 nobody
     ctx.bootstrap = &b;
     ctx.timeoutS = 10;
-    auto t = createTransport(GetParam() == "tcp" ? "tcp" : "shm", ctx);
+    auto t = createTransport(GetParam().rfind("tcp", 0) == 0 ? "tcp" : "shm", ctx);
     uint8_t byte = 0;
     if (r == 0) {
       std::vector<Xfer> x{Xfer::send(2, &byte, 1, tagOf(9))};
@@ -317,7 +321,7 @@ TEST_P(Transports, NoConnectionToARankOutsideThePeerList) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, Transports,
-                         ::testing::Values("tcp", "shm", "shm_ring"
+                         ::testing::Values("tcp", "tcp_secure", "shm", "shm_ring"
 #if HETCCL_HAVE_UCX
                                            ,
                                            "ucx"

@@ -6,6 +6,7 @@
 #include <sys/uio.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <deque>
 
@@ -38,11 +39,10 @@ TcpTransport::TcpTransport(const TransportContext& ctx) : ctx_(ctx) {
 
   const IdContents& id = ctx.bootstrap->id();
   size_t sockBuf = settings::kSocketBuffer.get();
-  auto setup = [&](Socket& s, int peer) {
+  auto setup = [&](Socket& s, int peer, const SessionNonces& n, bool client) {
     s.setNoDelay();
     s.setBuffers(sockBuf);
-    s.setNonBlocking(true);
-    conns_[peer] = PeerConn{std::move(s), "tcp peer rank " + std::to_string(peer)};
+    addConn(peer, std::move(s), id.secret, n.bytes, client);
   };
   // Lower rank connects to higher: each pair has exactly one connection.
   size_t expectAccepts = 0;
@@ -59,30 +59,42 @@ TcpTransport::TcpTransport(const TransportContext& ctx) : ctx_(ctx) {
     Deadline dl = Deadline::in(ctx.timeoutS, ctx.abort);
     Socket s = Socket::connect(a, dl, what);
     PeerHello me{id.jobId, ctx.rank, ctx.nranks, static_cast<uint32_t>(Service::kTransport), 0};
-    clientHandshake(s, id.secret, me, dl, what);
-    setup(s, p);
+    SessionNonces n = clientHandshake(s, id.secret, me, dl, what);
+    setup(s, p, n, true);
   }
   size_t accepted = 0;
   acceptPeers(
       listener, id.secret, id.jobId, Service::kTransport, Deadline::in(ctx.timeoutS, ctx.abort), nullptr,
-      [&](const PeerHello& h, Socket& s) {
+      [&](const PeerHello& h, Socket& s, const SessionNonces& n) {
         bool expected = h.rank > ctx.rank && std::find(ctx.peers.begin(), ctx.peers.end(), h.rank) != ctx.peers.end();
         if (!expected || conns_.count(h.rank)) return false;
-        setup(s, h.rank);
+        setup(s, h.rank, n, false);
         ++accepted;
         return true;
       },
       [&] { return accepted == expectAccepts; }, "tcp: not all peers connected before the timeout");
   staging_.resize(std::max<size_t>(ctx.buffBytes, 64 * 1024));
-  LOG_INFO(kTransport, "tcp: rank %d connected to %zu peers", ctx.rank, conns_.size());
+  size_t sealed = 0;
+  for (auto& [peer, c] : conns_) sealed += c.sec ? 1 : 0;
+  LOG_INFO(kTransport, "tcp: rank %d connected to %zu peers (%zu encrypted)", ctx.rank, conns_.size(), sealed);
 }
 
-TcpTransport::TcpTransport(const TransportContext& ctx, std::map<int, Socket> connected) : ctx_(ctx) {
-  for (auto& [peer, s] : connected) {
-    s.setNonBlocking(true);
-    conns_[peer] = PeerConn{std::move(s), "tcp peer rank " + std::to_string(peer)};
-  }
+TcpTransport::TcpTransport(const TransportContext& ctx, std::map<int, Socket> connected,
+                           std::span<const uint8_t> secret)
+    : ctx_(ctx) {
+  const std::array<uint8_t, 32> zeros{};
+  for (auto& [peer, s] : connected) addConn(peer, std::move(s), secret, zeros, ctx.rank < peer);
   staging_.resize(std::max<size_t>(ctx.buffBytes, 64 * 1024));
+}
+
+void TcpTransport::addConn(int peer, Socket s, std::span<const uint8_t> secret, std::span<const uint8_t> nonces,
+                           bool client) {
+  s.setNonBlocking(true);
+  PeerConn c{std::move(s), "tcp peer rank " + std::to_string(peer), nullptr};
+  if (static_cast<size_t>(peer) < ctx_.encrypt.size() && ctx_.encrypt[peer])
+    c.sec = std::make_unique<SecureLink>(secure::deriveLinkKeys(secret, nonces, "tcp transport"), client,
+                                         ctx_.rekeyRecords, c.what);
+  conns_[peer] = std::move(c);
 }
 
 TcpTransport::PeerConn& TcpTransport::conn(int peer) {
@@ -96,18 +108,48 @@ void TcpTransport::poison(const std::string&) {
   for (auto& [peer, c] : conns_) ::shutdown(c.sock.fd(), SHUT_RDWR);
 }
 
-namespace {
-
 // Per peer and direction: the transfers in order and the one in progress.
-struct Lane {
+struct TcpTransport::Lane {
   std::deque<Xfer*> q;
   MsgTag hdr;             // send: the header being sent; recv: being received
   size_t hdrDone = 0;     // header bytes moved
   uint8_t carry[8];       // recv-reduce: bytes of an element split across reads
   size_t carryLen = 0;
+  const Xfer* last = nullptr;  // send: the last transfer sealed (its record may still be on the way)
 };
 
-}  // namespace
+size_t TcpTransport::pull(PeerConn& c, void* dst, size_t n) {
+  return c.sec ? c.sec->recvSome(c.sock, static_cast<uint8_t*>(dst), n, c.what)
+               : c.sock.recvSome(dst, n, c.what);
+}
+
+bool TcpTransport::pushSealed(PeerConn& c, Lane& lane) {
+  bool moved = false;
+  for (;;) {
+    if (c.sec->pending()) {
+      moved |= c.sec->flush(c.sock, c.what) > 0;
+      if (c.sec->pending()) return moved;  // socket buffer full
+    }
+    if (lane.q.empty()) return moved;
+    // The next record: what is left of the front transfer's header and as
+    // much of its payload as one record holds.
+    Xfer* x = lane.q.front();
+    if (lane.hdrDone == 0 && x->done == 0) lane.hdr = x->tag;
+    secure::Aes256Gcm::Piece pieces[2];
+    const size_t h = sizeof(MsgTag) - lane.hdrDone;
+    const size_t p = std::min(x->bytes - x->done, secure::kMaxRecordPlain - h);
+    pieces[0] = {reinterpret_cast<const uint8_t*>(&lane.hdr) + lane.hdrDone, h};
+    pieces[1] = {static_cast<const uint8_t*>(x->src) + x->done, p};
+    c.sec->seal(pieces);
+    lane.hdrDone += h;
+    x->done += p;
+    lane.last = x;
+    if (x->done == x->bytes) {
+      lane.q.pop_front();
+      lane.hdrDone = 0;
+    }
+  }
+}
 
 void TcpTransport::run(std::span<Xfer> xfers) {
   struct PeerWork {
@@ -129,8 +171,9 @@ void TcpTransport::run(std::span<Xfer> xfers) {
     bool pending = false;
     const Xfer* oneWaiting = nullptr;
     for (auto& [peer, w] : work) {
+      if (w.c->sec) progress |= pushSealed(*w.c, w.send);
       // Send side: header then payload, in one writev where possible.
-      while (!w.send.q.empty()) {
+      while (!w.c->sec && !w.send.q.empty()) {
         Xfer* x = w.send.q.front();
         if (w.send.hdrDone == 0 && x->done == 0) w.send.hdr = x->tag;
         iovec iov[2];
@@ -166,8 +209,8 @@ void TcpTransport::run(std::span<Xfer> xfers) {
       while (!w.recv.q.empty()) {
         Xfer* x = w.recv.q.front();
         if (w.recv.hdrDone < sizeof(MsgTag)) {
-          size_t r = w.c->sock.recvSome(reinterpret_cast<uint8_t*>(&w.recv.hdr) + w.recv.hdrDone,
-                                        sizeof(MsgTag) - w.recv.hdrDone, w.c->what);
+          size_t r = pull(*w.c, reinterpret_cast<uint8_t*>(&w.recv.hdr) + w.recv.hdrDone,
+                          sizeof(MsgTag) - w.recv.hdrDone);
           if (r == 0) break;
           progress = true;
           w.recv.hdrDone += r;
@@ -177,7 +220,7 @@ void TcpTransport::run(std::span<Xfer> xfers) {
         }
         if (x->kind == Xfer::Kind::kRecv) {
           if (x->done < x->bytes) {
-            size_t r = w.c->sock.recvSome(static_cast<uint8_t*>(x->dst) + x->done, x->bytes - x->done, w.c->what);
+            size_t r = pull(*w.c, static_cast<uint8_t*>(x->dst) + x->done, x->bytes - x->done);
             if (r == 0) break;
             progress = true;
             x->done += r;
@@ -188,7 +231,7 @@ void TcpTransport::run(std::span<Xfer> xfers) {
           size_t es = dataTypeSize(x->dtype);
           memcpy(staging_.data(), w.recv.carry, w.recv.carryLen);
           size_t want = std::min(staging_.size() - w.recv.carryLen, x->bytes - x->done - w.recv.carryLen);
-          size_t r = w.c->sock.recvSome(staging_.data() + w.recv.carryLen, want, w.c->what);
+          size_t r = pull(*w.c, staging_.data() + w.recv.carryLen, want);
           if (r == 0) break;
           progress = true;
           size_t avail = w.recv.carryLen + r;
@@ -206,6 +249,7 @@ void TcpTransport::run(std::span<Xfer> xfers) {
         }
       }
       if (!w.send.q.empty()) pending = true, oneWaiting = w.send.q.front();
+      else if (w.c->sec && w.c->sec->pending()) pending = true, oneWaiting = w.send.last;
       if (!w.recv.q.empty()) pending = true, oneWaiting = w.recv.q.front();
     }
     if (!pending) return;
@@ -216,7 +260,8 @@ void TcpTransport::run(std::span<Xfer> xfers) {
     watch.check(*oneWaiting);
     pfds.clear();
     for (auto& [peer, w] : work) {
-      short ev = (w.send.q.empty() ? 0 : POLLOUT) | (w.recv.q.empty() ? 0 : POLLIN);
+      const bool out = !w.send.q.empty() || (w.c->sec && w.c->sec->pending());
+      short ev = (out ? POLLOUT : 0) | (w.recv.q.empty() ? 0 : POLLIN);
       if (ev) pfds.push_back(pollfd{w.c->sock.fd(), ev, 0});
     }
     ::poll(pfds.data(), pfds.size(), 100);

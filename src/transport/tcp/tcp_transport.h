@@ -4,9 +4,11 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <vector>
 
 #include "bootstrap/socket.h"
+#include "transport/tcp/secure_link.h"
 #include "transport/transport.h"
 
 namespace hetccl {
@@ -14,9 +16,12 @@ namespace hetccl {
 class TcpTransport : public Transport {
  public:
   explicit TcpTransport(const TransportContext& ctx);
-  // Test hook (fuzzing the receive path): a transport over sockets that are
-  // already connected, by peer rank; no bootstrap, listener or handshake.
-  TcpTransport(const TransportContext& ctx, std::map<int, Socket> connected);
+  // Test hook (fuzzing the receive path, tampering relays): a transport over
+  // sockets that are already connected, by peer rank; no bootstrap, listener
+  // or handshake. Links that ctx.encrypt marks are keyed from `secret` and
+  // all-zero nonces (the lower rank is the client).
+  TcpTransport(const TransportContext& ctx, std::map<int, Socket> connected,
+               std::span<const uint8_t> secret = {});
   const char* name() const override { return "tcp"; }
   void run(std::span<Xfer> xfers) override;
   // Shuts every connection down: the peers read end-of-stream at once.
@@ -29,8 +34,15 @@ class TcpTransport : public Transport {
   struct PeerConn {
     Socket sock;
     std::string what;  // "tcp peer rank N"
+    std::unique_ptr<SecureLink> sec;  // encrypted link (HETCCL_ENCRYPT), else null
   };
   PeerConn& conn(int peer);
+  void addConn(int peer, Socket s, std::span<const uint8_t> secret, std::span<const uint8_t> nonces, bool client);
+  // Encrypted links: seals the send queue's data into records and writes them.
+  struct Lane;
+  bool pushSealed(PeerConn& c, Lane& lane);
+  // Bytes received from the peer (plaintext), 0 when none are there now.
+  static size_t pull(PeerConn& c, void* dst, size_t n);
 
   TransportContext ctx_;
   std::map<int, PeerConn> conns_;

@@ -1,0 +1,166 @@
+// Encrypted links between sites (HETCCL_ENCRYPT, HETCCL_SITE): every
+// collective over tcp with only the cross-site links encrypted, or all of
+// them with a new key every few records; the modes must agree; encryption
+// refuses a guessable secret and names a missing libcrypto; the secret file
+// must be the owner's alone.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+
+#include "checks.h"
+#include "harness.h"
+
+namespace hmp {
+namespace {
+
+// Every collective, out of place and in place, at a size that spans several
+// records and one that fits in one, float32 sum (types are the matrix's job).
+void everyCollective(const Rank& r) {
+  Checker ck(r);
+  uint64_t seed = 7;
+  for (Coll coll : allColls())
+    for (size_t count : {size_t{5}, size_t{300000}})
+      for (bool inPlace : {false, true}) {
+        Check c;
+        c.coll = coll;
+        c.count = count;
+        c.inPlace = inPlace;
+        c.root = static_cast<int>(seed % r.nranks);
+        c.seed = ++seed;
+        ck.run(c);
+      }
+}
+
+hetcclCommInfo_t infoOf(const Rank& r) {
+  hetcclCommInfo_t info{};
+  info.size = sizeof(info);
+  EXPECT_EQ(hetcclCommGetInfo(r.comm, &info), hetcclSuccess) << hetcclGetLastError(r.comm);
+  return info;
+}
+
+TEST(Encrypt, CrossSiteLinksOnlyAndEveryCollectiveRight) {
+  JobOptions opt;
+  opt.transport = "tcp";
+  opt.env = {{"HETCCL_SITE_MAP", "0-1:onprem,2-3:cloud"}, {"HETCCL_ENCRYPT", "cross-site"}};
+  runJob("a,a,b,b", opt, [](Rank& r) {
+    hetcclCommInfo_t info = infoOf(r);
+    EXPECT_STREQ(info.site, r.rank < 2 ? "onprem" : "cloud");
+    EXPECT_STREQ(info.encrypt, "cross-site");
+    EXPECT_EQ(info.encryptedPeers, 2);  // the other site's two ranks
+    EXPECT_EQ(info.plainPeers, 1);      // its own site's other rank
+    everyCollective(r);
+  });
+}
+
+TEST(Encrypt, AllLinksWithFrequentRekeysAcrossMixedGroups) {
+  JobOptions opt;
+  opt.transport = "tcp";
+  opt.env = {{"HETCCL_ENCRYPT", "all"}, {"HETCCL_ENCRYPT_REKEY_RECORDS", "2"}};
+  runJob("a,b,a,b,c", opt, [](Rank& r) {
+    hetcclCommInfo_t info = infoOf(r);
+    EXPECT_EQ(info.encryptedPeers, r.nranks - 1);
+    EXPECT_EQ(info.plainPeers, 0);
+    everyCollective(r);
+  });
+}
+
+TEST(Encrypt, NoSitesMeansNothingEncryptedAndShmIsNever) {
+  JobOptions opt;
+  opt.transport = "shm";
+  opt.env = {{"HETCCL_ENCRYPT", "all"}};
+  runJob("a,a,b", opt, [](Rank& r) {
+    hetcclCommInfo_t info = infoOf(r);
+    EXPECT_EQ(info.encryptedPeers, 0);  // same-host shm: memory of one host
+    EXPECT_EQ(info.plainPeers, 2);
+  });
+  JobOptions tcp;
+  tcp.transport = "tcp";
+  runJob("a,b", tcp, [](Rank& r) {
+    hetcclCommInfo_t info = infoOf(r);
+    EXPECT_STREQ(info.encrypt, "cross-site");  // the default
+    EXPECT_STREQ(info.site, "");
+    EXPECT_EQ(info.encryptedPeers, 0);
+  });
+}
+
+TEST(Encrypt, ModesMustAgree) {
+  JobOptions opt;
+  opt.transport = "tcp";
+  opt.initMayFail = true;
+  opt.beforeInit = [](int rank) { setenv("HETCCL_ENCRYPT", rank == 0 ? "off" : "all", 1); };
+  runJob("a,b,b", opt, [](Rank& r) {
+    EXPECT_EQ(r.initResult, hetcclInvalidUsage);
+    EXPECT_NE(r.initError.find("HETCCL_ENCRYPT is"), std::string::npos) << r.initError;
+  });
+}
+
+TEST(Encrypt, MissingCryptoLibraryIsNamed) {
+  JobOptions opt;
+  opt.transport = "tcp";
+  opt.initMayFail = true;
+  opt.env = {{"HETCCL_ENCRYPT", "all"}, {"HETCCL_CRYPTO_LIB", "/nonexistent/libcrypto.so.3"}};
+  runJob("a,b", opt, [](Rank& r) {
+    EXPECT_NE(r.initResult, hetcclSuccess);
+    EXPECT_NE(r.initError.find("HETCCL_CRYPTO_LIB"), std::string::npos) << r.initError;
+  });
+}
+
+// hetcclCommInitFromEnv as torchrun starts it, with encryption on.
+void launch(Rank& r, int port, hetcclResult_t expect, const std::string& says) {
+  setenv("RANK", std::to_string(r.rank).c_str(), 1);
+  setenv("WORLD_SIZE", std::to_string(r.nranks).c_str(), 1);
+  setenv("MASTER_ADDR", "127.0.0.1", 1);
+  setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+  setenv("HETCCL_GROUP", r.rank == 0 ? "a" : "b", 1);
+  setenv("HETCCL_TRANSPORT", "tcp", 1);
+  setenv("HETCCL_ENCRYPT", "all", 1);
+  hetcclResult_t got = hetcclCommInitFromEnv(&r.comm, nullptr);
+  std::string err = hetcclGetLastError(nullptr);
+  EXPECT_EQ(got, expect) << err;
+  if (!says.empty()) {
+    EXPECT_NE(err.find(says), std::string::npos) << err;
+  }
+  if (got != hetcclSuccess) r.comm = nullptr;
+}
+
+TEST(Encrypt, LauncherSecretIsRefusedAndASecretFileMustBePrivate) {
+  JobOptions opt;
+  opt.initComm = false;
+  const int port = freePortPair();
+  runJob("a,b", opt, [&](Rank& r) {
+    unsetenv("HETCCL_JOB_SECRET");
+    unsetenv("HETCCL_JOB_SECRET_FILE");
+    launch(r, port, hetcclInvalidUsage, "HETCCL_JOB_SECRET");
+  });
+  char path[] = "/tmp/hetccl-secret-XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  const char line[] = "0123456789abcdef0123456789abcdef\n";
+  ASSERT_EQ(write(fd, line, sizeof(line) - 1), static_cast<ssize_t>(sizeof(line) - 1));
+  close(fd);
+  chmod(path, 0644);
+  const int port2 = freePortPair();
+  runJob("a,b", opt, [&](Rank& r) {
+    setenv("HETCCL_JOB_SECRET_FILE", path, 1);
+    launch(r, port2, hetcclInvalidUsage, "chmod 600");
+  });
+  chmod(path, 0600);
+  const int port3 = freePortPair();
+  runJob("a,b", opt, [&](Rank& r) {
+    setenv("HETCCL_JOB_SECRET_FILE", path, 1);
+    launch(r, port3, hetcclSuccess, "");
+    if (!r.comm) return;
+    hetcclCommInfo_t info = infoOf(r);
+    EXPECT_EQ(info.encryptedPeers, 1);
+    float x = 1.0f + r.rank;
+    EXPECT_EQ(hetcclAllReduce(&x, &x, 1, hetcclFloat32, hetcclSum, r.comm, nullptr), hetcclSuccess);
+    EXPECT_EQ(x, 3.0f);
+  });
+  unlink(path);
+}
+
+}  // namespace
+}  // namespace hmp
