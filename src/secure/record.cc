@@ -66,7 +66,7 @@ RecordOpener::RecordOpener(const DirectionKey& k, std::string what, uint64_t rek
       rekeyAfter_(std::max<uint64_t>(rekeyAfter, 1)) {}
 
 std::span<uint8_t> RecordOpener::space() {
-  if (plainLen_ > 0) return {};  // the record in hand is not taken yet
+  if (ready_ || plainLen_ > 0) return {};  // the record in hand is not taken yet
   return {buf_.data() + have_, need_ - have_};
 }
 
@@ -82,6 +82,10 @@ void RecordOpener::filled(size_t n) {
     need_ = kRecordHeader + len + kTagBytes;
     return;
   }
+  ready_ = true;
+}
+
+void RecordOpener::open(uint8_t* dst) {
   const size_t len = need_ - kRecordOverhead;
   if (counter_ == rekeyAfter_) {
     rekey(k_, gcm_);
@@ -89,15 +93,32 @@ void RecordOpener::filled(size_t n) {
   }
   uint8_t iv[kIvBytes];
   ivFor(k_, counter_, iv);
-  uint8_t* body = buf_.data() + kRecordHeader;
-  if (!gcm_.open(iv, {buf_.data(), kRecordHeader}, body, len, body, body + len))
+  const uint8_t* body = buf_.data() + kRecordHeader;
+  if (!gcm_.open(iv, {buf_.data(), kRecordHeader}, body, len, dst, body + len))
     throwError(hetcclRemoteError, what_ + ": encrypted record " + std::to_string(total_) +
                                       " failed authentication (altered, replayed, reordered or dropped data, or a "
                                       "peer with another key)");
   ++counter_;
   ++total_;
-  plainOff_ = 0;
-  plainLen_ = len;
+  ready_ = false;
+}
+
+size_t RecordOpener::openInto(uint8_t* dst, size_t cap) {
+  const size_t len = need_ - kRecordOverhead;
+  if (!ready_ || cap < len) return 0;
+  open(dst);
+  have_ = 0;
+  need_ = kRecordHeader;
+  return len;
+}
+
+std::span<const uint8_t> RecordOpener::plain() {
+  if (ready_) {
+    open(buf_.data() + kRecordHeader);
+    plainOff_ = 0;
+    plainLen_ = need_ - kRecordOverhead;
+  }
+  return {buf_.data() + kRecordHeader + plainOff_, plainLen_ - plainOff_};
 }
 
 void RecordOpener::consume(size_t n) {

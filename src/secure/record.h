@@ -55,21 +55,27 @@ class RecordSealer {
   uint64_t counter_ = 0, total_ = 0, rekeyAfter_;
 };
 
-// Reassembles records from the stream in order, authenticates and decrypts
-// each in place. Use: read into space() (never past the record in hand),
-// report with filled(); when plain() is non-empty take from it and consume().
+// Reassembles records from the stream in order and authenticates and
+// decrypts each: straight into the caller's buffer (openInto) where the
+// whole record fits, else in place. Use: read into space() (never past the
+// record in hand), report with filled(); then openInto(), or take from
+// plain() and consume().
 class RecordOpener {
  public:
   RecordOpener(const DirectionKey& k, std::string what, uint64_t rekeyAfter = kDefaultRekeyRecords);
   std::span<uint8_t> space();
-  // Throws hetcclRemoteError naming `what` on a length out of range or a
-  // record that does not authenticate.
+  // Throws hetcclRemoteError naming `what` on a length out of range.
   void filled(size_t n);
-  std::span<const uint8_t> plain() const { return {buf_.data() + kRecordHeader + plainOff_, plainLen_ - plainOff_}; }
+  // The record in hand, once complete, whole into dst when it fits in `cap`
+  // and none of it was taken yet: returns its length; else 0. plain() opens
+  // it in place. Both throw hetcclRemoteError naming `what` on a record
+  // that does not authenticate.
+  size_t openInto(uint8_t* dst, size_t cap);
+  std::span<const uint8_t> plain();
   void consume(size_t n);
   // Bytes of a record begun but not complete (a stream that ends here was
   // cut inside a record).
-  bool midRecord() const { return have_ > 0 && plainLen_ == 0; }
+  bool midRecord() const { return have_ > 0 && !ready_ && plainLen_ == 0; }
   uint64_t records() const { return total_; }
 
  private:
@@ -79,7 +85,9 @@ class RecordOpener {
   std::vector<uint8_t> buf_;
   size_t have_ = 0;       // bytes of the current record received
   size_t need_ = kRecordHeader;  // bytes the current record has in all (header first)
+  bool ready_ = false;    // a whole record is in hand, not yet opened
   size_t plainOff_ = 0, plainLen_ = 0;
+  void open(uint8_t* dst);
   uint64_t counter_ = 0, total_ = 0, rekeyAfter_;
 };
 

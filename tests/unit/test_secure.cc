@@ -88,6 +88,13 @@ std::vector<uint8_t> openStream(const std::vector<uint8_t>& wire, size_t step = 
     memcpy(room.data(), wire.data() + at, n);
     at += n;
     o.filled(n);
+    // Whole records straight into the destination where they fit (every
+    // other record), else through plain().
+    std::vector<uint8_t> direct(secure::kMaxRecordPlain);
+    if (size_t k = (o.records() % 2) ? o.openInto(direct.data(), direct.size()) : 0) {
+      plain.insert(plain.end(), direct.begin(), direct.begin() + k);
+      continue;
+    }
     auto p = o.plain();
     plain.insert(plain.end(), p.begin(), p.end());
     o.consume(p.size());
@@ -150,7 +157,8 @@ TEST(Records, EveryAttackOfARelayFailsNamingThePeer) {
   other.filled(4);
   room = other.space();
   memcpy(room.data(), recs[0].data() + 4, room.size());
-  EXPECT_HETCCL_ERROR(other.filled(room.size()), hetcclRemoteError, "failed authentication");
+  other.filled(room.size());
+  EXPECT_HETCCL_ERROR(other.plain(), hetcclRemoteError, "failed authentication");
 }
 
 TEST(Records, KeysDifferByDirectionPurposeAndNonce) {

@@ -32,6 +32,7 @@ size_t SecureLink::flush(const Socket& s, const std::string& what) {
 
 size_t SecureLink::recvSome(const Socket& s, uint8_t* dst, size_t n, const std::string& what) {
   for (;;) {
+    if (size_t whole = opener_.openInto(dst, n)) return whole;  // no copy: the record fits
     std::span<const uint8_t> p = opener_.plain();
     if (!p.empty()) {
       size_t k = std::min(n, p.size());
