@@ -184,6 +184,18 @@ def seeds_tcp_recv():
     write("tcp_recv", "raw_stream", u8(0) + u8(0) + xfer(1, 0, 0, 8) + hdr + plain(8))
 
 
+# ---- record ----
+# mode (bit 0 raw, bits 1-2 rekey-1, bit 3 via plain()), records (n-1, then
+# u16 length and a seed each), alteration (kind, u16 pos, u16 len, xor), pieces.
+def seeds_record():
+    recs = lambda *ls: u8(len(ls) - 1) + b"".join(u16(l - 1) + u8(i * 7) for i, l in enumerate(ls))
+    write("record", "intact_three", u8(0) + recs(100, 1024, 5) + u8(0) + u16(0) + u16(0) + u8(0) + bytes([200] * 8))
+    write("record", "flip_second", u8(2) + recs(50, 60, 70) + u8(1) + u16(90) + u16(0) + u8(4) + bytes([13] * 8))
+    write("record", "replay_first", u8(8) + recs(40, 40) + u8(3) + u16(0) + u16(59) + u8(0) + bytes([255] * 4))
+    write("record", "cut_short", u8(6) + recs(300, 300) + u8(4) + u16(400) + u16(0) + u8(0) + bytes([9] * 8))
+    write("record", "raw", u8(1) + u32(40) + bytes(range(60)))
+
+
 # ---- shm_slots ----
 # nx-1, per transfer: reduce flag, dtype, op, elements u16, seq, coll-1,
 # count u16; slots (0..4); per slot a mode byte: mode&3 == 0 raw (64-byte
@@ -211,6 +223,6 @@ def seeds_shm_slots():
 
 if __name__ == "__main__":
     shutil.rmtree(os.path.join(HERE, "corpus"), ignore_errors=True)
-    for f in (seeds_unique_id, seeds_server_handshake, seeds_client_handshake, seeds_root, seeds_peer_info,
+    for f in (seeds_unique_id, seeds_server_handshake, seeds_client_handshake, seeds_root, seeds_peer_info, seeds_record,
               seeds_tcp_recv, seeds_shm_slots):
         f()
