@@ -11,6 +11,9 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "core/settings.h"
+#include "secure/aead.h"
+#include "secure/record.h"
 
 namespace hetccl {
 namespace {
@@ -46,22 +49,40 @@ struct ServerProof {
 
 struct MacInput {
   char role;
-  uint8_t pad[7];
+  uint8_t serverFlags;  // the server hello's flags (kHelloSeal)
+  uint8_t pad[6];
   uint8_t nonceServer[16];
   uint8_t nonceClient[16];
   PeerHello hello;
 };
 
-uint64_t proof(const Secret& s, char role, const uint8_t* ns, const uint8_t* nc, const PeerHello& h) {
+uint64_t proof(const Secret& s, char role, const uint8_t* ns, const uint8_t* nc, const PeerHello& h,
+               uint32_t serverFlags) {
   MacInput in{};
   in.role = role;
+  in.serverFlags = static_cast<uint8_t>(serverFlags & 0xff);
   memcpy(in.nonceServer, ns, 16);
   memcpy(in.nonceClient, nc, 16);
   in.hello = h;
   return secretMac(s, &in, sizeof(in));
 }
 
+bool sealable(uint32_t service) { return service == static_cast<uint32_t>(Service::kRoot) || service == static_cast<uint32_t>(Service::kRing); }
+
+// Seals a bootstrap connection both ends agreed to seal.
+void sealIfAsked(const Socket& s, const Secret& secret, const SessionNonces& n, uint32_t service, uint32_t clientFlags,
+                 uint32_t serverFlags, bool client, const std::string& what) {
+  if (!sealable(service) || !((clientFlags | serverFlags) & kHelloSeal)) return;
+  secure::requireCrypto();
+  s.seal(secure::deriveLinkKeys(secret, n.bytes, "bootstrap"), client, what + " (sealed)");
+}
+
 }  // namespace
+
+bool bootstrapSealWanted() {
+  const std::string mode = settings::kEncrypt.get();
+  return mode == "all" || (mode == "cross-site" && (settings::kSite.isSet() || settings::kSiteMap.isSet()));
+}
 
 uint64_t sipHash24(const uint8_t key[16], const void* data, size_t len) {
   uint64_t k0 = load64(key), k1 = load64(key + 8);
@@ -120,16 +141,18 @@ SessionNonces clientHandshake(const Socket& s, const Secret& secret, const PeerH
   cp.magic = kProtocolMagic;
   cp.version = kProtocolVersion;
   cp.hello = me;
+  if (sealable(me.service) && bootstrapSealWanted()) cp.hello.reserved |= kHelloSeal;
   randomBytes(cp.nonce, sizeof(cp.nonce));
-  cp.mac = proof(secret, 'C', sh.nonce, cp.nonce, me);
+  cp.mac = proof(secret, 'C', sh.nonce, cp.nonce, cp.hello, sh.reserved);
   s.sendAll(&cp, sizeof(cp), dl, what + " (handshake)");
   ServerProof sp{};
   s.recvAll(&sp, sizeof(sp), dl, what + " (handshake: the peer refused this rank's proof of the job secret)");
-  if (sp.mac != proof(secret, 'S', sh.nonce, cp.nonce, me))
+  if (sp.mac != proof(secret, 'S', sh.nonce, cp.nonce, cp.hello, sh.reserved))
     throwError(hetcclRemoteError, what + ": peer does not know the job secret (unique id of another job?)");
   SessionNonces n;
   memcpy(n.bytes.data(), sh.nonce, 16);
   memcpy(n.bytes.data() + 16, cp.nonce, 16);
+  sealIfAsked(s, secret, n, me.service, cp.hello.reserved, sh.reserved, true, what);
   return n;
 }
 
@@ -139,6 +162,7 @@ PeerHello serverHandshake(const Socket& s, const Secret& secret, uint64_t jobId,
   sh.magic = kProtocolMagic;
   sh.version = kProtocolVersion;
   sh.service = static_cast<uint32_t>(service);
+  if (sealable(sh.service) && bootstrapSealWanted()) sh.reserved |= kHelloSeal;
   randomBytes(sh.nonce, sizeof(sh.nonce));
   s.sendAll(&sh, sizeof(sh), dl, "handshake");
   ClientProof cp{};
@@ -146,16 +170,18 @@ PeerHello serverHandshake(const Socket& s, const Secret& secret, uint64_t jobId,
   if (cp.magic != kProtocolMagic) throwError(hetcclRemoteError, "handshake: client is not hetccl (bad magic)");
   if (cp.version != kProtocolVersion)
     throwError(hetcclRemoteError, "handshake: client speaks protocol version " + std::to_string(cp.version));
-  if (cp.mac != proof(secret, 'C', sh.nonce, cp.nonce, cp.hello))
+  if (cp.mac != proof(secret, 'C', sh.nonce, cp.nonce, cp.hello, sh.reserved))
     throwError(hetcclRemoteError, "handshake: client failed to prove the job secret");
   if (cp.hello.jobId != jobId || cp.hello.service != static_cast<uint32_t>(service))
     throwError(hetcclRemoteError, "handshake: client belongs to another communicator or service");
-  ServerProof sp{proof(secret, 'S', sh.nonce, cp.nonce, cp.hello)};
+  ServerProof sp{proof(secret, 'S', sh.nonce, cp.nonce, cp.hello, sh.reserved)};
   s.sendAll(&sp, sizeof(sp), dl, "handshake");
-  if (nonces) {
-    memcpy(nonces->bytes.data(), sh.nonce, 16);
-    memcpy(nonces->bytes.data() + 16, cp.nonce, 16);
-  }
+  SessionNonces n;
+  memcpy(n.bytes.data(), sh.nonce, 16);
+  memcpy(n.bytes.data() + 16, cp.nonce, 16);
+  if (nonces) *nonces = n;
+  sealIfAsked(s, secret, n, sh.service, cp.hello.reserved, sh.reserved, false,
+              "bootstrap connection from rank " + std::to_string(cp.hello.rank));
   return cp.hello;
 }
 

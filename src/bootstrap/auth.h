@@ -36,13 +36,23 @@ struct PeerHello {
   uint32_t reserved = 0;
 };
 
+// PeerHello::reserved and the server's hello: bit 0 asks that the
+// connection be sealed (bootstrap services only; the transport encrypts its
+// own links). Covered by the handshake's MACs, so no one can strip it.
+constexpr uint32_t kHelloSeal = 1;
+// Whether this process asks for sealed bootstrap connections:
+// HETCCL_ENCRYPT=all, or cross-site with a site named (HETCCL_SITE or
+// HETCCL_SITE_MAP). A connection is sealed when either end asks.
+bool bootstrapSealWanted();
+
 // Both ends' fresh nonces of one handshake (server's first): with the job
 // secret they key the connection's encrypted records, if it has any.
 struct SessionNonces {
   std::array<uint8_t, 32> bytes{};
 };
 
-// Client: proves the secret, checks the server's proof. Throws on failure.
+// Client: proves the secret, checks the server's proof, seals the socket
+// where either end asked (bootstrap services). Throws on failure.
 SessionNonces clientHandshake(const Socket& s, const Secret& secret, const PeerHello& me, const Deadline& dl,
                      const std::string& what);
 // Server: returns the client's hello once it proved the secret for this job

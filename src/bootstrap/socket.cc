@@ -13,6 +13,7 @@
 #include <cstring>
 #include <thread>
 
+#include "bootstrap/sealed_stream.h"
 #include "core/settings.h"
 #include "core/error.h"
 
@@ -120,13 +121,17 @@ int Deadline::sliceMs() const {
   return left > 100 ? 100 : static_cast<int>(left);
 }
 
+Socket::Socket() = default;
+Socket::Socket(int fd) : fd_(fd) {}
 Socket::~Socket() { close(); }
+Socket::Socket(Socket&& o) noexcept : fd_(o.fd_), sealed_(std::move(o.sealed_)) { o.fd_ = -1; }
 
 Socket& Socket::operator=(Socket&& o) noexcept {
   if (this != &o) {
     close();
     fd_ = o.fd_;
     o.fd_ = -1;
+    sealed_ = std::move(o.sealed_);
   }
   return *this;
 }
@@ -134,6 +139,29 @@ Socket& Socket::operator=(Socket&& o) noexcept {
 void Socket::close() {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
+  sealed_.reset();
+}
+
+void Socket::seal(const secure::LinkKeys& keys, bool client, const std::string& what) const {
+  sealed_ = std::make_unique<SealedStream>(keys, client, what);
+}
+
+void Socket::sendAll(const void* buf, size_t n, const Deadline& dl, const std::string& what) const {
+  if (sealed_) return sealed_->sendAll(*this, buf, n, dl, what);
+  rawSendAll(buf, n, dl, what);
+}
+
+void Socket::recvAll(void* buf, size_t n, const Deadline& dl, const std::string& what) const {
+  if (sealed_) return sealed_->recvAll(*this, buf, n, dl, what);
+  rawRecvAll(buf, n, dl, what);
+}
+
+size_t Socket::sendSome(const void* buf, size_t n, const std::string& what) const {
+  return sealed_ ? sealed_->sendSome(*this, buf, n, what) : rawSendSome(buf, n, what);
+}
+
+size_t Socket::recvSome(void* buf, size_t n, const std::string& what) const {
+  return sealed_ ? sealed_->recvSome(*this, buf, n, what) : rawRecvSome(buf, n, what);
 }
 
 Socket Socket::listen(const SockAddr& addr, int backlog) {
@@ -211,7 +239,7 @@ Socket Socket::connect(const SockAddr& addr, const Deadline& dl, const std::stri
   }
 }
 
-void Socket::sendAll(const void* buf, size_t n, const Deadline& dl, const std::string& what) const {
+void Socket::rawSendAll(const void* buf, size_t n, const Deadline& dl, const std::string& what) const {
   auto* p = static_cast<const char*>(buf);
   while (n > 0) {
     ssize_t r = ::send(fd_, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -231,7 +259,7 @@ void Socket::sendAll(const void* buf, size_t n, const Deadline& dl, const std::s
   }
 }
 
-void Socket::recvAll(void* buf, size_t n, const Deadline& dl, const std::string& what) const {
+void Socket::rawRecvAll(void* buf, size_t n, const Deadline& dl, const std::string& what) const {
   auto* p = static_cast<char*>(buf);
   while (n > 0) {
     ssize_t r = ::recv(fd_, p, n, MSG_DONTWAIT);
@@ -252,7 +280,7 @@ void Socket::recvAll(void* buf, size_t n, const Deadline& dl, const std::string&
   }
 }
 
-size_t Socket::sendSome(const void* buf, size_t n, const std::string& what) const {
+size_t Socket::rawSendSome(const void* buf, size_t n, const std::string& what) const {
   ssize_t r = ::send(fd_, buf, n, MSG_NOSIGNAL | MSG_DONTWAIT);
   if (r >= 0) return static_cast<size_t>(r);
   if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return 0;
@@ -260,7 +288,7 @@ size_t Socket::sendSome(const void* buf, size_t n, const std::string& what) cons
   throwSystemError(what, errno);
 }
 
-size_t Socket::recvSome(void* buf, size_t n, const std::string& what) const {
+size_t Socket::rawRecvSome(void* buf, size_t n, const std::string& what) const {
   ssize_t r = ::recv(fd_, buf, n, MSG_DONTWAIT);
   if (r > 0) return static_cast<size_t>(r);
   if (r == 0) throwError(hetcclRemoteError, what + ": connection closed by peer");

@@ -11,9 +11,15 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 namespace hetccl {
+
+namespace secure {
+struct LinkKeys;
+}
+class SealedStream;  // bootstrap/sealed_stream.h
 
 struct SockAddr {
   sockaddr_storage ss{};
@@ -63,10 +69,10 @@ class Waker {
 
 class Socket {
  public:
-  Socket() = default;
-  explicit Socket(int fd) : fd_(fd) {}
+  Socket();
+  explicit Socket(int fd);
   ~Socket();
-  Socket(Socket&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  Socket(Socket&& o) noexcept;
   Socket& operator=(Socket&& o) noexcept;
   Socket(const Socket&) = delete;
   Socket& operator=(const Socket&) = delete;
@@ -93,9 +99,23 @@ class Socket {
   void recvAll(void* buf, size_t n, const Deadline& dl, const std::string& what) const;
 
   // Non-blocking pieces for progress loops: bytes moved, 0 if it would block.
-  // Throw on a closed connection or an error.
+  // Throw on a closed connection or an error. On a sealed socket sendSome
+  // returns 0 until a whole record it sealed from `buf` is written, then the
+  // record's plaintext length: after a 0 the caller passes the same bytes.
   size_t sendSome(const void* buf, size_t n, const std::string& what) const;
   size_t recvSome(void* buf, size_t n, const std::string& what) const;
+
+  // From now on every byte both ways travels in encrypted records
+  // (secure/record.h) under `keys`; `client`: this end connected. Both ends
+  // seal right after the handshake (bootstrap connections between sites).
+  void seal(const secure::LinkKeys& keys, bool client, const std::string& what) const;
+  bool sealed() const { return sealed_ != nullptr; }
+
+  // The same transfers, always on the socket's bytes as they are.
+  void rawSendAll(const void* buf, size_t n, const Deadline& dl, const std::string& what) const;
+  void rawRecvAll(void* buf, size_t n, const Deadline& dl, const std::string& what) const;
+  size_t rawSendSome(const void* buf, size_t n, const std::string& what) const;
+  size_t rawRecvSome(void* buf, size_t n, const std::string& what) const;
 
   void setNonBlocking(bool on) const;
   void setNoDelay() const;
@@ -103,6 +123,7 @@ class Socket {
 
  private:
   int fd_ = -1;
+  mutable std::unique_ptr<SealedStream> sealed_;  // set once, by seal() after the handshake
 };
 
 }  // namespace hetccl

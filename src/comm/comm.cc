@@ -13,6 +13,7 @@
 #include "bootstrap/root.h"
 #include "comm/flight_signal.h"
 #include "comm/link_security.h"
+#include "secure/aead.h"
 #include "comm/gpu_path.h"
 #include "comm/metrics_server.h"
 #include "comm/observed.h"
@@ -100,6 +101,8 @@ void Comm::init(const IdContents& id) {
     group = resolveGroupName(rank, nranks, device_->kind(), opts_.groupName.c_str());
     snprintf(me.group, sizeof(me.group), "%s", group.c_str());
     snprintf(me.site, sizeof(me.site), "%s", resolveSiteName(rank, nranks).c_str());
+    // Sealed bootstrap connections need libcrypto before the first of them.
+    if (bootstrapSealWanted()) secure::requireCrypto();
     if (settings::kGroupMap.isSet()) {
       const std::string map = settings::kGroupMap.get();
       const uint8_t key[16] = {'g', 'r', 'o', 'u', 'p', '-', 'm', 'a', 'p'};

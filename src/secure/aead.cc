@@ -28,14 +28,17 @@ struct Api {
   X(EVP_EncryptUpdate) X(EVP_EncryptFinal_ex) X(EVP_DecryptInit_ex) X(EVP_DecryptUpdate) X(EVP_DecryptFinal_ex) \
   X(EVP_KDF_fetch) X(EVP_KDF_free) X(EVP_KDF_CTX_new) X(EVP_KDF_CTX_free) X(EVP_KDF_derive)                   \
   X(OSSL_PARAM_construct_utf8_string) X(OSSL_PARAM_construct_octet_string) X(OSSL_PARAM_construct_end)        \
-  X(OpenSSL_version)
+  X(OpenSSL_version) X(OPENSSL_init_crypto)
   HETCCL_CRYPTO_FNS(HETCCL_CRYPTO_FN)
 #undef HETCCL_CRYPTO_FN
 };
 
+// Never destroyed, and libcrypto's exit-time cleanup is turned off: a
+// detached rendezvous thread may still seal a connection while the process
+// exits.
 std::once_flag gOnce;
-Api gApi;
-std::string gError;  // why loading failed; empty once loaded
+Api& gApi = *new Api;
+std::string& gError = *new std::string;  // why loading failed; empty once loaded
 
 void load() {
   const std::string lib = settings::kCryptoLib.get();
@@ -55,6 +58,10 @@ void load() {
   }
   HETCCL_CRYPTO_FNS(HETCCL_CRYPTO_SYM)
 #undef HETCCL_CRYPTO_SYM
+  if (a.OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, nullptr) != 1) {
+    gError = "'" + lib + "': OPENSSL_init_crypto failed";
+    return;
+  }
   gApi = a;
   LOG_INFO(kTransport, "encryption: %s from %s", gApi.OpenSSL_version(OPENSSL_VERSION), lib.c_str());
 }

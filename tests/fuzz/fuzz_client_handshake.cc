@@ -83,9 +83,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       Secret other = secret;
       other[bit % other.size()] ^= 1;
       switch (proofMode) {
-        case 0: answered = proofMac(secret, 'S', sh.nonce, cp.nonce, cp.hello); break;
-        case 1: answered = reflect ? cp.mac : proofMac(other, 'S', sh.nonce, cp.nonce, cp.hello); break;
-        case 2: answered = proofMac(secret, 'S', sh.nonce, cp.nonce, cp.hello) ^ (uint64_t{1} << bit); break;
+        case 0: answered = proofMac(secret, 'S', sh.nonce, cp.nonce, cp.hello, sh.reserved); break;
+        case 1: answered = reflect ? cp.mac : proofMac(other, 'S', sh.nonce, cp.nonce, cp.hello, sh.reserved); break;
+        case 2: answered = proofMac(secret, 'S', sh.nonce, cp.nonce, cp.hello, sh.reserved) ^ (uint64_t{1} << bit); break;
         default: answered = rawMac;
       }
       ServerProof sp{answered};
@@ -120,8 +120,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   memcpy(&cp, proofBytes.data(), sizeof(cp));
   FUZZ_CHECK(cp.magic == kProtocolMagic && cp.version == kProtocolVersion);
   FUZZ_CHECK(sameHello(cp.hello, me));
-  FUZZ_CHECK(cp.mac == proofMac(secret, 'C', sh.nonce, cp.nonce, me));
-  const bool expect = proofSent && answered == proofMac(secret, 'S', sh.nonce, cp.nonce, me);
+  FUZZ_CHECK(cp.mac == proofMac(secret, 'C', sh.nonce, cp.nonce, me, sh.reserved));
+  const bool expect = proofSent && answered == proofMac(secret, 'S', sh.nonce, cp.nonce, me, sh.reserved);
   FUZZ_CHECK_MSG(accepted == expect, accepted ? "accepted a bad server proof" : "refused a valid server proof");
   note(accepted ? "aware: accepted" : "aware: bad proof refused");
   return 0;

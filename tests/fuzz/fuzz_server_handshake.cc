@@ -93,10 +93,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Secret other = secret;
     other[bit % other.size()] ^= 1;
     switch (macMode) {
-      case 0: cp.mac = proofMac(secret, 'C', h.nonce, cp.nonce, hello); break;
-      case 1: cp.mac = wrongRole ? proofMac(secret, 'S', h.nonce, cp.nonce, hello)
-                                 : proofMac(other, 'C', h.nonce, cp.nonce, hello); break;
-      case 2: cp.mac = proofMac(secret, 'C', h.nonce, cp.nonce, hello) ^ (uint64_t{1} << bit); break;
+      case 0: cp.mac = proofMac(secret, 'C', h.nonce, cp.nonce, hello, h.reserved); break;
+      case 1: cp.mac = wrongRole ? proofMac(secret, 'S', h.nonce, cp.nonce, hello, h.reserved)
+                                 : proofMac(other, 'C', h.nonce, cp.nonce, hello, h.reserved); break;
+      case 2: cp.mac = proofMac(secret, 'C', h.nonce, cp.nonce, hello, h.reserved) ^ (uint64_t{1} << bit); break;
       default: cp.mac = rawMac;
     }
     size_t n = cut ? cutAt : sizeof(cp);

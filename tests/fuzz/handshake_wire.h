@@ -26,18 +26,21 @@ struct ServerProof {
 };
 static_assert(sizeof(ServerHello) == 32 && sizeof(ClientProof) == 56 && sizeof(ServerProof) == 8, "handshake layout");
 
-// proof() of auth.cc: the MAC over the role, both nonces and the client's hello.
+// proof() of auth.cc: the MAC over the role, the server hello's flags, both
+// nonces and the client's hello.
 inline uint64_t proofMac(const hetccl::Secret& s, char role, const uint8_t* nonceServer, const uint8_t* nonceClient,
-                         const hetccl::PeerHello& h) {
+                         const hetccl::PeerHello& h, uint32_t serverFlags = 0) {
   struct {
     char role;
-    uint8_t pad[7];
+    uint8_t serverFlags;
+    uint8_t pad[6];
     uint8_t nonceServer[16];
     uint8_t nonceClient[16];
     hetccl::PeerHello hello;
   } in{};
   static_assert(sizeof(in) == 64, "MAC input layout");
   in.role = role;
+  in.serverFlags = static_cast<uint8_t>(serverFlags & 0xff);
   memcpy(in.nonceServer, nonceServer, 16);
   memcpy(in.nonceClient, nonceClient, 16);
   in.hello = h;
