@@ -89,7 +89,7 @@ typedef enum {
 
 #define HETCCL_CONFIG_UNDEF_INT INT_MIN
 #define HETCCL_CONFIG_MAGIC 0xcafebeefu
-#define HETCCL_CONFIG_VERSION 2
+#define HETCCL_CONFIG_VERSION 3
 #define HETCCL_SPLIT_NOCOLOR (-1)
 
 /* Communicator options. Versioned by size/magic/version: fields are only ever
@@ -107,13 +107,15 @@ typedef struct hetcclConfig_v2 {
   const char* device;   /* overrides HETCCL_DEVICE: "host", "cuda", "hip", "emu" (GPU ranks use the
                            calling thread's current device, as NCCL does) */
   const char* backend;  /* overrides HETCCL_BACKEND: "host", "nccl", "rccl" */
+  /* version 3 */
+  const char* site;     /* overrides HETCCL_SITE / HETCCL_SITE_MAP for this rank ("" : no site) */
 } hetcclConfig_t;
 
 #define HETCCL_CONFIG_INITIALIZER                                          \
   {                                                                        \
     sizeof(hetcclConfig_t), HETCCL_CONFIG_MAGIC, HETCCL_CONFIG_VERSION,    \
         HETCCL_CONFIG_UNDEF_INT, HETCCL_CONFIG_UNDEF_INT, NULL, NULL, NULL, \
-        NULL                                                               \
+        NULL, NULL                                                         \
   }
 
 /* How a call's data crossed between groups (hetcclCommInfo_t.pathCalls):

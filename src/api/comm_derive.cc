@@ -25,6 +25,7 @@ hetcclComm* splitComm(hetcclComm* comm, int color, int key, CommOptions opts) {
   // (which may use the ring too) finishes first.
   comm->proxy().drain();
   if (opts.groupName.empty()) opts.groupName = comm->topo().groupOfRank(comm->rank()).name;
+  if (!opts.site) opts.site = comm->site();
   if (opts.deviceKind == comm->device().kind()) comm->device().makeCurrent();
   DerivedRank d = splitRendezvous(*comm, color, key, opts.timeoutS);
   if (d.rank < 0) return nullptr;
@@ -44,6 +45,7 @@ hetcclComm* shrinkComm(hetcclComm* comm, std::vector<int> excluded, CommOptions 
     comm->proxy().drain();
   }
   if (opts.groupName.empty()) opts.groupName = comm->topo().groupOfRank(comm->rank()).name;
+  if (!opts.site) opts.site = comm->site();
   if (opts.deviceKind == comm->device().kind()) comm->device().makeCurrent();
   DerivedRank d = shrinkRendezvous(*comm, survivors, opts.timeoutS);
   return createComm(d.id, d.nranks, d.rank, opts);

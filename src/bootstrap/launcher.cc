@@ -23,6 +23,14 @@ int envInt(const char* name) { return static_cast<int>(parseInt(env(name), name)
 
 }  // namespace
 
+std::pair<int, int> launcherRank() {
+  const char* pairs[][2] = {{"RANK", "WORLD_SIZE"}, {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+                            {"SLURM_PROCID", "SLURM_NTASKS"}};
+  for (const auto& p : pairs)
+    if (env(p[0]) && env(p[1])) return {envInt(p[0]), envInt(p[1])};
+  return {-1, 0};
+}
+
 std::string readSecretFile(const std::string& path) {
   const std::string what = "HETCCL_JOB_SECRET_FILE '" + path + "'";
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 
 #include "bootstrap/unique_id.h"
 
@@ -21,6 +22,10 @@ struct LaunchInfo {
 // Throws InvalidUsage naming the variables it looked for when no launcher
 // (or no rendezvous address) is found.
 LaunchInfo detectLauncher();
+
+// This process's rank and the job's size as its launcher numbers them
+// (RANK/WORLD_SIZE, Open MPI's, Slurm's), or {-1, 0} where none says.
+std::pair<int, int> launcherRank();
 
 // The first line of a secret file, which must be a regular file of this
 // user that no one else may read or write, with at least 16 characters.

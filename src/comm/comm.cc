@@ -54,6 +54,8 @@ CommOptions readOptions(const hetcclConfig_t* cfg) {
     if (cfg->device) o.deviceKind = cfg->device;
     if (cfg->backend) o.backend = cfg->backend;
   }
+  constexpr size_t v3Size = offsetof(hetcclConfig_t, site) + sizeof(const char*);
+  if (cfg->size >= v3Size && cfg->site) o.site = cfg->site;
   return o;
 }
 
@@ -100,7 +102,10 @@ void Comm::init(const IdContents& id) {
     snprintf(me.deviceKind, sizeof(me.deviceKind), "%s", device_->kind());
     group = resolveGroupName(rank, nranks, device_->kind(), opts_.groupName.c_str());
     snprintf(me.group, sizeof(me.group), "%s", group.c_str());
-    snprintf(me.site, sizeof(me.site), "%s", resolveSiteName(rank, nranks).c_str());
+    const std::string site = opts_.site ? *opts_.site : resolveSiteName(rank, nranks);
+    if (site.size() >= sizeof(me.site))
+      throwError(hetcclInvalidArgument, "site name '" + site + "' is longer than 31 characters");
+    snprintf(me.site, sizeof(me.site), "%s", site.c_str());
     // Sealed bootstrap connections need libcrypto before the first of them.
     if (bootstrapSealWanted()) secure::requireCrypto();
     if (settings::kGroupMap.isSet()) {

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,9 @@ struct CommOptions {
   std::string transport;  // empty: HETCCL_TRANSPORT
   std::string deviceKind = "host";
   std::string backend;  // empty: the device kind's default (HETCCL_BACKEND)
+  // This rank's site; unset: HETCCL_SITE, else HETCCL_SITE_MAP (by this
+  // communicator's ranks). Derived communicators keep their parent's.
+  std::optional<std::string> site;
   // The caller's ncclConfig_t, byte for byte (the drop-in's callers): the
   // vendor library of the group gets it as its own init config.
   std::vector<uint8_t> vendorConfig;

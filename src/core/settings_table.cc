@@ -40,7 +40,9 @@ const std::vector<VarSpec>& settingsTable() {
      "this rank's site (a trust domain: a data centre, a cloud region); links between sites are encrypted under "
      "HETCCL_ENCRYPT=cross-site"},
     {"HETCCL_SITE_MAP", VarType::kString, "", nullptr,
-     "sites by global rank, e.g. 0-3:onprem,4-7:cloud, naming every rank once (used where HETCCL_SITE is unset)"},
+     "sites by rank, e.g. 0-3:onprem,4-7:cloud, naming every rank once (used where HETCCL_SITE is unset): ranks as "
+     "the launcher numbers them (RANK, OMPI_COMM_WORLD_RANK, SLURM_PROCID) where one does, else the communicator's; "
+     "communicators made by split and shrink keep their parent's sites"},
     {"HETCCL_ENCRYPT_REKEY_RECORDS", VarType::kInt, "262144", nullptr,
      "records (at most 256 KiB each) one key seals before both ends derive the next; every rank must set the same",
      1, int64_t{1} << 32},

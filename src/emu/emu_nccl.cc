@@ -284,6 +284,7 @@ ncclResult_t ncclCommInitRankConfig(void** comm, int nranks, hetcclUniqueId id, 
   cfg.device = "host";
   cfg.backend = "host";
   cfg.groupName = "emu-group";
+  cfg.site = "emu-group";  // one vendor library, one site: the job's site map is not this communicator's
   cfg.blocking = c->blocking;
   hetcclResult_t r = hetcclCommInitRankConfig(&c->inner, nranks, id, rank, &cfg);
   if (r != hetcclSuccess && r != hetcclInProgress)

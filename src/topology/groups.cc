@@ -5,6 +5,7 @@
 #include <map>
 #include <sstream>
 
+#include "bootstrap/launcher.h"
 #include "core/settings.h"
 #include "core/error.h"
 
@@ -97,8 +98,12 @@ std::string resolveSiteName(int rank, int nranks) {
   if (settings::kSite.isSet()) {
     name = settings::kSite.get();
   } else if (settings::kSiteMap.isSet()) {
-    checkMapCovers(settings::kSiteMap.get(), nranks, "HETCCL_SITE_MAP");
-    name = groupFromMap(settings::kSiteMap.get(), rank, "HETCCL_SITE_MAP");
+    // By the launcher's numbering where there is one, so that communicators
+    // of some of the job's ranks (torch's new_group) read the same map.
+    auto [jobRank, jobSize] = launcherRank();
+    if (jobRank < 0) jobRank = rank, jobSize = nranks;
+    checkMapCovers(settings::kSiteMap.get(), jobSize, "HETCCL_SITE_MAP");
+    name = groupFromMap(settings::kSiteMap.get(), jobRank, "HETCCL_SITE_MAP");
   }
   if (name.size() >= sizeof(PeerInfo{}.site))
     throwError(hetcclInvalidArgument, "site name '" + name + "' is longer than 31 characters");

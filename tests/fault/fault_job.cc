@@ -1,5 +1,7 @@
 #include "fault_job.h"
 
+#include "free_port.h"
+
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
@@ -309,31 +311,7 @@ std::string Job::describe() const {
   return os.str();
 }
 
-int freePortPair() {
-  auto bindable = [](int port) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<uint16_t>(port));
-    bool ok = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
-    close(fd);
-    return ok;
-  };
-  for (int attempt = 0; attempt < 200; ++attempt) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    socklen_t len = sizeof(a);
-    bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-    getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    close(fd);
-    int p = ntohs(a.sin_port);
-    if (p < 65535 && bindable(p) && bindable(p + 1)) return p;
-  }
-  return 0;
-}
+int freePortPair() { return hetccl_test::freePortPair(); }
 
 std::vector<int> ranksNamed(const std::string& text) {
   std::vector<int> out;

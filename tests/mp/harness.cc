@@ -1,8 +1,6 @@
 #include "harness.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
+#include "free_port.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -416,34 +414,6 @@ void runJob(const std::string& layoutText, const JobOptions& opt, const std::fun
   }
 }
 
-static bool bindable(uint16_t port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  int one = 1;
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_ANY);
-  a.sin_port = htons(port);
-  bool ok = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
-  close(fd);
-  return ok;
-}
-
-// MASTER_PORT for the job: hetccl's root listens on MASTER_PORT+1 (torchrun's
-// own store would own MASTER_PORT), so both must be free.
-uint16_t freePortPair() {
-  for (int attempt = 0; attempt < 200; ++attempt) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    socklen_t len = sizeof(a);
-    bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-    getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    close(fd);
-    uint16_t p = ntohs(a.sin_port);
-    if (p < 65535 && bindable(p) && bindable(static_cast<uint16_t>(p + 1))) return p;
-  }
-  return 0;
-}
+uint16_t freePortPair() { return hetccl_test::freePortPair(); }
 
 }  // namespace hmp

@@ -10,6 +10,7 @@
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "checks.h"
 #include "harness.h"
@@ -53,6 +54,20 @@ TEST(Encrypt, CrossSiteLinksOnlyAndEveryCollectiveRight) {
     EXPECT_EQ(info.encryptedPeers, 2);  // the other site's two ranks
     EXPECT_EQ(info.plainPeers, 1);      // its own site's other rank
     everyCollective(r);
+    // A split keeps each rank's site (the map names the job's four ranks,
+    // not the two of each new communicator): one link, across sites.
+    hetcclComm_t half = nullptr;
+    ASSERT_EQ(hetcclCommSplit(r.comm, r.rank % 2, r.rank, &half, nullptr), hetcclSuccess)
+        << hetcclGetLastError(r.comm);
+    hetcclCommInfo_t hi{};
+    hi.size = sizeof(hi);
+    ASSERT_EQ(hetcclCommGetInfo(half, &hi), hetcclSuccess) << hetcclGetLastError(half);
+    EXPECT_STREQ(hi.site, info.site);
+    EXPECT_EQ(hi.encryptedPeers, 1);
+    std::vector<float> x(100000, 1.0f + r.rank);
+    EXPECT_EQ(hetcclAllReduce(x.data(), x.data(), x.size(), hetcclFloat32, hetcclSum, half, nullptr), hetcclSuccess);
+    EXPECT_EQ(x[99999], r.rank % 2 ? 6.0f : 4.0f);  // ranks 1+3 or 0+2, each plus one
+    EXPECT_EQ(hetcclCommDestroy(half), hetcclSuccess);
   });
 }
 

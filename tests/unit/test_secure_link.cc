@@ -34,11 +34,12 @@ class Relay {
   Relay(int a, int b, Attack attack, bool records) : a_(a), b_(b), attack_(attack), records_(records) {
     th_ = std::thread([this] { loop(); });
   }
-  ~Relay() {
+  ~Relay() { stop(); }
+  void stop() {
     stop_ = true;
-    th_.join();
+    if (th_.joinable()) th_.join();
   }
-  std::vector<uint8_t> seen;
+  std::vector<uint8_t> seen;  // read after stop()
 
  private:
   void put(const uint8_t* p, size_t n) {  // to rank 1, giving up once it is gone
@@ -168,6 +169,7 @@ Outcome runThroughRelay(Attack attack, bool encrypted, double timeoutS = 5) {
     sender.join();
     out.dataIntact = dst == src;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    relay.stop();
     out.wireShowsPayload =
         std::search(relay.seen.begin(), relay.seen.end(), src.begin() + 5000, src.begin() + 5064) != relay.seen.end();
   }
@@ -213,7 +215,7 @@ TEST(SecureLink, EveryAttackFailsTheReceiverNamingThePeer) {
 // Bootstrap sockets: the handshake seals them where asked (HETCCL_ENCRYPT=all
 // here), never for the transport service; sealed sockets carry blocking and
 // progress-loop transfers of any size, and the wire shows no plaintext.
-std::pair<Socket, Socket> handshaken(Service service, std::vector<uint8_t>* wire = nullptr) {
+std::pair<Socket, Socket> handshaken(Service service) {
   int fds[2];
   EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
   Socket client(fds[0]), server(fds[1]);
@@ -223,7 +225,6 @@ std::pair<Socket, Socket> handshaken(Service service, std::vector<uint8_t>* wire
   PeerHello me{77, 1, 2, static_cast<uint32_t>(service), 0};
   clientHandshake(client, secret, me, Deadline::in(5), "test server");
   t.join();
-  (void)wire;
   return {std::move(client), std::move(server)};
 }
 

@@ -1,0 +1,99 @@
+"""What the wire carries: tcpdump on the loopback during a 4-rank job over
+tcp (wire_job: an AllGather of text that names a random marker, group names
+made of another). With HETCCL_ENCRYPT=all and a job secret, neither the
+payload's marker nor the group names (carried by the bootstrap's peer
+records) may appear in the capture; the same job with HETCCL_ENCRYPT=off
+must show both (so the check can fail). Exits 77 (skipped) without tcpdump
+or without the right to capture.
+
+  check_wire.py WIRE_JOB
+"""
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def run_job(binary, encrypt, marker, group_tag):
+    master = free_port()
+    secret = secrets.token_hex(32)
+    procs = []
+    for r in range(4):
+        env = dict(os.environ, RANK=str(r), WORLD_SIZE="4", LOCAL_RANK=str(r), MASTER_ADDR="127.0.0.1",
+                   MASTER_PORT=str(master), HETCCL_GROUP=f"{group_tag}{'ab'[r // 2]}", HETCCL_TRANSPORT="tcp",
+                   HETCCL_ENCRYPT=encrypt, HETCCL_JOB_SECRET=secret, HETCCL_TIMEOUT_S="60", MARKER=marker)
+        procs.append(subprocess.Popen([binary, str(1 << 20)], env=env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True))
+    outs = []
+    for r, p in enumerate(procs):
+        out, err = p.communicate(timeout=120)
+        if p.returncode != 0:
+            sys.exit(f"rank {r} ({encrypt}) exited {p.returncode}: {err.strip()}")
+        outs.append(out.strip())
+    return outs
+
+
+def capture(binary, encrypt):
+    marker = "MRK" + secrets.token_hex(6)
+    group_tag = "grp" + secrets.token_hex(4)
+    with tempfile.TemporaryDirectory() as d:
+        pcap = os.path.join(d, "wire.pcap")
+        dump = subprocess.Popen(["tcpdump", "-i", "lo", "-s", "0", "-U", "-w", pcap, "tcp"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        line = dump.stderr.readline()  # "listening on lo ..." once capturing
+        if "listening" not in line:
+            dump.kill()
+            print(f"tcpdump cannot capture here: {line.strip()}")
+            sys.exit(77)
+        outs = run_job(binary, encrypt, marker, group_tag)
+        time.sleep(0.5)
+        dump.terminate()
+        dump.wait(timeout=10)
+        data = open(pcap, "rb").read()
+    return outs, data, marker.encode(), group_tag.encode()
+
+
+def main():
+    binary = sys.argv[1]
+    if not shutil.which("tcpdump"):
+        print("tcpdump is not installed")
+        return 77
+    if os.geteuid() != 0:
+        print("capturing needs root")
+        return 77
+    failures = []
+    outs, data, marker, tag = capture(binary, "all")
+    print(f"encrypted run: {outs[0]}; captured {len(data)} bytes; marker seen {data.count(marker)} times, "
+          f"group names seen {data.count(tag)} times")
+    if "encrypted_peers=3" not in outs[0]:
+        failures.append(f"rank 0 reports {outs[0]}, not 3 encrypted peers")
+    if len(data) < 4 << 20:
+        failures.append(f"only {len(data)} bytes captured: the capture missed the job")
+    if marker in data:
+        failures.append("the payload's marker is on the wire of an encrypted job")
+    if tag in data:
+        failures.append("group names (bootstrap records) are on the wire of an encrypted job")
+    outs, data, marker, tag = capture(binary, "off")
+    print(f"plaintext run: {outs[0]}; captured {len(data)} bytes; marker seen {data.count(marker)} times, "
+          f"group names seen {data.count(tag)} times")
+    if marker not in data or tag not in data:
+        failures.append("a plaintext job's payload or group names are not in the capture: the check sees nothing")
+    for f in failures:
+        print("FAIL:", f)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
