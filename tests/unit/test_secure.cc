@@ -1,7 +1,6 @@
 // secure/: HKDF and AES-256-GCM against published answers, the record
 // stream against every way a relay can attack it (flip, replay, reorder,
-// drop, truncate, resize), rekeying, and the tcp transport's encrypted links
-// behind a relay that reads the wire and tampers with it.
+// drop, truncate, resize), rekeying, and which links a rank encrypts.
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -13,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "comm/link_security.h"
 #include "secure/aead.h"
 #include "secure/record.h"
 #include "transport/tcp/tcp_transport.h"
@@ -170,6 +170,46 @@ TEST(Records, KeysDifferByDirectionPurposeAndNonce) {
   EXPECT_NE(a.client.key, b.client.key);
   EXPECT_NE(a.client.key, c.client.key);
   EXPECT_EQ(a.client.key, secure::deriveLinkKeys(secret, n1, "x").client.key);
+}
+
+// Which links a rank encrypts, from the peers' records: every rank alike.
+std::vector<PeerInfo> fourRanks(const char* sites[4], const uint64_t hosts[4]) {
+  std::vector<PeerInfo> p(4);
+  for (int r = 0; r < 4; ++r) {
+    p[r].rank = r;
+    p[r].hostHash = hosts[r];
+    snprintf(p[r].site, sizeof(p[r].site), "%s", sites[r]);
+  }
+  return p;
+}
+
+TEST(LinkSecurity, CrossSiteLinksOverTcpOnlyAndUcxGivesWay) {
+  test::EnvGuard mode("HETCCL_ENCRYPT", "cross-site");
+  const char* sites[4] = {"onprem", "onprem", "cloud", "cloud"};
+  const uint64_t hosts[4] = {1, 1, 2, 2};
+  auto peers = fourRanks(sites, hosts);
+  std::string inter = "ucx";
+  LinkSecurity s = planLinkSecurity(peers, 0, "shm", inter, false, false);
+  EXPECT_EQ(inter, "tcp");  // an automatic ucx gives way to tcp between the sites
+  EXPECT_EQ(s.encrypt, (std::vector<uint8_t>{0, 0, 1, 1}));
+  EXPECT_EQ(s.encryptedPeers, 2);
+  inter = "ucx";
+  EXPECT_HETCCL_ERROR(planLinkSecurity(peers, 0, "shm", inter, true, false), hetcclInvalidUsage, "forces ucx");
+  inter = "tcp";
+  EXPECT_HETCCL_ERROR(planLinkSecurity(peers, 0, "shm", inter, false, true), hetcclInvalidUsage,
+                      "HETCCL_JOB_SECRET_FILE");
+  // Two sites on one host over shm: memory of one host, not encrypted.
+  const uint64_t oneHost[4] = {1, 1, 1, 1};
+  auto local = fourRanks(sites, oneHost);
+  inter = "tcp";
+  EXPECT_EQ(planLinkSecurity(local, 0, "shm", inter, false, true).encryptedPeers, 0);
+  EXPECT_EQ(planLinkSecurity(local, 0, "tcp", inter, false, false).encryptedPeers, 2);
+  // No sites named: nothing, so a weak secret is fine.
+  const char* none[4] = {"", "", "", ""};
+  EXPECT_EQ(planLinkSecurity(fourRanks(none, hosts), 3, "shm", inter, false, true).encryptedPeers, 0);
+  test::EnvGuard all("HETCCL_ENCRYPT", "all");
+  EXPECT_EQ(planLinkSecurity(fourRanks(none, hosts), 3, "shm", inter, false, false).encrypt,
+            (std::vector<uint8_t>{1, 1, 0, 0}));
 }
 
 }  // namespace
