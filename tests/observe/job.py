@@ -47,7 +47,7 @@ class Job:
                  metrics_port=None, transport="shm"):
         self.n = len(layout)
         self.base = metrics_port or free_ports(self.n)
-        master = free_ports(1)
+        master = free_ports(2)  # hetccl's rendezvous root listens on MASTER_PORT + 1
         self.procs = []
         for r, group in enumerate(layout):
             e = dict(os.environ, RANK=str(r), WORLD_SIZE=str(self.n), LOCAL_RANK=str(r), MASTER_ADDR="127.0.0.1",

@@ -21,16 +21,28 @@ import time
 BYTES = 256 << 10  # each rank's part of the AllGather
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
+def free_port_pair():
+    """P with P and P + 1 free (hetccl's rendezvous root listens on MASTER_PORT + 1)."""
+    for _ in range(200):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        p = s.getsockname()[1]
+        s.close()
+        if p + 1 > 65535:
+            continue
+        t = socket.socket()
+        try:
+            t.bind(("127.0.0.1", p + 1))
+            return p
+        except OSError:
+            pass
+        finally:
+            t.close()
+    raise RuntimeError("no free port pair")
 
 
 def run_job(binary, encrypt, marker, group_tag):
-    master = free_port()
+    master = free_port_pair()
     secret = secrets.token_hex(32)
     procs = []
     for r in range(4):

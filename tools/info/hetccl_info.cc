@@ -81,8 +81,10 @@ int printTopology() {
           printf("#   group %d '%s': %d ranks, backend %s\n", g, info.groupName[g], info.groupSize[g],
                  info.groupBackend[g]);
       }
-      printf("rank %d: device %s, group '%s' rank %d, border peers %d, border path %s\n", info.rank,
-             info.deviceKind, info.groupName[info.myGroup], info.myGroupRank, info.borderPeers, info.borderPath);
+      printf("rank %d: device %s, group '%s' rank %d, border peers %d, border path %s, site '%s', encryption %s "
+             "(%d links encrypted, %d plaintext)\n",
+             info.rank, info.deviceKind, info.groupName[info.myGroup], info.myGroupRank, info.borderPeers,
+             info.borderPath, info.site, info.encrypt, info.encryptedPeers, info.plainPeers);
       fflush(stdout);
     }
     hetcclAllReduce(&one, &sink, 1, hetcclInt32, hetcclSum, comm, nullptr);
