@@ -47,14 +47,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         PeerInfo raw;
         memcpy(&raw, rec.data(), sizeof(raw));
         FUZZ_CHECK(raw.rank != r || !terminated(raw.hostname, sizeof(raw.hostname)) ||
-                   !terminated(raw.deviceKind, sizeof(raw.deviceKind)) || !terminated(raw.group, sizeof(raw.group)));
+                   !terminated(raw.deviceKind, sizeof(raw.deviceKind)) || !terminated(raw.group, sizeof(raw.group)) ||
+                   !terminated(raw.site, sizeof(raw.site)));
       }
       return 0;
     }
     FUZZ_CHECK(rec.size() == sizeof(PeerInfo));
     FUZZ_CHECK(p.rank == r);
     FUZZ_CHECK(terminated(p.hostname, sizeof(p.hostname)) && terminated(p.deviceKind, sizeof(p.deviceKind)) &&
-               terminated(p.group, sizeof(p.group)));
+               terminated(p.group, sizeof(p.group)) && terminated(p.site, sizeof(p.site)));
     FUZZ_CHECK(p.serialize() == rec);
     peers.push_back(p);
   }

@@ -129,12 +129,13 @@ def seeds_root():
 
 
 # ---- peer_info: byte 0 = records - 1, byte 1 = size change of the last ----
-def peer(rank, group=b"a", kind=b"host", host=b"node0", host_hash=0x5555, terminate=True):
+def peer(rank, group=b"a", kind=b"host", host=b"node0", host_hash=0x5555, terminate=True, site=b""):
     d = i32(rank) + i32(1000 + rank) + u64(host_hash)
     d += host.ljust(64, b"\0") + kind.ljust(16, b"\0") + group.ljust(32, b"\0") + i32(-1) + u32(0)
+    d += site.ljust(32, b"\0") + u64(0)  # site, group map hash
     if not terminate:
         d = d[:16] + b"x" * 64 + d[80:]
-    assert len(d) == 136
+    assert len(d) == 176
     return d
 
 
@@ -147,6 +148,8 @@ def seeds_peer_info():
     write("peer_info", "hostname_not_terminated", u8(0) + u8(0) + peer(0, terminate=False))
     write("peer_info", "short_record", u8(1) + u8(0xF3) + peer(0) + peer(1))
     write("peer_info", "seventeen_groups", u8(16) + u8(0) + b"".join(peer(r, b"g%d" % r) for r in range(17)))
+    write("peer_info", "two_sites", u8(1) + u8(0) + peer(0, site=b"onprem") + peer(1, b"b", site=b"cloud"))
+    write("peer_info", "site_not_terminated", u8(0) + u8(0) + peer(0, site=b"s" * 32))
     write("peer_info", "sixteen_groups", u8(15) + u8(0) + b"".join(peer(r, b"g%d" % r) for r in range(16)))
 
 
