@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What encrypted links cost: AllReduce (float) over tcp with 4 ranks in
-# groups a,a,b,b (NP/GROUPS override), plaintext vs HETCCL_ENCRYPT=cross-site
+# groups a,a,b,b (NP, GROUPS_LAYOUT and SITE_MAP override), plaintext vs HETCCL_ENCRYPT=cross-site
 # with the groups on two sites (only border links encrypted) vs
 # HETCCL_ENCRYPT=all, ROUNDS (default 3) rounds in alternating order in this
 # one command, the best of each per size. Also libcrypto's AES-256-GCM speed
