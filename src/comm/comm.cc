@@ -231,9 +231,11 @@ void Comm::setUp(const PeerInfo& me, const std::string& group) {
     }
   }
   std::vector<uint8_t> remoteHost(nranks, 0);
+  tc.localRanks = 0;
   for (int r = 0; r < nranks; ++r) {
     remoteHost[r] = peers[r].hostHash != me.hostHash;
     if (r < rank && !remoteHost[r]) ++hostIndex_;
+    tc.localRanks += remoteHost[r] ? 0 : 1;
   }
   std::unique_ptr<Transport> inner;
   if (transportName_ == intraName_) {

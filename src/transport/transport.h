@@ -72,6 +72,7 @@ struct TransportContext {
   std::string deviceKind = "host";  // this rank's: the memory type of Xfer::device buffers
   std::vector<uint8_t> encrypt;      // by global rank: the link carries encrypted records (tcp; empty: none)
   uint64_t rekeyRecords = uint64_t{1} << 18;  // records per key (secure/record.h)
+  int localRanks = 1;  // ranks of the communicator on this host (they share its cores)
 };
 
 class Transport {

@@ -5,7 +5,8 @@
 // each record taken whole (openInto) or through plain().
 //
 // Input: mode byte (bit 0 raw, bits 1-2 rekey interval 1..4 records, bit 3
-// take records through plain()), then for sealed mode: records (1..6; each a
+// take records through plain(), bits 4-5 the opener reads 1..4 records
+// ahead and opens runs of them on as many threads), then for sealed mode: records (1..6; each a
 // u16 length 1..1024 and a seed), an alteration (kind byte, u16 position,
 // u16 length, u8 xor), piece sizes (u8 each, 0 means 1).
 //
@@ -29,6 +30,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint8_t mode = in.byte();
   const bool raw = mode & 1, viaPlain = mode & 8;
   const uint64_t rekey = 1 + ((mode >> 1) & 3);
+  const size_t ahead = 1 + ((mode >> 4) & 3);
   std::vector<uint8_t> secret(32, 0x42), nonces(32, 0x17);
   static const secure::LinkKeys keys = secure::deriveLinkKeys(secret, nonces, "fuzz");
 
@@ -84,10 +86,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (recordEnds[i] <= alteredAt) safePlain = plainEnd;
   }
 
-  secure::RecordOpener opener(keys.client, "fuzz peer", rekey);
+  secure::RecordOpener opener(keys.client, "fuzz peer", rekey, ahead);
   std::vector<uint8_t> got, whole(secure::kMaxRecordPlain);
   bool threw = false;
   try {
+    // Takes what the opener holds now (one run of records, or one record's
+    // plaintext); false when it holds nothing complete.
+    auto take = [&] {
+      if (size_t k = viaPlain ? 0 : opener.openInto(whole.data(), whole.size(), static_cast<int>(ahead))) {
+        got.insert(got.end(), whole.begin(), whole.begin() + k);
+        return true;
+      }
+      auto p = opener.plain();
+      got.insert(got.end(), p.begin(), p.end());
+      opener.consume(p.size());
+      return !p.empty();
+    };
     size_t at = 0;
     while (at < wire.size()) {
       auto room = opener.space();
@@ -96,13 +110,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       memcpy(room.data(), wire.data() + at, n);
       at += n;
       opener.filled(n);
-      if (size_t k = viaPlain ? 0 : opener.openInto(whole.data(), whole.size())) {
-        got.insert(got.end(), whole.begin(), whole.begin() + k);
-        continue;
-      }
-      auto p = opener.plain();
-      got.insert(got.end(), p.begin(), p.end());
-      opener.consume(p.size());
+      take();
+    }
+    while (take()) {  // records read ahead
     }
   } catch (const Error& e) {
     if (e.code() != hetcclRemoteError) abort();

@@ -188,7 +188,8 @@ def seeds_tcp_recv():
 
 
 # ---- record ----
-# mode (bit 0 raw, bits 1-2 rekey-1, bit 3 via plain()), records (n-1, then
+# mode (bit 0 raw, bits 1-2 rekey-1, bit 3 via plain(), bits 4-5 records read
+# ahead - 1), records (n-1, then
 # u16 length and a seed each), alteration (kind, u16 pos, u16 len, xor), pieces.
 def seeds_record():
     recs = lambda *ls: u8(len(ls) - 1) + b"".join(u16(l - 1) + u8(i * 7) for i, l in enumerate(ls))
@@ -197,6 +198,10 @@ def seeds_record():
     write("record", "replay_first", u8(8) + recs(40, 40) + u8(3) + u16(0) + u16(59) + u8(0) + bytes([255] * 4))
     write("record", "cut_short", u8(6) + recs(300, 300) + u8(4) + u16(400) + u16(0) + u8(0) + bytes([9] * 8))
     write("record", "raw", u8(1) + u32(40) + bytes(range(60)))
+    write("record", "ahead_four_flip_third", u8(0x32) + recs(30, 700, 20, 900) + u8(1) + u16(800) + u16(0) + u8(2)
+          + bytes([255] * 8))
+    write("record", "ahead_two_intact", u8(0x10) + recs(1, 2, 3, 1024, 5) + u8(0) + u16(0) + u16(0) + u8(0)
+          + bytes([250] * 12))
 
 
 # ---- shm_slots ----

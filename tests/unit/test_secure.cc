@@ -161,6 +161,94 @@ TEST(Records, EveryAttackOfARelayFailsNamingThePeer) {
   EXPECT_HETCCL_ERROR(other.plain(), hetcclRemoteError, "failed authentication");
 }
 
+// Records sealed on several threads at once are the records one thread
+// seals (the same counters, keys and rekeys), and an opener that reads
+// several records ahead opens them on several threads into one buffer.
+TEST(Records, SealedAndOpenedInParallelAsInSequence) {
+  for (uint64_t rekey : {uint64_t{2}, uint64_t{5}, secure::kDefaultRekeyRecords}) {
+    SCOPED_TRACE("rekey " + std::to_string(rekey));
+    const size_t lens[] = {1, 64 * 1024, 1000, secure::kMaxRecordPlain, 7, 300000 - 262144, 5000, 12, 99999};
+    std::vector<std::vector<uint8_t>> plains;
+    for (size_t i = 0; i < std::size(lens); ++i) {
+      plains.emplace_back(lens[i]);
+      for (size_t j = 0; j < lens[i]; ++j) plains.back()[j] = static_cast<uint8_t>(i * 13 + j * 7);
+    }
+    std::vector<uint8_t> sequential;
+    secure::RecordSealer one(testKeys().client, rekey);
+    for (const auto& p : plains) {
+      Aes256Gcm::Piece piece{p.data(), p.size()};
+      std::vector<uint8_t> rec(p.size() + secure::kRecordOverhead);
+      one.seal({&piece, 1}, rec.data());
+      sequential.insert(sequential.end(), rec.begin(), rec.end());
+    }
+    // The same records in batches of 4 and 5, on 4 threads, each record's
+    // plaintext in two pieces.
+    secure::RecordSealer many(testKeys().client, rekey);
+    std::vector<uint8_t> parallel(sequential.size());
+    size_t at = 0;
+    for (size_t first = 0; first < plains.size();) {
+      std::vector<secure::PlainRecord> batch;
+      for (size_t i = first; i < std::min(plains.size(), first + (first ? 5 : 4)); ++i) {
+        secure::PlainRecord r;
+        const size_t cut = plains[i].size() / 3;
+        r.piece[0] = {plains[i].data(), cut};
+        r.piece[1] = {plains[i].data() + cut, plains[i].size() - cut};
+        batch.push_back(r);
+      }
+      at += many.sealAll(batch, parallel.data() + at, 4);
+      first += batch.size();
+    }
+    ASSERT_EQ(at, parallel.size());
+    EXPECT_TRUE(parallel == sequential) << "records sealed on 4 threads differ from those sealed on one";
+    EXPECT_EQ(many.records(), plains.size());
+
+    // An opener holding up to 4 records, fed in pieces of 100 000 bytes,
+    // opens every run of whole records that fits into one buffer.
+    secure::RecordOpener o(testKeys().client, "test peer", rekey, 4);
+    std::vector<uint8_t> got, dst(3 * secure::kMaxRecordPlain);
+    size_t fed = 0, batches = 0, biggest = 0;
+    while (got.size() < sequential.size() - plains.size() * secure::kRecordOverhead) {
+      auto room = o.space();
+      size_t n = std::min({room.size(), size_t{100000}, sequential.size() - fed});
+      memcpy(room.data(), sequential.data() + fed, n);
+      fed += n;
+      o.filled(n);
+      const uint64_t before = o.records();
+      if (size_t k = o.openInto(dst.data(), dst.size(), 3)) {
+        got.insert(got.end(), dst.begin(), dst.begin() + k);
+        ++batches;
+        biggest = std::max<size_t>(biggest, o.records() - before);
+      } else if (n == 0) {
+        auto p = o.plain();  // the next record is larger than what is left of dst: never here
+        ASSERT_FALSE(p.empty()) << "stuck with " << o.records() << " records opened";
+        got.insert(got.end(), p.begin(), p.end());
+        o.consume(p.size());
+      }
+    }
+    EXPECT_FALSE(o.midRecord());
+    std::vector<uint8_t> want;
+    for (const auto& p : plains) want.insert(want.end(), p.begin(), p.end());
+    EXPECT_TRUE(got == want) << "plaintext differs after " << batches << " batches";
+    EXPECT_GT(biggest, 1u) << "no call opened more than one record";
+  }
+}
+
+// A batch opened on several threads in which two records were altered fails
+// naming the first of them, and nothing of the batch is delivered.
+TEST(Records, ParallelOpenNamesTheFirstBadRecord) {
+  auto recs = sealRecords(6, 5000);
+  recs[4][100] ^= 1;
+  recs[2][50] ^= 1;
+  auto wire = join(recs);
+  secure::RecordOpener o(testKeys().client, "test peer", secure::kDefaultRekeyRecords, 8);
+  auto room = o.space();
+  ASSERT_GE(room.size(), wire.size());
+  memcpy(room.data(), wire.data(), wire.size());
+  o.filled(wire.size());
+  std::vector<uint8_t> dst(6 * 5000);
+  EXPECT_HETCCL_ERROR(o.openInto(dst.data(), dst.size(), 4), hetcclRemoteError, "record 2 failed authentication");
+}
+
 TEST(Records, KeysDifferByDirectionPurposeAndNonce) {
   std::vector<uint8_t> secret(32, 7), n1(32, 9), n2(32, 9);
   n2[31] = 10;

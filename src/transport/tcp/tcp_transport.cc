@@ -16,6 +16,7 @@
 #include "core/settings.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/workers.h"
 #include "transport/progress.h"
 
 namespace hetccl {
@@ -29,7 +30,7 @@ struct AddrBlock {
 
 }  // namespace
 
-TcpTransport::TcpTransport(const TransportContext& ctx) : ctx_(ctx) {
+TcpTransport::TcpTransport(const TransportContext& ctx) : ctx_(ctx), threads_(hostThreadsFor(ctx.localRanks)) {
   Socket listener = Socket::listen(SockAddr::local());
   SockAddr mine = listener.boundAddr();
   std::vector<AddrBlock> addrs(ctx.nranks);
@@ -76,12 +77,13 @@ TcpTransport::TcpTransport(const TransportContext& ctx) : ctx_(ctx) {
   staging_.resize(std::max<size_t>(ctx.buffBytes, 64 * 1024));
   size_t sealed = 0;
   for (auto& [peer, c] : conns_) sealed += c.sec ? 1 : 0;
-  LOG_INFO(kTransport, "tcp: rank %d connected to %zu peers (%zu encrypted)", ctx.rank, conns_.size(), sealed);
+  LOG_INFO(kTransport, "tcp: rank %d connected to %zu peers (%zu encrypted, %d crypto threads each)", ctx.rank,
+           conns_.size(), sealed, sealed ? threads_ : 0);
 }
 
 TcpTransport::TcpTransport(const TransportContext& ctx, std::map<int, Socket> connected,
                            std::span<const uint8_t> secret)
-    : ctx_(ctx) {
+    : ctx_(ctx), threads_(hostThreadsFor(ctx.localRanks)) {
   const std::array<uint8_t, 32> zeros{};
   for (auto& [peer, s] : connected) addConn(peer, std::move(s), secret, zeros, ctx.rank < peer);
   staging_.resize(std::max<size_t>(ctx.buffBytes, 64 * 1024));
@@ -92,8 +94,8 @@ void TcpTransport::addConn(int peer, Socket s, std::span<const uint8_t> secret, 
   s.setNonBlocking(true);
   PeerConn c{std::move(s), "tcp peer rank " + std::to_string(peer), nullptr};
   if (static_cast<size_t>(peer) < ctx_.encrypt.size() && ctx_.encrypt[peer])
-    c.sec = std::make_unique<SecureLink>(secure::deriveLinkKeys(secret, nonces, "tcp transport"), client,
-                                         ctx_.rekeyRecords, c.what);
+    c.sec = std::make_unique<secure::RecordChannel>(secure::deriveLinkKeys(secret, nonces, "tcp transport"), client,
+                                                    ctx_.rekeyRecords, c.what, threads_, threads_ + 1);
   conns_[peer] = std::move(c);
 }
 
@@ -119,35 +121,48 @@ struct TcpTransport::Lane {
 };
 
 size_t TcpTransport::pull(PeerConn& c, void* dst, size_t n) {
-  return c.sec ? c.sec->recvSome(c.sock, static_cast<uint8_t*>(dst), n, c.what)
-               : c.sock.recvSome(dst, n, c.what);
+  if (!c.sec) return c.sock.recvSome(dst, n, c.what);
+  return c.sec->recvSome([&c](uint8_t* p, size_t k) { return c.sock.recvSome(p, k, c.what); },
+                         static_cast<uint8_t*>(dst), n);
 }
 
 bool TcpTransport::pushSealed(PeerConn& c, Lane& lane) {
   bool moved = false;
+  auto send = [&c](const uint8_t* p, size_t k) { return c.sock.sendSome(p, k, c.what); };
+  std::array<MsgTag, 16> hdrs;  // the headers that records of this batch begin with
+  std::vector<secure::PlainRecord> batch;
+  const size_t most = std::min<size_t>(static_cast<size_t>(threads_), hdrs.size());
   for (;;) {
     if (c.sec->pending()) {
-      moved |= c.sec->flush(c.sock, c.what) > 0;
+      moved |= c.sec->flush(send) > 0;
       if (c.sec->pending()) return moved;  // socket buffer full
     }
     if (lane.q.empty()) return moved;
-    // The next record: what is left of the front transfer's header and as
-    // much of its payload as one record holds.
-    Xfer* x = lane.q.front();
-    if (lane.hdrDone == 0 && x->done == 0) lane.hdr = x->tag;
-    secure::Aes256Gcm::Piece pieces[2];
-    const size_t h = sizeof(MsgTag) - lane.hdrDone;
-    const size_t p = std::min(x->bytes - x->done, secure::kMaxRecordPlain - h);
-    pieces[0] = {reinterpret_cast<const uint8_t*>(&lane.hdr) + lane.hdrDone, h};
-    pieces[1] = {static_cast<const uint8_t*>(x->src) + x->done, p};
-    c.sec->seal(pieces);
-    lane.hdrDone += h;
-    x->done += p;
-    lane.last = x;
-    if (x->done == x->bytes) {
-      lane.q.pop_front();
-      lane.hdrDone = 0;
+    // The next records, one per sealing thread: each holds what is left of
+    // its transfer's header and as much of its payload as a record holds.
+    batch.clear();
+    size_t nhdr = 0;
+    while (!lane.q.empty() && batch.size() < most) {
+      Xfer* x = lane.q.front();
+      if (lane.hdrDone == 0 && x->done == 0) lane.hdr = x->tag;
+      const size_t h = sizeof(MsgTag) - lane.hdrDone;
+      const size_t p = std::min(x->bytes - x->done, secure::kMaxRecordPlain - h);
+      secure::PlainRecord r;
+      if (h > 0) {
+        hdrs[nhdr] = lane.hdr;
+        r.piece[0] = {reinterpret_cast<const uint8_t*>(&hdrs[nhdr++]) + lane.hdrDone, h};
+      }
+      r.piece[1] = {static_cast<const uint8_t*>(x->src) + x->done, p};
+      batch.push_back(r);
+      lane.hdrDone += h;
+      x->done += p;
+      lane.last = x;
+      if (x->done == x->bytes) {
+        lane.q.pop_front();
+        lane.hdrDone = 0;
+      }
     }
+    c.sec->seal(batch);
   }
 }
 
@@ -257,7 +272,7 @@ void TcpTransport::run(std::span<Xfer> xfers) {
       watch.madeProgress();
       continue;
     }
-    watch.check(*oneWaiting);
+    watch.check(oneWaiting ? *oneWaiting : xfers.front());  // null only where sealed bytes of no transfer wait
     pfds.clear();
     for (auto& [peer, w] : work) {
       const bool out = !w.send.q.empty() || (w.c->sec && w.c->sec->pending());

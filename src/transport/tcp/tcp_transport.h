@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "bootstrap/socket.h"
-#include "transport/tcp/secure_link.h"
+#include "secure/channel.h"
 #include "transport/transport.h"
 
 namespace hetccl {
@@ -34,11 +34,12 @@ class TcpTransport : public Transport {
   struct PeerConn {
     Socket sock;
     std::string what;  // "tcp peer rank N"
-    std::unique_ptr<SecureLink> sec;  // encrypted link (HETCCL_ENCRYPT), else null
+    std::unique_ptr<secure::RecordChannel> sec;  // encrypted link (HETCCL_ENCRYPT), else null
   };
   PeerConn& conn(int peer);
   void addConn(int peer, Socket s, std::span<const uint8_t> secret, std::span<const uint8_t> nonces, bool client);
-  // Encrypted links: seals the send queue's data into records and writes them.
+  // Encrypted links: seals the send queue's data into records (as many at
+  // once as threads_ seal) and writes them.
   struct Lane;
   bool pushSealed(PeerConn& c, Lane& lane);
   // Bytes received from the peer (plaintext), 0 when none are there now.
@@ -47,6 +48,7 @@ class TcpTransport : public Transport {
   TransportContext ctx_;
   std::map<int, PeerConn> conns_;
   std::vector<uint8_t> staging_;
+  int threads_ = 1;  // threads that seal and open one link's records
 };
 
 }  // namespace hetccl
