@@ -22,11 +22,17 @@ namespace {
 // Records `calls` in the communicator's flight recorder; returns the first
 // one's number for FlightRecorder::finish.
 uint64_t recordCalls(hetcclComm& comm, const std::vector<CollArgs>& calls, FlightRecorder::State state) {
-  std::vector<FlightRecorder::Call> fc;
-  fc.reserve(calls.size());
-  for (const CollArgs& a : calls) fc.push_back({a.kind, a.isSend, a.count, a.dt, a.op.userOp, a.root});
+  if (!comm.flight().on()) return 0;
   // A GPU rank's calls inside one group end on the stream, unseen here.
   const bool willEnd = state != FlightRecorder::State::kEnqueued || comm.topo().ngroups() > 1;
+  auto of = [](const CollArgs& a) { return FlightRecorder::Call{a.kind, a.isSend, a.count, a.dt, a.op.userOp, a.root}; };
+  if (calls.size() == 1) {  // the common case, without an allocation
+    const FlightRecorder::Call one = of(calls[0]);
+    return comm.flight().issue({&one, 1}, state, willEnd);
+  }
+  std::vector<FlightRecorder::Call> fc;
+  fc.reserve(calls.size());
+  for (const CollArgs& a : calls) fc.push_back(of(a));
   return comm.flight().issue(fc, state, willEnd);
 }
 

@@ -39,7 +39,7 @@ FlightRecorder::FlightRecorder(size_t capacity, std::string dir, CallMetrics* me
 
 double FlightRecorder::nowUs() const { return steadyUs() - t0_; }
 
-uint64_t FlightRecorder::issue(const std::vector<Call>& calls, State state, bool willEnd) {
+uint64_t FlightRecorder::issue(std::span<const Call> calls, State state, bool willEnd) {
   if (cap_ == 0 || calls.empty()) return 0;
   if (metrics_) {
     if (willEnd)

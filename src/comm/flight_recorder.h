@@ -16,7 +16,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -61,7 +63,10 @@ class FlightRecorder {
   // Records calls issued together; returns the first one's sequence number
   // (the others follow it), 0 when off. `willEnd` false: calls whose end
   // finish() will not see (GPU calls inside one group), counted as enqueued.
-  uint64_t issue(const std::vector<Call>& calls, State state = State::kIssued, bool willEnd = true);
+  uint64_t issue(std::span<const Call> calls, State state = State::kIssued, bool willEnd = true);
+  uint64_t issue(std::initializer_list<Call> calls, State state = State::kIssued, bool willEnd = true) {
+    return issue(std::span<const Call>(calls.begin(), calls.size()), state, willEnd);
+  }
   // The end of `n` calls from `first` on (those still in the ring), with
   // the steps they ran where known.
   void finish(uint64_t first, size_t n, hetcclResult_t result, const CallMetrics::Tally* steps = nullptr);
@@ -89,6 +94,8 @@ class FlightRecorder {
   void setListener(std::function<void(const Record&)> f) { listener_ = std::move(f); }
   // The steady clock (microseconds) at which the records' times are 0.
   double originUs() const { return t0_; }
+  // Whether calls are recorded (capacity above 0).
+  bool on() const { return cap_ > 0; }
   // Whether dump() writes anything (on, with a folder).
   bool writes() const { return cap_ > 0 && !dir_.empty(); }
 
