@@ -63,7 +63,8 @@ const std::vector<VarSpec>& settingsTable() {
     {"HETCCL_SHM_CMA", VarType::kBool, "1", nullptr,
      "shm: read messages larger than a slot straight from the sender's memory (process_vm_readv) when permitted"},
     {"HETCCL_HOST_THREADS", VarType::kInt, "0", nullptr,
-     "threads a rank uses to read and fold large messages of peers on its host (shm single-copy reads); "
+     "threads a rank uses to read and fold large messages of peers on its host (shm single-copy reads) and to "
+     "seal and open each encrypted link's records; "
      "0: the usable cores divided by the ranks on this host, at most 8", 0, 64},
     {"HETCCL_SPIN_US", VarType::kInt, "300", nullptr,
      "microseconds a waiting rank spins before it sleeps on a futex or poll", 0, 1000000},

@@ -1,5 +1,6 @@
 // Helper threads for large memory work that one thread cannot saturate:
-// reading a peer's memory (process_vm_readv) and folding it in. One pool per
+// reading a peer's memory (process_vm_readv) and folding it in, sealing and
+// opening encrypted records. One pool per
 // process, started on first use; a job is cut into parts that the caller and
 // the helpers claim one at a time. Parts must not block on other ranks (they
 // copy and fold memory that is already there), so a job always finishes.
