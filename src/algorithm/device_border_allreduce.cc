@@ -36,7 +36,7 @@ struct BorderAllReduce : BorderCall {
     const uint64_t seq = take(&slot);
     if (b.roundKernel() && bytes <= kRoundMaxBytes) return round(seq, slot, s);
     waitSlotFree(seq, slot, s);
-    d.copy(b.out(me(), slot), src, bytes, s);
+    put(b.out(me(), slot), src, bytes, s);
     d.streamWriteValue(s, b.ready(me(), slot), seq);
     for (int q = 0; q < G(); ++q) {
       if (q == me()) continue;
@@ -65,6 +65,7 @@ struct BorderAllReduce : BorderCall {
       r.ackIn[q] = flagAt(me(), b.ack(me(), q, slot));
       r.ackOut[q] = flagAt(q, b.ack(q, me(), slot));
     }
+    sent += len * es;  // the kernel stores this rank's share in its slot
     check(kn.borderRound(&r, dst, src, len, static_cast<int>(dt), static_cast<int>(kind), s), "borderRound");
   }
 
@@ -82,9 +83,9 @@ struct BorderAllReduce : BorderCall {
     waitSlotFree(t.seq, t.slot, o);
     const uint8_t* from = src + t.off * es;
     uint8_t* area = b.out(me(), t.slot);
-    d.copy(area, from, t.lo(me()) * es, o);
+    put(area, from, t.lo(me()) * es, o);
     const size_t after = t.lo(me()) + t.cnt(me());
-    d.copy(area + after * es, from + after * es, (t.n - after) * es, o);
+    put(area + after * es, from + after * es, (t.n - after) * es, o);
     d.streamWriteValue(o, b.ready(me(), t.slot), t.seq);
   }
   void foldOwn(Slice& t, Stream in) {  // the part this rank owns
@@ -99,7 +100,7 @@ struct BorderAllReduce : BorderCall {
   }
   void resultOut(const Slice& t, Stream o) {
     d.streamWaitEvent(o, t.folded);
-    d.copy(b.result(me(), t.slot), dst + (t.off + t.lo(me())) * es, t.cnt(me()) * es, o);
+    put(b.result(me(), t.slot), dst + (t.off + t.lo(me())) * es, t.cnt(me()) * es, o);
     d.streamWriteValue(o, b.done(me(), t.slot), t.seq);
   }
   void resultsIn(const Slice& t, Stream in) {

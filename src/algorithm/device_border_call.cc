@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "comm/observed.h"
 #include "core/error.h"
 #include "core/log.h"
 
@@ -89,7 +90,7 @@ void BorderCall::watch(Stream caller, const char* what, size_t bytes, std::funct
   DeviceBorder& border = b;
   std::string name = what;
   c.proxy().submit(
-      [&comm, &border, end, behind = std::move(behind), name, bytes] {
+      [&comm, &border, end, behind = std::move(behind), name, bytes, sent = sent] {
         try {
           waitEvent(comm.device(), end, comm.options().timeoutS, &comm.abortFlag(),
                     ("waiting for a device border " + name).c_str());
@@ -122,6 +123,7 @@ void BorderCall::watch(Stream caller, const char* what, size_t bytes, std::funct
         if (failed >= 0 && failed != comm.rank())
           throwError(hetcclRemoteError, "device border " + name + ": rank " + std::to_string(failed) +
                                             "'s communicator failed (" + why + "); the result is not valid");
+        countBorderBytes(comm.metrics(), CallMetrics::kBorderHost, sent);  // the border is this host's memory
       },
       [&ds, events = events] {
         for (Event e : events) ds.giveEvent(e);

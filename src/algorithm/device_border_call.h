@@ -25,6 +25,7 @@ struct BorderCall {
   RedKind kind;
   size_t es;
   std::vector<Event> events;  // given back when the call is over
+  size_t sent = 0;            // bytes this rank stored for the other groups (watch() counts them)
 
   int G() const { return b.peers(); }
   int me() const { return b.me(); }
@@ -34,6 +35,11 @@ struct BorderCall {
   // Where peer g's part lies in device scratch (g != me).
   uint8_t* scratchOf(int g) { return b.scratch(g < me() ? g : g - 1); }
 
+  // A copy into this rank's border area (bytes leaving for the other groups).
+  void put(void* dst, const void* src, size_t n, Stream s) {
+    sent += n;
+    d.copy(dst, src, n, s);
+  }
   // Throws naming the kernel and the plugin's text on a nonzero return.
   void check(int rc, const char* what);
   // dst[0, n) = src[0, n) x scalar (a PreMulSum's inputs), on stream st.
@@ -68,7 +74,7 @@ struct BorderCall {
     Stream o = b.outStream(), in = b.inStream();
     waitSlotFree(seq, slot, o);
     for (int p = 0; p < G(); ++p)
-      if (p != me()) d.copy(b.out(me(), slot, p), from(p), len, o);
+      if (p != me()) put(b.out(me(), slot, p), from(p), len, o);
     d.streamWriteValue(o, b.ready(me(), slot), seq);
     if (afterOwn) d.streamWaitValue(in, b.ready(me(), slot), seq);
     for (int q = 0; q < G(); ++q) {

@@ -68,7 +68,7 @@ struct BlockCall : BorderCall {
     const uint64_t seq = take(&slot);
     if (!atRoot) {
       waitSlotFree(seq, slot, o);
-      d.copy(b.out(me(), slot), from, len, o);
+      put(b.out(me(), slot), from, len, o);
       d.streamWriteValue(o, b.ready(me(), slot), seq);
     } else {
       for (int q = 0; q < G(); ++q) {
@@ -103,7 +103,7 @@ void enqueueAllGather(Comm& c, const CollArgs& a) {
     int slot = 0;
     const uint64_t seq = bc.take(&slot);
     bc.waitSlotFree(seq, slot, bc.o);
-    bc.d.copy(b.out(me, slot), mine + off, len, bc.o);
+    bc.put(b.out(me, slot), mine + off, len, bc.o);
     bc.d.streamWriteValue(bc.o, b.ready(me, slot), seq);
     for (int q = 0; q < G; ++q) {
       if (q == me) continue;
@@ -142,7 +142,7 @@ void enqueueBroadcast(Comm& c, const CollArgs& a) {
       const uint64_t seq = bc.take(&slot);
       if (isRoot) {
         bc.waitSlotFree(seq, slot, bc.o);
-        bc.d.copy(b.out(bc.me(), slot), bc.recv + off, len, bc.o);
+        bc.put(b.out(bc.me(), slot), bc.recv + off, len, bc.o);
         bc.d.streamWriteValue(bc.o, b.ready(bc.me(), slot), seq);
       } else {
         bc.d.streamWaitValue(bc.in, b.ready(rootGroup, slot), seq);
@@ -245,7 +245,7 @@ void enqueueGroupAlltoAll(BlockCall& bc) {
     for (int h = 0; h < G; ++h) {
       if (h == me) continue;
       for (int j = 0; j < k; ++j)  // part h: the pieces for group h's ranks, in their order
-        bc.d.copy(b.out(me, slot, h) + j * len, bc.send + rankAt(c, h, j) * bc.blk + off, len, bc.o);
+        bc.put(b.out(me, slot, h) + j * len, bc.send + rankAt(c, h, j) * bc.blk + off, len, bc.o);
     }
     bc.d.streamWriteValue(bc.o, b.ready(me, slot), seq);
     for (int q = 0; q < G; ++q) {
@@ -412,7 +412,7 @@ void enqueueGroupScatter(BlockCall& bc) {
         bc.waitSlotFree(seq, slot, bc.o);
         for (int h = 0; h < bc.G(); ++h)
           for (int j = 0; j < k && h != me; ++j)
-            bc.d.copy(b.out(me, slot, h) + j * len, bc.send + rankAt(c, h, j) * bc.blk + off, len, bc.o);
+            bc.put(b.out(me, slot, h) + j * len, bc.send + rankAt(c, h, j) * bc.blk + off, len, bc.o);
         bc.d.streamWriteValue(bc.o, b.ready(me, slot), seq);
       } else {
         bc.d.streamWaitValue(bc.in, b.ready(rootGroup, slot), seq);
@@ -452,7 +452,7 @@ void enqueueScatter(Comm& c, const CollArgs& a) {
     if (isRoot) {
       bc.waitSlotFree(seq, slot, bc.o);
       for (int p = 0; p < bc.G(); ++p)
-        if (p != me) bc.d.copy(b.out(me, slot, p), bc.sendTo(p) + off, len, bc.o);
+        if (p != me) bc.put(b.out(me, slot, p), bc.sendTo(p) + off, len, bc.o);
       bc.d.streamWriteValue(bc.o, b.ready(me, slot), seq);
     } else {
       bc.d.streamWaitValue(bc.in, b.ready(rootGroup, slot), seq);

@@ -58,7 +58,7 @@ std::vector<CollArgs> enqueueBorderPairs(Comm& c, std::vector<CollArgs> calls) {
         const uint64_t n = b.nextSend(g);
         const int slot = static_cast<int>(n % kSlots);
         if (n > kSlots) d.streamWaitValue(o, b.pairAck(me, g, slot), n - kSlots);  // the reader is done with it
-        d.copy(b.pairData(me, g, slot), static_cast<const uint8_t*>(a.send) + off, len, o);
+        bc.put(b.pairData(me, g, slot), static_cast<const uint8_t*>(a.send) + off, len, o);
         d.streamWriteValue(o, b.pairReady(me, g, slot), n);
       } else {
         const uint64_t n = b.nextRecv(g);

@@ -67,12 +67,14 @@ void finishAfterProxy(hetcclComm& comm, uint64_t first, size_t n) {
   comm.proxy().submit(
       [c, first, n, ran] {
         *ran = true;
-        c->flight().finish(first, n, hetcclSuccess);
+        const CallMetrics::Tally steps = takeStepTally();  // what the calls' proxy jobs ran
+        c->flight().finish(first, n, hetcclSuccess, &steps);
       },
       [c, first, n, ran] {
         if (*ran) return;
+        const CallMetrics::Tally steps = takeStepTally();
         const hetcclResult_t e = c->asyncError();
-        c->flight().finish(first, n, e == hetcclSuccess ? hetcclRemoteError : e);
+        c->flight().finish(first, n, e == hetcclSuccess ? hetcclRemoteError : e, &steps);
       });
 }
 

@@ -18,6 +18,19 @@ void tallyStep(CallMetrics::Link link, uint64_t bytes, double us) {
 StepScope::StepScope() : outer_(tTally) { tTally = &tally; }
 StepScope::~StepScope() { tTally = outer_; }
 
+void countBorderBytes(CallMetrics& m, CallMetrics::Link link, uint64_t bytes) {
+  if (bytes == 0) return;
+  m.linkBytes(link, bytes);
+  tallyStep(link, bytes, 0);
+}
+
+CallMetrics::Tally takeStepTally() {
+  if (!tTally) return {};
+  CallMetrics::Tally t = *tTally;
+  *tTally = {};
+  return t;
+}
+
 void ObservedTransport::run(std::span<Xfer> xfers) {
   const double t0 = Tracer::steadyUs();
   size_t local = 0, remote = 0;

@@ -30,6 +30,16 @@ struct StepScope {
   CallMetrics::Tally* outer_;
 };
 
+// What the steps the calling thread ran since the last take added up to, in
+// the innermost StepScope it holds (zero when none), which starts again from
+// zero. The proxy holds one for its whole life: a GPU rank's calls across
+// groups run their steps in its jobs, and the job that ends them takes the
+// sum for their flight record.
+CallMetrics::Tally takeStepTally();
+// Border bytes moved without a transport (the device border's copies into
+// shared memory), with no time of their own: into m and the thread's tally.
+void countBorderBytes(CallMetrics& m, CallMetrics::Link link, uint64_t bytes);
+
 // The transport with each run() counted as a border step (plans use the
 // communicator's transport for transfers between groups only; the host
 // backend keeps the inner one for its group steps). remoteHost[r]: global

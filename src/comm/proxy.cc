@@ -1,5 +1,7 @@
 #include "comm/proxy.h"
 
+#include "comm/observed.h"
+
 #include "core/error.h"
 #include "core/log.h"
 
@@ -40,6 +42,7 @@ void Proxy::drain() {
 }
 
 void Proxy::loop() {
+  StepScope steps;  // for GPU calls across groups: see takeStepTally
   std::unique_lock<std::mutex> l(mu_);
   for (;;) {
     cv_.wait(l, [this] { return stop_ || !jobs_.empty(); });

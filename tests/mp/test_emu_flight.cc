@@ -64,6 +64,10 @@ TEST(EmuFlight, CallsAcrossGroupsAreRecordedCompleted) {
     }
     EXPECT_EQ(countOf(text, "\"completed\""), 4u) << "two AllReduce calls, a send and a receive\n" << text;
     EXPECT_EQ(countOf(text, "\"enqueued\""), 0u) << text;
+    // Their border steps ran on the proxy, and the records carry them: each
+    // AllReduce's and the group's first (the send) moved bytes between the
+    // groups; the receive's are on the send's record.
+    EXPECT_EQ(countOf(text, "\"border_host_bytes\": 0,"), 1u) << text;
   });
   EXPECT_EQ(system((std::string("rm -rf ") + dir).c_str()), 0);
 }
