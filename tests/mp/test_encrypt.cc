@@ -74,7 +74,9 @@ TEST(Encrypt, CrossSiteLinksOnlyAndEveryCollectiveRight) {
 TEST(Encrypt, AllLinksWithFrequentRekeysAcrossMixedGroups) {
   JobOptions opt;
   opt.transport = "tcp";
-  opt.env = {{"HETCCL_ENCRYPT", "all"}, {"HETCCL_ENCRYPT_REKEY_RECORDS", "2"}};
+  // Three threads seal and open each link's records (batches of three
+  // records, keys changing inside a batch), though the ranks share 2 cores.
+  opt.env = {{"HETCCL_ENCRYPT", "all"}, {"HETCCL_ENCRYPT_REKEY_RECORDS", "2"}, {"HETCCL_HOST_THREADS", "3"}};
   runJob("a,b,a,b,c", opt, [](Rank& r) {
     hetcclCommInfo_t info = infoOf(r);
     EXPECT_EQ(info.encryptedPeers, r.nranks - 1);
