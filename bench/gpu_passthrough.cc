@@ -28,9 +28,7 @@ F sym(void* lib, const char* name) {
   return reinterpret_cast<F>(p);
 }
 
-double seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double seconds() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 }  // namespace
 
@@ -113,8 +111,7 @@ int main(int argc, char** argv) {
   };
   unsigned char attrs[256];
   printf("host_us nccl=%.2f nccl_in_group=%.2f hetccl=%.2f pointer_attributes=%.2f\n",
-         perCall([&] { ncclAllReduce(a, b, 2, 7, 0, ncclComm, stream); }),
-         perCall([&] {
+         perCall([&] { ncclAllReduce(a, b, 2, 7, 0, ncclComm, stream); }), perCall([&] {
            ncclGroupStart();
            ncclAllReduce(a, b, 2, 7, 0, ncclComm, stream);
            ncclGroupEnd();

@@ -19,12 +19,12 @@ struct size_spec {
   int warmup;
 };
 
-static int parse_sizes(const char *arg, struct size_spec **out) {
+static int parse_sizes(const char* arg, struct size_spec** out) {
   int cap = 1;
-  for (const char *p = arg; *p; p++) cap += (*p == ',');
-  struct size_spec *specs = calloc((size_t)cap, sizeof *specs);
+  for (const char* p = arg; *p; p++) cap += (*p == ',');
+  struct size_spec* specs = calloc((size_t)cap, sizeof *specs);
   int n = 0;
-  const char *p = arg;
+  const char* p = arg;
   while (*p) {
     long long b;
     int it, wu, used = 0;
@@ -37,14 +37,18 @@ static int parse_sizes(const char *arg, struct size_spec **out) {
     specs[n].warmup = wu;
     n++;
     p += used;
-    if (*p == ',') p++;
-    else if (*p) { free(specs); return -1; }
+    if (*p == ',')
+      p++;
+    else if (*p) {
+      free(specs);
+      return -1;
+    }
   }
   *out = specs;
   return n;
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   int rank, nranks;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -52,14 +56,16 @@ int main(int argc, char **argv) {
 
   const char *sizes_arg = NULL, *json_path = NULL;
   for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--sizes") && i + 1 < argc) sizes_arg = argv[++i];
-    else if (!strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
+    if (!strcmp(argv[i], "--sizes") && i + 1 < argc)
+      sizes_arg = argv[++i];
+    else if (!strcmp(argv[i], "--json") && i + 1 < argc)
+      json_path = argv[++i];
     else {
       if (rank == 0) fprintf(stderr, "mpi_allreduce: unknown argument '%s'\n", argv[i]);
       MPI_Abort(MPI_COMM_WORLD, 2);
     }
   }
-  struct size_spec *specs = NULL;
+  struct size_spec* specs = NULL;
   int nspecs = sizes_arg ? parse_sizes(sizes_arg, &specs) : -1;
   if (nspecs <= 0) {
     if (rank == 0) fprintf(stderr, "mpi_allreduce: need --sizes BYTES:ITERS:WARMUP[,...]\n");
@@ -69,14 +75,14 @@ int main(int argc, char **argv) {
   long long max_bytes = 0;
   for (int s = 0; s < nspecs; s++)
     if (specs[s].bytes > max_bytes) max_bytes = specs[s].bytes;
-  float *send = malloc((size_t)max_bytes);
-  float *recv = malloc((size_t)max_bytes);
+  float* send = malloc((size_t)max_bytes);
+  float* recv = malloc((size_t)max_bytes);
   if (!send || !recv) {
     fprintf(stderr, "mpi_allreduce: rank %d cannot allocate %lld bytes\n", rank, 2 * max_bytes);
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
 
-  FILE *json = NULL;
+  FILE* json = NULL;
   if (rank == 0) {
     if (json_path && !(json = fopen(json_path, "w"))) {
       fprintf(stderr, "mpi_allreduce: cannot write %s\n", json_path);
@@ -85,11 +91,11 @@ int main(int argc, char **argv) {
     int len;
     char version[MPI_MAX_LIBRARY_VERSION_STRING];
     MPI_Get_library_version(version, &len);
-    char *nl = strchr(version, '\n');
+    char* nl = strchr(version, '\n');
     if (nl) *nl = '\0';
     printf("# mpi_allreduce: %d ranks, float sum, out-of-place; %s\n", nranks, version);
-    printf("# %12s %12s %6s %6s %12s %10s %10s %8s\n", "size(B)", "count", "iters", "warm",
-           "time(us)", "algbw", "busbw", "#wrong");
+    printf("# %12s %12s %6s %6s %12s %10s %10s %8s\n", "size(B)", "count", "iters", "warm", "time(us)", "algbw",
+           "busbw", "#wrong");
     if (json) fprintf(json, "{\"op\":\"allreduce\",\"dtype\":\"float32\",\"nranks\":%d,\"rows\":[", nranks);
   }
 
@@ -102,12 +108,10 @@ int main(int argc, char **argv) {
       recv[i] = -1.0f;
     }
 
-    for (int i = 0; i < specs[s].warmup; i++)
-      MPI_Allreduce(send, recv, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    for (int i = 0; i < specs[s].warmup; i++) MPI_Allreduce(send, recv, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     MPI_Barrier(MPI_COMM_WORLD);
     const double t0 = MPI_Wtime();
-    for (int i = 0; i < specs[s].iters; i++)
-      MPI_Allreduce(send, recv, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    for (int i = 0; i < specs[s].iters; i++) MPI_Allreduce(send, recv, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     const double per_call = (MPI_Wtime() - t0) / specs[s].iters;
     double slowest;
     MPI_Reduce(&per_call, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
@@ -125,15 +129,14 @@ int main(int argc, char **argv) {
       const double algbw = (double)bytes / slowest / 1e9;
       const double busbw = algbw * 2.0 * (nranks - 1) / nranks;
       busbw_sum += busbw;
-      printf("  %12lld %12d %6d %6d %12.2f %10.4f %10.4f %8lld\n", bytes, count, specs[s].iters,
-             specs[s].warmup, time_us, algbw, busbw, wrong_total);
+      printf("  %12lld %12d %6d %6d %12.2f %10.4f %10.4f %8lld\n", bytes, count, specs[s].iters, specs[s].warmup,
+             time_us, algbw, busbw, wrong_total);
       fflush(stdout);
       if (json)
         fprintf(json,
                 "%s{\"bytes\":%lld,\"count\":%d,\"iters\":%d,\"warmup\":%d,"
                 "\"oop\":{\"time_us\":%.3f,\"algbw\":%.6f,\"busbw\":%.6f,\"wrong\":%lld}}",
-                s ? "," : "", bytes, count, specs[s].iters, specs[s].warmup, time_us, algbw, busbw,
-                wrong_total);
+                s ? "," : "", bytes, count, specs[s].iters, specs[s].warmup, time_us, algbw, busbw, wrong_total);
     }
   }
 

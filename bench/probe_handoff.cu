@@ -24,13 +24,13 @@
 #include <cstdlib>
 #include <cstring>
 
-#define CK(x)                                                                   \
-  do {                                                                          \
-    auto r_ = (x);                                                              \
-    if (r_ != 0) {                                                              \
-      fprintf(stderr, "%s failed: %d at line %d\n", #x, (int)r_, __LINE__);     \
-      exit(2);                                                                  \
-    }                                                                           \
+#define CK(x)                                                               \
+  do {                                                                      \
+    auto r_ = (x);                                                          \
+    if (r_ != 0) {                                                          \
+      fprintf(stderr, "%s failed: %d at line %d\n", #x, (int)r_, __LINE__); \
+      exit(2);                                                              \
+    }                                                                       \
   } while (0)
 
 __global__ void addOne(float* p, int n) {
@@ -45,12 +45,23 @@ struct Shared {
 };
 
 enum Mode {
-  kFlags, kFlagsKernel, kFlagsCopies, kFull, kFullTwoStreams, kSmallD2H, kSmallH2D, kViaScratch,
-  kH2DBatch, kH2D2D, kH2DMapped, kModes
+  kFlags,
+  kFlagsKernel,
+  kFlagsCopies,
+  kFull,
+  kFullTwoStreams,
+  kSmallD2H,
+  kSmallH2D,
+  kViaScratch,
+  kH2DBatch,
+  kH2D2D,
+  kH2DMapped,
+  kModes
 };
-const char* kNames[] = {"flags", "flags+kernel", "flags+copies", "copies+kernel", "copies+kernel_2streams",
-                        "small_d2h", "small_h2d", "h2d_via_scratch", "small_h2d_batch_overlap", "small_h2d_2d",
-                        "small_h2d_from_mapped"};
+const char* kNames[] = {"flags",         "flags+kernel",           "flags+copies",
+                        "copies+kernel", "copies+kernel_2streams", "small_d2h",
+                        "small_h2d",     "h2d_via_scratch",        "small_h2d_batch_overlap",
+                        "small_h2d_2d",  "small_h2d_from_mapped"};
 
 // The host to device leg of the small-copy modes: plain, batched with the
 // overlap-with-compute hint, as a 2D copy, or as a device-to-device copy
@@ -103,8 +114,9 @@ double run(Shared* sh, int me, Mode mode, int iters, uint64_t base, size_t small
     if (copies) CK(cudaMemcpyAsync(sh->data[me], dev, out, cudaMemcpyDeviceToHost, s));
     CK(cuStreamWriteValue64((CUstream)s, mine, v, 0));
     CK(cuStreamWaitValue64((CUstream)s, peer, v, CU_STREAM_WAIT_VALUE_GEQ));
-    if (copies) copyIn(mode, mode == kViaScratch ? scratch : reinterpret_cast<char*>(dev) + 4096,
-                       const_cast<char*>(sh->data[1 - me]), in, s);
+    if (copies)
+      copyIn(mode, mode == kViaScratch ? scratch : reinterpret_cast<char*>(dev) + 4096,
+             const_cast<char*>(sh->data[1 - me]), in, s);
     if (mode == kViaScratch)
       CK(cudaMemcpyAsync(reinterpret_cast<char*>(dev) + 4096, scratch, small, cudaMemcpyDeviceToDevice, s));
     if (mode == kFlagsKernel || mode == kFull) addOne<<<1, 32, 0, s>>>(dev, 2);
@@ -127,8 +139,8 @@ double run(Shared* sh, int me, Mode mode, int iters, uint64_t base, size_t small
 
 int main(int argc, char** argv) {
   const int iters = argc > 1 ? atoi(argv[1]) : 2000;
-  auto* sh = static_cast<Shared*>(
-      mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  auto* sh =
+      static_cast<Shared*>(mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
   memset(sh, 0, sizeof(Shared));
   pid_t child = fork();
   const int me = child == 0 ? 1 : 0;

@@ -6,6 +6,8 @@ set -euo pipefail
 pkgs=(cmake make g++ pkg-config libgtest-dev openmpi-bin libopenmpi-dev iproute2 procps "$@")
 # make fuzz: clang with the libFuzzer, ASan and UBSan runtimes (only recommended by clang-14).
 pkgs+=(clang libclang-rt-14-dev)
+# The source layout check (.clang-format, ctest style.SourcesAreFormatted).
+pkgs+=(clang-format)
 # HIP compile check of the device kernels (src/kernels): ROCm 5.2's hipcc with
 # clang-15 and rocm-device-libs (pulled in as dependencies).
 pkgs+=(hipcc libamdhip64-dev)

@@ -82,10 +82,7 @@ typedef enum {
 } hetcclRedOp_t;
 
 /* Where the PreMulSum scalar lives (NCCL's ncclScalarResidence_t). */
-typedef enum {
-  hetcclScalarDevice = 0,
-  hetcclScalarHostImmediate = 1
-} hetcclScalarResidence_t;
+typedef enum { hetcclScalarDevice = 0, hetcclScalarHostImmediate = 1 } hetcclScalarResidence_t;
 
 #define HETCCL_CONFIG_UNDEF_INT INT_MIN
 #define HETCCL_CONFIG_MAGIC 0xcafebeefu
@@ -99,23 +96,22 @@ typedef struct hetcclConfig_v2 {
   size_t size;
   unsigned int magic;
   unsigned int version;
-  int blocking;         /* 0: init and collectives may return hetcclInProgress */
-  int timeoutSeconds;   /* overrides HETCCL_TIMEOUT_S for this communicator */
-  const char* groupName;/* overrides HETCCL_GROUP for this rank */
-  const char* transport;/* overrides HETCCL_TRANSPORT: "auto", "tcp", "shm", "ucx", "intra=shm,inter=tcp" */
+  int blocking;          /* 0: init and collectives may return hetcclInProgress */
+  int timeoutSeconds;    /* overrides HETCCL_TIMEOUT_S for this communicator */
+  const char* groupName; /* overrides HETCCL_GROUP for this rank */
+  const char* transport; /* overrides HETCCL_TRANSPORT: "auto", "tcp", "shm", "ucx", "intra=shm,inter=tcp" */
   /* version 2 */
-  const char* device;   /* overrides HETCCL_DEVICE: "host", "cuda", "hip", "emu" (GPU ranks use the
-                           calling thread's current device, as NCCL does) */
-  const char* backend;  /* overrides HETCCL_BACKEND: "host", "nccl", "rccl" */
+  const char* device;  /* overrides HETCCL_DEVICE: "host", "cuda", "hip", "emu" (GPU ranks use the
+                          calling thread's current device, as NCCL does) */
+  const char* backend; /* overrides HETCCL_BACKEND: "host", "nccl", "rccl" */
   /* version 3 */
-  const char* site;     /* overrides HETCCL_SITE / HETCCL_SITE_MAP for this rank ("" : no site) */
+  const char* site; /* overrides HETCCL_SITE / HETCCL_SITE_MAP for this rank ("" : no site) */
 } hetcclConfig_t;
 
-#define HETCCL_CONFIG_INITIALIZER                                          \
-  {                                                                        \
-    sizeof(hetcclConfig_t), HETCCL_CONFIG_MAGIC, HETCCL_CONFIG_VERSION,    \
-        HETCCL_CONFIG_UNDEF_INT, HETCCL_CONFIG_UNDEF_INT, NULL, NULL, NULL, \
-        NULL, NULL                                                         \
+#define HETCCL_CONFIG_INITIALIZER                                                                \
+  {                                                                                              \
+    sizeof(hetcclConfig_t), HETCCL_CONFIG_MAGIC, HETCCL_CONFIG_VERSION, HETCCL_CONFIG_UNDEF_INT, \
+        HETCCL_CONFIG_UNDEF_INT, NULL, NULL, NULL, NULL, NULL                                    \
   }
 
 /* How a call's data crossed between groups (hetcclCommInfo_t.pathCalls):
@@ -141,51 +137,51 @@ typedef struct hetcclCommInfo_v1 {
   int rank;
   int nranks;
   int ngroups;
-  int myGroup;                               /* index into the arrays below */
-  int myGroupRank;                           /* rank inside my group */
+  int myGroup;     /* index into the arrays below */
+  int myGroupRank; /* rank inside my group */
   int groupSize[HETCCL_MAX_GROUPS];
   char groupName[HETCCL_MAX_GROUPS][HETCCL_NAME_BYTES];
   char groupBackend[HETCCL_MAX_GROUPS][HETCCL_NAME_BYTES]; /* "host", "nccl", ... */
-  char deviceKind[HETCCL_NAME_BYTES];        /* this rank's: "host", "cuda", "hip", "emu" */
-  char transport[HETCCL_NAME_BYTES];         /* transport in use: "tcp", "shm", "ucx", or "<intra>+<inter>"
-                                                (e.g. "shm+tcp": peers on this host over shm, on others over tcp) */
-  int borderPeers;                           /* ranks of other groups this rank exchanges with in AllReduce */
-  char borderPath[HETCCL_NAME_BYTES];        /* how its border data moves: "none" (one group), "host" (host
-                                                memory to the transport), "staged" (device memory through
-                                                pinned staging), "direct" (AllReduce, Broadcast and
-                                                AllGather hand device memory to the transport; other
-                                                collectives stage), "device" (AllReduce through the
-                                                device border: copy engines and shared memory; other
-                                                collectives as staged or direct) */
+  char deviceKind[HETCCL_NAME_BYTES];                      /* this rank's: "host", "cuda", "hip", "emu" */
+  char transport[HETCCL_NAME_BYTES];            /* transport in use: "tcp", "shm", "ucx", or "<intra>+<inter>"
+                                                   (e.g. "shm+tcp": peers on this host over shm, on others over tcp) */
+  int borderPeers;                              /* ranks of other groups this rank exchanges with in AllReduce */
+  char borderPath[HETCCL_NAME_BYTES];           /* how its border data moves: "none" (one group), "host" (host
+                                                   memory to the transport), "staged" (device memory through
+                                                   pinned staging), "direct" (AllReduce, Broadcast and
+                                                   AllGather hand device memory to the transport; other
+                                                   collectives stage), "device" (AllReduce through the
+                                                   device border: copy engines and shared memory; other
+                                                   collectives as staged or direct) */
   unsigned long long pathCalls[hetcclNumPaths]; /* calls so far by the path they took (hetcclPath_t);
                                                    each call of a group counts once */
   /* appended: sites and encryption (HETCCL_SITE, HETCCL_ENCRYPT) */
-  char site[HETCCL_NAME_BYTES];              /* this rank's site ("" : unnamed) */
-  char encrypt[HETCCL_NAME_BYTES];           /* the mode: "off", "cross-site" or "all" */
-  int encryptedPeers;                        /* peers whose link carries AES-256-GCM records */
-  int plainPeers;                            /* peers whose link carries plaintext (same-host shm included) */
+  char site[HETCCL_NAME_BYTES];    /* this rank's site ("" : unnamed) */
+  char encrypt[HETCCL_NAME_BYTES]; /* the mode: "off", "cross-site" or "all" */
+  int encryptedPeers;              /* peers whose link carries AES-256-GCM records */
+  int plainPeers;                  /* peers whose link carries plaintext (same-host shm included) */
 } hetcclCommInfo_t;
 
 /* The HETCCL_* settings this library reads (what hetccl-info prints).
  * Versioned like hetcclConfig_t: set size before the call. */
 typedef struct hetcclSetting_v1 {
   size_t size;
-  const char* name;         /* "HETCCL_TIMEOUT_S" */
-  const char* type;         /* "int", "bytes", "bool", "choice" or "string" */
-  const char* value;        /* the value in force in this process's environment */
+  const char* name;  /* "HETCCL_TIMEOUT_S" */
+  const char* type;  /* "int", "bytes", "bool", "choice" or "string" */
+  const char* value; /* the value in force in this process's environment */
   const char* defaultValue;
-  const char* alsoRead;     /* a variable read when this one is unset ("NCCL_DEBUG"), or NULL */
-  const char* allowed;      /* what it accepts: "an integer from 1 to 31536000" */
+  const char* alsoRead; /* a variable read when this one is unset ("NCCL_DEBUG"), or NULL */
+  const char* allowed;  /* what it accepts: "an integer from 1 to 31536000" */
   const char* help;
-  int fromEnvironment;      /* 1 when the environment set it (this name or alsoRead) */
+  int fromEnvironment; /* 1 when the environment set it (this name or alsoRead) */
 } hetcclSetting_t;
 
 /* What this build can load: comma lists. */
 typedef struct hetcclBuildInfo_v1 {
   size_t size;
-  char deviceKinds[128];    /* "host,cuda,hip,emu" */
-  char transports[128];     /* "tcp,shm,ucx" */
-  char backends[128];       /* "host,nccl,rccl" */
+  char deviceKinds[128]; /* "host,cuda,hip,emu" */
+  char transports[128];  /* "tcp,shm,ucx" */
+  char backends[128];    /* "host,nccl,rccl" */
 } hetcclBuildInfo_t;
 
 /* Version, library and errors */
@@ -209,16 +205,15 @@ hetcclResult_t hetcclCommInitRankConfig(hetcclComm_t* comm, int nranks, hetcclUn
  * (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE), Open MPI (OMPI_COMM_WORLD_*),
  * Slurm (SLURM_PROCID, SLURM_NTASKS with HETCCL_COMM_ID=host:port). */
 hetcclResult_t hetcclCommInitFromEnv(hetcclComm_t* comm, hetcclConfig_t* config);
-hetcclResult_t hetcclCommSplit(hetcclComm_t comm, int color, int key, hetcclComm_t* newcomm,
-                               hetcclConfig_t* config);
+hetcclResult_t hetcclCommSplit(hetcclComm_t comm, int color, int key, hetcclComm_t* newcomm, hetcclConfig_t* config);
 /* A new communicator of comm's ranks except the excludeCount ranks listed,
  * renumbered in order; the excluded ranks take no part (they may be dead).
  * HETCCL_SHRINK_ABORT ends comm's work first, on every rank (after a rank
  * failed); comm must still be destroyed. NCCL's ncclCommShrink. */
 #define HETCCL_SHRINK_DEFAULT 0x00
 #define HETCCL_SHRINK_ABORT 0x01
-hetcclResult_t hetcclCommShrink(hetcclComm_t comm, const int* excludeRanks, int excludeCount,
-                                hetcclComm_t* newcomm, hetcclConfig_t* config, int shrinkFlags);
+hetcclResult_t hetcclCommShrink(hetcclComm_t comm, const int* excludeRanks, int excludeCount, hetcclComm_t* newcomm,
+                                hetcclConfig_t* config, int shrinkFlags);
 hetcclResult_t hetcclCommFinalize(hetcclComm_t comm);
 hetcclResult_t hetcclCommDestroy(hetcclComm_t comm);
 /* Safe from any thread: releases every waiter of comm, then frees it. */
@@ -238,25 +233,24 @@ hetcclResult_t hetcclRedOpDestroy(hetcclRedOp_t op, hetcclComm_t comm);
  * `count` elements per rank pair. Outputs are in global rank order. */
 hetcclResult_t hetcclAllReduce(const void* sendbuff, void* recvbuff, size_t count, hetcclDataType_t datatype,
                                hetcclRedOp_t op, hetcclComm_t comm, hetcclStream_t stream);
-hetcclResult_t hetcclBroadcast(const void* sendbuff, void* recvbuff, size_t count, hetcclDataType_t datatype,
-                               int root, hetcclComm_t comm, hetcclStream_t stream);
+hetcclResult_t hetcclBroadcast(const void* sendbuff, void* recvbuff, size_t count, hetcclDataType_t datatype, int root,
+                               hetcclComm_t comm, hetcclStream_t stream);
 hetcclResult_t hetcclReduce(const void* sendbuff, void* recvbuff, size_t count, hetcclDataType_t datatype,
                             hetcclRedOp_t op, int root, hetcclComm_t comm, hetcclStream_t stream);
-hetcclResult_t hetcclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
-                               hetcclDataType_t datatype, hetcclComm_t comm, hetcclStream_t stream);
-hetcclResult_t hetcclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
-                                   hetcclDataType_t datatype, hetcclRedOp_t op, hetcclComm_t comm,
-                                   hetcclStream_t stream);
+hetcclResult_t hetcclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, hetcclDataType_t datatype,
+                               hetcclComm_t comm, hetcclStream_t stream);
+hetcclResult_t hetcclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, hetcclDataType_t datatype,
+                                   hetcclRedOp_t op, hetcclComm_t comm, hetcclStream_t stream);
 hetcclResult_t hetcclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, hetcclDataType_t datatype,
                               hetcclComm_t comm, hetcclStream_t stream);
-hetcclResult_t hetcclGather(const void* sendbuff, void* recvbuff, size_t count, hetcclDataType_t datatype,
-                            int root, hetcclComm_t comm, hetcclStream_t stream);
-hetcclResult_t hetcclScatter(const void* sendbuff, void* recvbuff, size_t count, hetcclDataType_t datatype,
-                             int root, hetcclComm_t comm, hetcclStream_t stream);
-hetcclResult_t hetcclSend(const void* sendbuff, size_t count, hetcclDataType_t datatype, int peer,
-                          hetcclComm_t comm, hetcclStream_t stream);
-hetcclResult_t hetcclRecv(void* recvbuff, size_t count, hetcclDataType_t datatype, int peer,
-                          hetcclComm_t comm, hetcclStream_t stream);
+hetcclResult_t hetcclGather(const void* sendbuff, void* recvbuff, size_t count, hetcclDataType_t datatype, int root,
+                            hetcclComm_t comm, hetcclStream_t stream);
+hetcclResult_t hetcclScatter(const void* sendbuff, void* recvbuff, size_t count, hetcclDataType_t datatype, int root,
+                             hetcclComm_t comm, hetcclStream_t stream);
+hetcclResult_t hetcclSend(const void* sendbuff, size_t count, hetcclDataType_t datatype, int peer, hetcclComm_t comm,
+                          hetcclStream_t stream);
+hetcclResult_t hetcclRecv(void* recvbuff, size_t count, hetcclDataType_t datatype, int peer, hetcclComm_t comm,
+                          hetcclStream_t stream);
 
 /* Device memory, copies and streams of a device kind ("cuda", "hip", "emu";
  * "host": plain memory, no streams), through the runtime hetccl loads

@@ -36,7 +36,7 @@
 namespace hetccl_torch {
 
 #if HETCCL_TORCH2
-using BackendBase = c10d::Backend;   // torch 2.x: a ProcessGroup holds one backend per device type
+using BackendBase = c10d::Backend;  // torch 2.x: a ProcessGroup holds one backend per device type
 #else
 using BackendBase = c10d::ProcessGroup;  // torch 1.x: the creator returns the process group itself
 #endif
@@ -55,8 +55,8 @@ struct CommHandle {  // owns the hetccl communicator; Works keep it alive
 class HetcclBackend final : public BackendBase {
  public:
   // device: "cuda" or "host"; group: hetccl group of this rank ("" = by device kind).
-  HetcclBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                std::chrono::milliseconds timeout, const std::string& device, const std::string& group);
+  HetcclBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, std::chrono::milliseconds timeout,
+                const std::string& device, const std::string& group);
   ~HetcclBackend() override;
 
   const std::string getBackendName() const override { return "hetccl"; }
@@ -73,10 +73,9 @@ class HetcclBackend final : public BackendBase {
                                            const c10d::AllgatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
                                                  const c10d::AllgatherOptions& opts) override;
-  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
-                                        std::vector<at::Tensor>& inputs, const c10d::GatherOptions& opts) override;
-  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
-                                         std::vector<std::vector<at::Tensor>>& inputs,
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
                                          const c10d::ScatterOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
                                                 std::vector<std::vector<at::Tensor>>& inputs,
@@ -92,8 +91,7 @@ class HetcclBackend final : public BackendBase {
                                                                  const c10d::ReduceScatterOptions& opts) override;
 #endif
   c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
-                                               std::vector<int64_t>& outputSplits,
-                                               std::vector<int64_t>& inputSplits,
+                                               std::vector<int64_t>& outputSplits, std::vector<int64_t>& inputSplits,
                                                const c10d::AllToAllOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
                                           const c10d::AllToAllOptions& opts) override;
@@ -130,8 +128,7 @@ class HetcclBackend final : public BackendBase {
   // handles with the staged copies) and returns the Work of the operation,
   // whose future holds the outputs.
   c10::intrusive_ptr<c10d::Work> launch(c10d::OpType op, const char* name, std::vector<at::Tensor*> inputs,
-                                        std::vector<at::Tensor*> outputs, const Issue& issue,
-                                        bool hostWait = false);
+                                        std::vector<at::Tensor*> outputs, const Issue& issue, bool hostWait = false);
   // GPU rank: issues on the side stream once the caller's current stream has
   // produced the inputs; `touched` tensors stay allocated until it is done.
   void issueOnSideStream(const std::vector<at::Tensor*>& touched, const Issue& issue);
@@ -147,7 +144,7 @@ class HetcclBackend final : public BackendBase {
                                                  std::vector<std::pair<at::Tensor, at::Tensor*>>& copyBack,
                                                  const Issue& issue);
 
-  struct Coalescing {  // the open block
+  struct Coalescing {                                         // the open block
     std::vector<std::pair<at::Tensor, at::Tensor>> copyBack;  // (user's tensor, staged copy)
     std::vector<at::Tensor> outputs;
     std::vector<c10::intrusive_ptr<HetcclWork>> works;
@@ -160,7 +157,7 @@ class HetcclBackend final : public BackendBase {
   std::chrono::milliseconds timeout_;
   uint64_t seq_ = 0;
   c10::intrusive_ptr<c10d::Store> store_;
-  std::string storePrefix_;        // this backend's keys in the store
+  std::string storePrefix_;         // this backend's keys in the store
   uint64_t monitoredBarriers_ = 0;  // calls so far (the same on every rank)
 };
 

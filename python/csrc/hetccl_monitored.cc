@@ -38,8 +38,8 @@ void HetcclBackend::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait
       std::string who;
       for (size_t i = 0; i < missing.size() && (waitAllRanks || i == 0); ++i)
         who += (i ? ", " : "") + std::to_string(missing[i]);
-      TORCH_CHECK(false, msg("hetccl monitored_barrier: ", waitAllRanks && missing.size() > 1 ? "ranks " : "rank ",
-                             who, " did not reach the barrier within ", limit.count(), " ms"));
+      TORCH_CHECK(false, msg("hetccl monitored_barrier: ", waitAllRanks && missing.size() > 1 ? "ranks " : "rank ", who,
+                             " did not reach the barrier within ", limit.count(), " ms"));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(missing.size() == 1 ? 1 : 5));
   }

@@ -21,8 +21,7 @@ CommHandle::~CommHandle() {
   // A failed communicator cannot finish its pending work: abort instead of
   // waiting on peers that may be gone.
   hetcclResult_t async = hetcclSuccess;
-  if (hetcclCommGetAsyncError(comm, &async) != hetcclSuccess ||
-      (async != hetcclSuccess && async != hetcclInProgress)) {
+  if (hetcclCommGetAsyncError(comm, &async) != hetcclSuccess || (async != hetcclSuccess && async != hetcclInProgress)) {
     hetcclCommAbort(comm);
     return;
   }
@@ -118,7 +117,8 @@ void HetcclWork::fail(std::exception_ptr why) {
 }
 
 void HetcclWork::checkIssued() {
-  TORCH_CHECK(!pending_, msg("hetccl ", name_, ": waited on inside its coalescing block; wait on the Work the block's "
+  TORCH_CHECK(!pending_, msg("hetccl ", name_,
+                             ": waited on inside its coalescing block; wait on the Work the block's "
                              "end returns (or after the block)"));
   if (failed_) std::rethrow_exception(failed_);
 }

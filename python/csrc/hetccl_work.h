@@ -33,9 +33,8 @@ class HetcclWork : public c10d::Work {
   // block ends; until release() (or fail()) it is not complete and wait()
   // raises.
   HetcclWork(int rank, c10d::OpType op, std::string name, std::vector<at::Tensor> outputs,
-             std::shared_ptr<CommHandle> comm, std::shared_ptr<c10::Event> done,
-             c10::optional<c10::Stream> stream, bool hostWait, std::chrono::milliseconds timeout,
-             bool deferred = false);
+             std::shared_ptr<CommHandle> comm, std::shared_ptr<c10::Event> done, c10::optional<c10::Stream> stream,
+             bool hostWait, std::chrono::milliseconds timeout, bool deferred = false);
   void release();                     // the block was issued: complete as a normal Work
   void fail(std::exception_ptr why);  // the block failed to issue
 

@@ -11,9 +11,8 @@ PYBIND11_MODULE(_C, m) {
   m.def(
       "create_backend",
       [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, std::chrono::milliseconds timeout,
-         const std::string& device, const std::string& group) {
-        return hetccl_torch::createBackend(store, rank, size, timeout, device, group);
-      },
+         const std::string& device,
+         const std::string& group) { return hetccl_torch::createBackend(store, rank, size, timeout, device, group); },
       py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"), py::arg("device"), py::arg("group"),
       py::call_guard<py::gil_scoped_release>(),
       "Creates the hetccl backend of one process group (device: 'cuda' or 'host'; group: '' for the default).");

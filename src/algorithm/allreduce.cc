@@ -46,8 +46,10 @@ void borderReduce(const PlanContext& pc, LocalOps& lo, const BorderAssignment& b
       size_t rLo = p.partLo(g), rHi = p.partLo(g + 1);
       if (sHi > sLo) x.push_back(Xfer::send(p.owners[to], buf + sLo * es, (sHi - sLo) * es, tag));
       if (rHi == rLo) continue;
-      if (folds) x.push_back(Xfer::recvReduce(p.owners[from], buf + rLo * es, (rHi - rLo) * es, dt, op.kind, tag));
-      else x.push_back(Xfer::recv(p.owners[from], incoming + at * es, (rHi - rLo) * es, tag));
+      if (folds)
+        x.push_back(Xfer::recvReduce(p.owners[from], buf + rLo * es, (rHi - rLo) * es, dt, op.kind, tag));
+      else
+        x.push_back(Xfer::recv(p.owners[from], incoming + at * es, (rHi - rLo) * es, tag));
       at += rHi - rLo;
     }
     if (t == 1) {
@@ -75,8 +77,7 @@ void borderReduce(const PlanContext& pc, LocalOps& lo, const BorderAssignment& b
   size_t at = 0;
   std::vector<const void*> parts(G);
   for (const auto& p : ba.shared) {
-    for (int h = 0; h < G; ++h)
-      parts[h] = h == g ? buf + p.offset * es : staging + (at + h * sharedElems) * es;
+    for (int h = 0; h < G; ++h) parts[h] = h == g ? buf + p.offset * es : staging + (at + h * sharedElems) * es;
     // The fold scratch is the slot of this rank's own group (unused).
     lo.fold(buf + p.offset * es, parts.data(), G, p.count, dt, op.kind, staging + (at + g * sharedElems) * es);
     if (op.postDiv) lo.divide(buf + p.offset * es, p.count, dt, op.divisor);

@@ -93,8 +93,10 @@ void runCollective(const PlanContext& base, const CollArgs& call) {
   p.tag = makeTag(c.nextSeq(), a);
   c.callTag() = p.tag;  // what the host backend's group steps carry (BackendContext::callTag)
   LOG_TRACE(kColl, "%s", p.tag.describe().c_str());
-  if (c.checkMismatch()) checkSameCall(c, p.tag);
-  else if (rooted(a.kind) && c.nranks() > 1) checkNeighbours(c, p.tag);
+  if (c.checkMismatch())
+    checkSameCall(c, p.tag);
+  else if (rooted(a.kind) && c.nranks() > 1)
+    checkNeighbours(c, p.tag);
   switch (a.kind) {
     case CollKind::kAllReduce: return runAllReduce(p, a);
     case CollKind::kBroadcast: return runBroadcast(p, a);
@@ -112,8 +114,10 @@ void runCollective(const PlanContext& base, const CollArgs& call) {
 void runCalls(const PlanContext& p, const std::vector<CollArgs>& calls) {
   std::vector<CollArgs> p2p;
   for (const CollArgs& a : calls) {
-    if (a.kind == CollKind::kSendRecv) p2p.push_back(a);
-    else runCollective(p, a);
+    if (a.kind == CollKind::kSendRecv)
+      p2p.push_back(a);
+    else
+      runCollective(p, a);
   }
   if (!p2p.empty()) runPointToPoint(p, p2p.data(), p2p.size());
 }

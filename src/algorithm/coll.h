@@ -25,7 +25,7 @@ struct CollArgs {
   size_t count = 0;  // as the API takes it (per rank for AllGather, ReduceScatter, AlltoAll, Gather, Scatter)
   DataType dt = hetcclFloat32;
   ReduceOp op;
-  int root = -1;     // root, or peer for send/recv
+  int root = -1;        // root, or peer for send/recv
   bool isSend = false;  // kSendRecv: a send (buffers may be null when count is 0)
   Stream stream = nullptr;
 };

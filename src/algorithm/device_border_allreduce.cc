@@ -210,8 +210,10 @@ void enqueueDeviceBorderAllReduce(Comm& c, const CollArgs& a) {
   BorderAllReduce bc(c, a.dt, a.op.kind, src + start * es, recv + start * es, len);
   const bool small = len * es <= std::min(c.smallBytes(), b.partBytes());
   if (len) {
-    if (small) bc.small(s);
-    else bc.pipelined(s);
+    if (small)
+      bc.small(s);
+    else
+      bc.pipelined(s);
     if (a.op.postDiv) bc.check(kn.divide(bc.dst, len, static_cast<int>(a.dt), a.op.divisor, s), "divide");
   }
   if (k > 1) {

@@ -101,12 +101,12 @@ void BorderCall::watch(Stream caller, const char* what, size_t bytes, std::funct
             border.releaseAll();
             throw;
           }
-          const std::string text =
-              who < 0 ? std::string(e.what())
-                      : "device border " + name + " of " + std::to_string(bytes) + " bytes: rank " +
-                            std::to_string(border.peerRank(who)) + " did not store its share within " +
-                            std::to_string(static_cast<int>(comm.options().timeoutS)) +
-                            " s (HETCCL_TIMEOUT_S); it died, stalled or left the job";
+          const std::string text = who < 0
+                                       ? std::string(e.what())
+                                       : "device border " + name + " of " + std::to_string(bytes) + " bytes: rank " +
+                                             std::to_string(border.peerRank(who)) + " did not store its share within " +
+                                             std::to_string(static_cast<int>(comm.options().timeoutS)) +
+                                             " s (HETCCL_TIMEOUT_S); it died, stalled or left the job";
           // The other ranks learn of it before any stream of theirs that
           // waits on this rank goes on.
           border.markFailed("rank " + std::to_string(comm.rank()) + ": " + text);
@@ -116,8 +116,9 @@ void BorderCall::watch(Stream caller, const char* what, size_t bytes, std::funct
         bool poisoned = false;
         behind(&poisoned);
         if (poisoned)
-          throwError(hetcclRemoteError, "device border " + name + ": a border peer released the border (it failed "
-                                        "or aborted); the result is not valid");
+          throwError(hetcclRemoteError, "device border " + name +
+                                            ": a border peer released the border (it failed "
+                                            "or aborted); the result is not valid");
         std::string why;
         const int failed = border.failedRank(&why);
         if (failed >= 0 && failed != comm.rank())

@@ -324,7 +324,7 @@ void enqueueReduce(Comm& c, const CollArgs& a) {
     const int rootIndex = c.topo().groupRank[a.root];
     for (size_t off = 0; off < bc.blk; off += b.partBytes()) {
       const size_t len = std::min(b.partBytes(), bc.blk - off), cnt = len / bc.es;
-      uint8_t* to = isRoot ? bc.recv + off : b.outgoing(0);  // written at each group's root only
+      uint8_t* to = isRoot ? bc.recv + off : b.outgoing(0);                        // written at each group's root only
       if (off && atBorder && !isRoot) bc.d.streamWaitEvent(bc.s, bc.event(bc.o));  // the last piece is out
       be.reduce(bc.send + off, to, cnt, bc.dt, groupOp, rootIndex, bc.s);
       if (!atBorder) continue;
@@ -355,12 +355,14 @@ void enqueueGroupGather(BlockCall& bc) {
     // Where group rank j's piece goes on this group's gathering rank.
     auto at = [&](int j) { return isRoot ? bc.block(rankAt(c, me, j)) + off : gathered + j * len; };
     if (off && atBorder && !isRoot) bc.d.streamWaitEvent(bc.s, bc.event(bc.o));  // the last piece is out
-    if (atBorder) bc.d.copy(at(i), bc.send + off, len, bc.s);  // nothing where in place
+    if (atBorder) bc.d.copy(at(i), bc.send + off, len, bc.s);                    // nothing where in place
     be.groupStart();
     for (int j = 0; j < k; ++j) {
       if (j == i || (!atBorder && j != rootIndex)) continue;
-      if (atBorder) be.recv(at(j), cnt, bc.dt, j, bc.s);
-      else be.send(bc.send + off, cnt, bc.dt, j, bc.s);
+      if (atBorder)
+        be.recv(at(j), cnt, bc.dt, j, bc.s);
+      else
+        be.send(bc.send + off, cnt, bc.dt, j, bc.s);
     }
     be.groupEnd();
     if (!atBorder) continue;
@@ -403,7 +405,9 @@ void enqueueGroupScatter(BlockCall& bc) {
   for (size_t off = 0, piece = bc.groupPiece(); off < bc.blk; off += piece) {
     const size_t len = std::min(piece, bc.blk - off), cnt = len / bc.es;
     // Where group rank j's piece is on this group's handing rank.
-    auto from = [&](int j) { return isRoot ? bc.send + rankAt(c, me, j) * bc.blk + off : bc.scratchOf(rootGroup) + j * len; };
+    auto from = [&](int j) {
+      return isRoot ? bc.send + rankAt(c, me, j) * bc.blk + off : bc.scratchOf(rootGroup) + j * len;
+    };
     if (atBorder) {
       bc.fork(bc.s);  // the last piece's hand-over has read the scratch
       int slot = 0;
@@ -425,8 +429,10 @@ void enqueueGroupScatter(BlockCall& bc) {
     be.groupStart();
     for (int j = 0; j < k; ++j) {
       if (j == i || (!atBorder && j != rootIndex)) continue;
-      if (atBorder) be.send(from(j), cnt, bc.dt, j, bc.s);
-      else be.recv(bc.recv + off, cnt, bc.dt, j, bc.s);
+      if (atBorder)
+        be.send(from(j), cnt, bc.dt, j, bc.s);
+      else
+        be.recv(bc.recv + off, cnt, bc.dt, j, bc.s);
     }
     be.groupEnd();
   }
@@ -493,14 +499,11 @@ bool takesDeviceBorder(Comm& c, const CollArgs& a) {
     case CollKind::kAllGather:
       return blk * n >= c.deviceBorder()->minBytes() && inPlaceOrDisjoint(a, blk, blk * n, c.rank() * blk);
     case CollKind::kBroadcast:
-      return blk >= c.deviceBorder()->minBytes() &&
-             (c.rank() != a.root || inPlaceOrDisjoint(a, blk, blk));
+      return blk >= c.deviceBorder()->minBytes() && (c.rank() != a.root || inPlaceOrDisjoint(a, blk, blk));
     case CollKind::kReduceScatter:
       if (!scalesOnBorder(a, groupSize(c) > 1)) return false;
-      return blk * n >= c.deviceBorder()->minBytes() &&
-             (r == s + c.rank() * blk || s + blk * n <= r || r + blk <= s);
-    case CollKind::kAlltoAll:
-      return blk * n >= c.deviceBorder()->minBytes() && inPlaceOrDisjoint(a, blk * n, blk * n);
+      return blk * n >= c.deviceBorder()->minBytes() && (r == s + c.rank() * blk || s + blk * n <= r || r + blk <= s);
+    case CollKind::kAlltoAll: return blk * n >= c.deviceBorder()->minBytes() && inPlaceOrDisjoint(a, blk * n, blk * n);
     case CollKind::kReduce:
       if (!scalesOnBorder(a, groupSize(c) > 1)) return false;
       return blk >= c.deviceBorder()->minBytes() && (c.rank() != a.root || inPlaceOrDisjoint(a, blk, blk));
@@ -510,8 +513,7 @@ bool takesDeviceBorder(Comm& c, const CollArgs& a) {
     case CollKind::kScatter:
       return blk * n >= c.deviceBorder()->minBytes() &&
              (c.rank() != a.root || r == s + c.rank() * blk || s + blk * n <= r || r + blk <= s);
-    default:
-      return false;
+    default: return false;
   }
 }
 

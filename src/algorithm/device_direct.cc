@@ -57,15 +57,13 @@ class DeviceLocalOps final : public LocalOps {
 // transfers that follow read its output from the host thread.
 class DirectBackend final : public Backend {
  public:
-  DirectBackend(Backend& inner, const BackendContext& ctx, StagingState& ds)
-      : Backend(ctx), inner_(inner), ds_(ds) {}
+  DirectBackend(Backend& inner, const BackendContext& ctx, StagingState& ds) : Backend(ctx), inner_(inner), ds_(ds) {}
   const char* name() const override { return inner_.name(); }
   void allReduce(const void* send, void* recv, size_t count, DataType dt, const ReduceOp& op, Stream) override {
     inner_.allReduce(send, recv, count, dt, op, ds_.stream());
     done("waiting for a group AllReduce of the vendor library");
   }
-  void reduceScatter(const void* send, void* recv, size_t recvcount, DataType dt, const ReduceOp& op,
-                     Stream) override {
+  void reduceScatter(const void* send, void* recv, size_t recvcount, DataType dt, const ReduceOp& op, Stream) override {
     inner_.reduceScatter(send, recv, recvcount, dt, op, ds_.stream());
     done("waiting for a group ReduceScatter of the vendor library");
   }
@@ -77,8 +75,7 @@ class DirectBackend final : public Backend {
     inner_.broadcast(send, recv, count, dt, root, ds_.stream());
     done("waiting for a group Broadcast of the vendor library");
   }
-  void reduce(const void* send, void* recv, size_t count, DataType dt, const ReduceOp& op, int root,
-              Stream) override {
+  void reduce(const void* send, void* recv, size_t count, DataType dt, const ReduceOp& op, int root, Stream) override {
     inner_.reduce(send, recv, count, dt, op, root, ds_.stream());
     done("waiting for a group Reduce of the vendor library");
   }
@@ -147,8 +144,7 @@ bool takesDirectPath(const Comm& c, const CollArgs& a) {
     case CollKind::kAllGather:  // in place: send is this rank's block of recv
       return bytes * c.nranks() >= c.gpuDirectMin() &&
              inPlaceOrDisjoint(a, bytes, bytes * c.nranks(), bytes * c.rank());
-    default:
-      return false;
+    default: return false;
   }
 }
 

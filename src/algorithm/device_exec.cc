@@ -97,7 +97,6 @@ std::vector<HostCopy> stageIn(Comm& c, const std::vector<CollArgs>& calls, uint8
   return ms;
 }
 
-
 // Enqueues the copies out (host to device) on each call's own stream.
 void stageOut(Comm& c, const std::vector<HostCopy>& ms) {
   for (const HostCopy& m : ms)
@@ -233,8 +232,10 @@ void passThrough(Comm& c, const std::vector<CollArgs>& calls) {
         break;
       case CollKind::kSendRecv:
         if (a.count == 0) break;
-        if (a.isSend) be.send(s, a.count, a.dt, a.root, a.stream);
-        else be.recv(r, a.count, a.dt, a.root, a.stream);
+        if (a.isSend)
+          be.send(s, a.count, a.dt, a.root, a.stream);
+        else
+          be.recv(r, a.count, a.dt, a.root, a.stream);
         break;
     }
   }

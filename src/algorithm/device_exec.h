@@ -37,5 +37,4 @@ BackendContext proxyBackendContext(Comm& c);
 // inPlaceAt, or lies wholly outside recv's recvBytes.
 bool inPlaceOrDisjoint(const CollArgs& a, size_t sendBytes, size_t recvBytes, size_t inPlaceAt = 0);
 
-
 }  // namespace hetccl

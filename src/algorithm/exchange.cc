@@ -51,12 +51,13 @@ void runExchange(const PlanContext& p, const std::vector<CollArgs>& ops, bool co
     if (op.root == c.rank()) (op.isSend ? selfSend : selfRecv).push_back(&op);
   if (selfSend.size() != selfRecv.size())
     throwRefused(hetcclInvalidUsage, std::to_string(selfSend.size()) + " sends to self but " +
-                                       std::to_string(selfRecv.size()) + " receives from self in one group call");
+                                         std::to_string(selfRecv.size()) + " receives from self in one group call");
   for (size_t i = 0; i < selfSend.size(); ++i) {
-    size_t sb = selfSend[i]->count * dataTypeSize(selfSend[i]->dt), rb = selfRecv[i]->count * dataTypeSize(selfRecv[i]->dt);
+    size_t sb = selfSend[i]->count * dataTypeSize(selfSend[i]->dt),
+           rb = selfRecv[i]->count * dataTypeSize(selfRecv[i]->dt);
     if (sb != rb)
       throwRefused(hetcclInvalidUsage, "send to self of " + std::to_string(sb) + " bytes meets a receive of " +
-                                         std::to_string(rb) + " bytes");
+                                           std::to_string(rb) + " bytes");
     copyBytes(selfRecv[i]->recv, selfSend[i]->send, sb);
   }
   bool any = false;
@@ -78,8 +79,10 @@ void runExchange(const PlanContext& p, const std::vector<CollArgs>& ops, bool co
     if (t.groupOf[op.root] == g) {
       c.callTag() = tag;
       int peer = t.groupRank[op.root];
-      if (op.isSend) be.send(op.send, op.count, op.dt, peer, op.stream);
-      else be.recv(op.recv, op.count, op.dt, peer, op.stream);
+      if (op.isSend)
+        be.send(op.send, op.count, op.dt, peer, op.stream);
+      else
+        be.recv(op.recv, op.count, op.dt, peer, op.stream);
     } else if (op.isSend) {
       cross.push_back(Xfer::send(op.root, op.send, bytes, tag));
     } else {

@@ -31,12 +31,10 @@ void StagedBackend::staged(const void* in, size_t inBytes, void* out, size_t out
   wait("waiting for a group step of the vendor library");
 }
 
-void StagedBackend::allReduce(const void* send, void* recv, size_t count, DataType dt, const ReduceOp& op,
-                              Stream) {
+void StagedBackend::allReduce(const void* send, void* recv, size_t count, DataType dt, const ReduceOp& op, Stream) {
   size_t bytes = count * dataTypeSize(dt);
   if (nranks() == 1) return copyBytes(recv, send, bytes);
-  staged(send, bytes, recv, bytes,
-         [&](uint8_t* i, uint8_t* o, Stream s) { inner_.allReduce(i, o, count, dt, op, s); });
+  staged(send, bytes, recv, bytes, [&](uint8_t* i, uint8_t* o, Stream s) { inner_.allReduce(i, o, count, dt, op, s); });
 }
 
 void StagedBackend::reduceScatter(const void* send, void* recv, size_t recvcount, DataType dt, const ReduceOp& op,
@@ -68,9 +66,8 @@ void StagedBackend::broadcast(const void* send, void* recv, size_t count, DataTy
   size_t bytes = count * dataTypeSize(dt);
   if (nranks() == 1) return copyBytes(recv, send, bytes);
   const void* in = rank() == root ? send : nullptr;
-  staged(in, in ? bytes : 0, recv, bytes, [&](uint8_t* i, uint8_t* o, Stream s) {
-    inner_.broadcast(i ? i : o, o, count, dt, root, s);
-  });
+  staged(in, in ? bytes : 0, recv, bytes,
+         [&](uint8_t* i, uint8_t* o, Stream s) { inner_.broadcast(i ? i : o, o, count, dt, root, s); });
 }
 
 void StagedBackend::reduce(const void* send, void* recv, size_t count, DataType dt, const ReduceOp& op, int root,
@@ -116,8 +113,8 @@ void StagedBackend::flushP2p() {
     for (size_t k = 0; k < sends.size(); ++k) {
       size_t sb = sends[k]->count * dataTypeSize(sends[k]->dt), rb = recvs[k]->count * dataTypeSize(recvs[k]->dt);
       if (sb != rb)
-        throwError(hetcclInvalidUsage, "send/recv to self: " + std::to_string(sb) + " bytes sent, " +
-                                           std::to_string(rb) + " expected");
+        throwError(hetcclInvalidUsage,
+                   "send/recv to self: " + std::to_string(sb) + " bytes sent, " + std::to_string(rb) + " expected");
       copyBytes(recvs[k]->host, sends[k]->host, sb);
     }
     return;
@@ -133,8 +130,10 @@ void StagedBackend::flushP2p() {
     if (ops[k].isSend) dev_.copy(d + at[k], ops[k].host, ops[k].count * dataTypeSize(ops[k].dt), ds_.stream());
   inner_.groupStart();
   for (size_t k = 0; k < ops.size(); ++k) {
-    if (ops[k].isSend) inner_.send(d + at[k], ops[k].count, ops[k].dt, ops[k].peer, ds_.stream());
-    else inner_.recv(d + at[k], ops[k].count, ops[k].dt, ops[k].peer, ds_.stream());
+    if (ops[k].isSend)
+      inner_.send(d + at[k], ops[k].count, ops[k].dt, ops[k].peer, ds_.stream());
+    else
+      inner_.recv(d + at[k], ops[k].count, ops[k].dt, ops[k].peer, ds_.stream());
   }
   inner_.groupEnd();
   for (size_t k = 0; k < ops.size(); ++k)

@@ -25,7 +25,9 @@ uint64_t recordCalls(hetcclComm& comm, const std::vector<CollArgs>& calls, Fligh
   if (!comm.flight().on()) return 0;
   // A GPU rank's calls inside one group end on the stream, unseen here.
   const bool willEnd = state != FlightRecorder::State::kEnqueued || comm.topo().ngroups() > 1;
-  auto of = [](const CollArgs& a) { return FlightRecorder::Call{a.kind, a.isSend, a.count, a.dt, a.op.userOp, a.root}; };
+  auto of = [](const CollArgs& a) {
+    return FlightRecorder::Call{a.kind, a.isSend, a.count, a.dt, a.op.userOp, a.root};
+  };
   if (calls.size() == 1) {  // the common case, without an allocation
     const FlightRecorder::Call one = of(calls[0]);
     return comm.flight().issue({&one, 1}, state, willEnd);
@@ -115,7 +117,7 @@ bool dispatchCalls(hetcclComm* comm, const std::vector<CollArgs>& calls, bool ma
   if (!comm->options().blocking) {  // runs on the proxy, after init and earlier calls
     const uint64_t first = recordCalls(*comm, calls, FlightRecorder::State::kIssued);
     comm->proxy().submit([comm, calls, first] {  // a failure fails the communicator
-      countHostCalls(*comm, calls.size());          // the topology is known once init ran
+      countHostCalls(*comm, calls.size());       // the topology is known once init ran
       recorded(*comm, first, calls.size(), true, [&] { runCalls(hostPlan(*comm), calls); });
     });
     return true;
@@ -123,8 +125,7 @@ bool dispatchCalls(hetcclComm* comm, const std::vector<CollArgs>& calls, bool ma
   checkReady(comm);
   countHostCalls(*comm, calls.size());
   const uint64_t first = recordCalls(*comm, calls, FlightRecorder::State::kIssued);
-  failOnError(*comm,
-              [&] { recorded(*comm, first, calls.size(), true, [&] { runCalls(hostPlan(*comm), calls); }); });
+  failOnError(*comm, [&] { recorded(*comm, first, calls.size(), true, [&] { runCalls(hostPlan(*comm), calls); }); });
   return false;
 }
 
@@ -230,8 +231,8 @@ hetcclResult_t hetcclAllReduce(const void* s, void* r, size_t count, hetcclDataT
   return submit(comm, "hetcclAllReduce", args(CollKind::kAllReduce, s, r, count, dt, -1, st), op, true);
 }
 
-hetcclResult_t hetcclBroadcast(const void* s, void* r, size_t count, hetcclDataType_t dt, int root,
-                               hetcclComm_t comm, hetcclStream_t st) {
+hetcclResult_t hetcclBroadcast(const void* s, void* r, size_t count, hetcclDataType_t dt, int root, hetcclComm_t comm,
+                               hetcclStream_t st) {
   return submit(comm, "hetcclBroadcast", args(CollKind::kBroadcast, s, r, count, dt, root, st), hetcclSum, false);
 }
 
@@ -267,16 +268,17 @@ hetcclResult_t hetcclScatter(const void* s, void* r, size_t count, hetcclDataTyp
 
 hetcclResult_t hetcclSend(const void* s, size_t count, hetcclDataType_t dt, int peer, hetcclComm_t comm,
                           hetcclStream_t st) {
-  hetcclResult_t r = guard(comm, "hetcclSend", [&] { HETCCL_CHECK_ARG(s || count == 0, "sendbuff is NULL with count > 0"); });
+  hetcclResult_t r =
+      guard(comm, "hetcclSend", [&] { HETCCL_CHECK_ARG(s || count == 0, "sendbuff is NULL with count > 0"); });
   if (r != hetcclSuccess) return r;
   CollArgs a = args(CollKind::kSendRecv, s, nullptr, count, dt, peer, st);
   a.isSend = true;
   return submit(comm, "hetcclSend", a, hetcclSum, false);
 }
 
-hetcclResult_t hetcclRecv(void* rb, size_t count, hetcclDataType_t dt, int peer, hetcclComm_t comm,
-                          hetcclStream_t st) {
-  hetcclResult_t r = guard(comm, "hetcclRecv", [&] { HETCCL_CHECK_ARG(rb || count == 0, "recvbuff is NULL with count > 0"); });
+hetcclResult_t hetcclRecv(void* rb, size_t count, hetcclDataType_t dt, int peer, hetcclComm_t comm, hetcclStream_t st) {
+  hetcclResult_t r =
+      guard(comm, "hetcclRecv", [&] { HETCCL_CHECK_ARG(rb || count == 0, "recvbuff is NULL with count > 0"); });
   if (r != hetcclSuccess) return r;
   return submit(comm, "hetcclRecv", args(CollKind::kSendRecv, nullptr, rb, count, dt, peer, st), hetcclSum, false);
 }

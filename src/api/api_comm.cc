@@ -15,7 +15,6 @@
 
 using namespace hetccl;
 
-
 extern "C" {
 
 hetcclResult_t hetcclGetVersion(int* version) {
@@ -86,8 +85,7 @@ hetcclResult_t hetcclCommInitFromEnv(hetcclComm_t* comm, hetcclConfig_t* config)
   return startedResult(r, comm ? *comm : nullptr);
 }
 
-hetcclResult_t hetcclCommSplit(hetcclComm_t comm, int color, int key, hetcclComm_t* newcomm,
-                               hetcclConfig_t* config) {
+hetcclResult_t hetcclCommSplit(hetcclComm_t comm, int color, int key, hetcclComm_t* newcomm, hetcclConfig_t* config) {
   hetcclResult_t r = guard(comm, "hetcclCommSplit", [&] {
     HETCCL_CHECK_ARG(newcomm, "newcomm (output pointer) is NULL");
     *newcomm = nullptr;
@@ -130,8 +128,8 @@ hetcclResult_t hetcclCommFinalize(hetcclComm_t comm) {
 
 hetcclResult_t hetcclCommDestroy(hetcclComm_t comm) {
   return guard(comm, "hetcclCommDestroy", [&] {
-    if (!comm) return;  // as NCCL: destroying NULL is a no-op
-    retireIdleComm(comm);  // later calls are refused from here on
+    if (!comm) return;      // as NCCL: destroying NULL is a no-op
+    retireIdleComm(comm);   // later calls are refused from here on
     comm->proxy().drain();  // non-blocking work still queued finishes first
     delete comm;
   });
@@ -231,7 +229,8 @@ hetcclResult_t hetcclRedOpCreatePreMulSum(hetcclRedOp_t* op, void* scalar, hetcc
     CommRef ref(comm);
     HETCCL_CHECK_ARG(op, "op (output pointer) is NULL");
     HETCCL_CHECK_ARG(scalar, "scalar is NULL");
-    HETCCL_CHECK_ARG(dataTypeValid(datatype), "datatype " + std::to_string(static_cast<int>(datatype)) + " is not a hetccl data type");
+    HETCCL_CHECK_ARG(dataTypeValid(datatype),
+                     "datatype " + std::to_string(static_cast<int>(datatype)) + " is not a hetccl data type");
     HETCCL_CHECK_ARG(residence == hetcclScalarHostImmediate || residence == hetcclScalarDevice,
                      "residence " + std::to_string(static_cast<int>(residence)) + " is unknown");
     const void* at = nullptr;

@@ -36,8 +36,8 @@ void checkArgs(hetcclComm* comm, CollArgs& a, hetcclRedOp_t op, bool reduces) {
                 a.kind == CollKind::kScatter || a.kind == CollKind::kSendRecv;
   if (rooted)
     HETCCL_CHECK_ARG(a.root >= 0 && a.root < n, std::string(a.kind == CollKind::kSendRecv ? "peer " : "root ") +
-                                                    std::to_string(a.root) + " out of range [0, " +
-                                                    std::to_string(n) + ")");
+                                                    std::to_string(a.root) + " out of range [0, " + std::to_string(n) +
+                                                    ")");
   HETCCL_CHECK_ARG(a.stream == nullptr || !comm->device().synchronous(),
                    "stream must be NULL on a host rank (device kind host)");
   if (a.count == 0) return;
@@ -65,9 +65,9 @@ void checkBufferKinds(Comm& c, const CollArgs& a) {
     MemKind k = d.pointerKind(p);
     if (c.streamOrdered()) {
       if (k == MemKind::kDevice) return;
-      throwError(hetcclInvalidArgument,
-                 std::string(name) + " is " + memKindName(k) + ", but this rank is a " + d.kind() +
-                     " rank: its buffers must be memory of its device " + std::to_string(d.deviceId()));
+      throwError(hetcclInvalidArgument, std::string(name) + " is " + memKindName(k) + ", but this rank is a " +
+                                            d.kind() + " rank: its buffers must be memory of its device " +
+                                            std::to_string(d.deviceId()));
     }
     if (k == MemKind::kOtherDevice)
       throwError(hetcclInvalidArgument, std::string(name) +
@@ -77,6 +77,5 @@ void checkBufferKinds(Comm& c, const CollArgs& a) {
   check(a.send, e.sendBytes, "sendbuff");
   check(a.recv, e.recvBytes, "recvbuff");
 }
-
 
 }  // namespace hetccl

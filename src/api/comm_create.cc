@@ -79,9 +79,11 @@ void startLauncherRoot(const IdContents& id, bool weakSecret) {
   static std::once_flag warned;
   if (weakSecret && !at.isLoopback())
     std::call_once(warned, [&] {
-      LOG_WARN(kBootstrap, "the job secret is derived from launcher variables, which others can guess, and the "
+      LOG_WARN(kBootstrap,
+               "the job secret is derived from launcher variables, which others can guess, and the "
                "rendezvous listens on %s, which other hosts can reach: set HETCCL_JOB_SECRET (or "
-               "HETCCL_JOB_SECRET_FILE) to a secret of the job's own", at.str().c_str());
+               "HETCCL_JOB_SECRET_FILE) to a secret of the job's own",
+               at.str().c_str());
     });
 }
 

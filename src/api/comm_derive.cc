@@ -34,8 +34,8 @@ hetcclComm* splitComm(hetcclComm* comm, int color, int key, CommOptions opts) {
 
 hetcclComm* shrinkComm(hetcclComm* comm, std::vector<int> excluded, CommOptions opts, int flags) {
   checkReady(comm);
-  HETCCL_CHECK_ARG((flags & ~HETCCL_SHRINK_ABORT) == 0, "shrinkFlags " + std::to_string(flags) +
-                                                           " has bits other than HETCCL_SHRINK_ABORT");
+  HETCCL_CHECK_ARG((flags & ~HETCCL_SHRINK_ABORT) == 0,
+                   "shrinkFlags " + std::to_string(flags) + " has bits other than HETCCL_SHRINK_ABORT");
   std::vector<int> survivors = shrinkSurvivors(*comm, std::move(excluded));  // checked before anything is aborted
   if (flags & HETCCL_SHRINK_ABORT) {
     // Every survivor ends the parent's work; peers waiting on this rank learn at once.

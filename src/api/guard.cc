@@ -64,8 +64,9 @@ CommRef::~CommRef() { comm_->activeCalls.fetch_sub(1); }
 
 ExclusiveUse::ExclusiveUse(hetcclComm& comm) : comm_(comm) {
   if (!comm.inCall.exchange(true)) return;
-  std::string msg = "communicator used by two threads at once: a call on another thread was still running on it "
-                    "(calls on one communicator must come one at a time; use one communicator per thread)";
+  std::string msg =
+      "communicator used by two threads at once: a call on another thread was still running on it "
+      "(calls on one communicator must come one at a time; use one communicator per thread)";
   comm.fail(hetcclInvalidUsage, msg);
   throwError(hetcclInvalidUsage, msg);
 }
@@ -95,16 +96,18 @@ void retireIdleComm(hetcclComm* comm) {
   std::lock_guard<std::mutex> g(r.mu);
   requireLive(r, comm);
   if (comm->activeCalls.load() != 0)
-    throwError(hetcclInvalidUsage, "comm is in use by a call on another thread (hetcclCommAbort ends it from any "
-                                   "thread; Destroy needs it idle)");
+    throwError(hetcclInvalidUsage,
+               "comm is in use by a call on another thread (hetcclCommAbort ends it from any "
+               "thread; Destroy needs it idle)");
   r.live.erase(comm);
   r.lastError.erase(comm);
 }
 
 void checkReady(const hetcclComm* comm) {
   if (!comm->ready())
-    throwError(hetcclInvalidUsage, "communicator init has not completed (poll hetcclCommGetAsyncError until it "
-                                   "returns something other than hetcclInProgress)");
+    throwError(hetcclInvalidUsage,
+               "communicator init has not completed (poll hetcclCommGetAsyncError until it "
+               "returns something other than hetcclInProgress)");
 }
 
 void registerComm(hetcclComm* comm) {

@@ -21,13 +21,13 @@ namespace hetccl {
 class Bootstrap;
 
 struct BackendContext {
-  std::vector<int> ranks;     // the group's global ranks, ascending
-  int groupRank = 0;          // this rank's index in ranks
+  std::vector<int> ranks;          // the group's global ranks, ascending
+  int groupRank = 0;               // this rank's index in ranks
   Bootstrap* bootstrap = nullptr;  // the communicator's; vendor backends share their unique id over it
   Transport* transport = nullptr;  // used by the host backend for its messages
   DeviceRuntime* device = nullptr;
-  const MsgTag* callTag = nullptr;  // the collective in progress; host backend messages carry it
-  size_t smallBytes = 64 << 10;     // below this AllReduce is one direct exchange
+  const MsgTag* callTag = nullptr;           // the collective in progress; host backend messages carry it
+  size_t smallBytes = 64 << 10;              // below this AllReduce is one direct exchange
   const std::atomic<bool>* abort = nullptr;  // the communicator's abort flag
   double timeoutS = 300;
   // The communicator's: a non-blocking one's vendor init can be aborted.

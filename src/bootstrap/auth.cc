@@ -21,10 +21,20 @@ namespace {
 inline uint64_t rotl(uint64_t x, int b) { return (x << b) | (x >> (64 - b)); }
 
 inline void sipRound(uint64_t& v0, uint64_t& v1, uint64_t& v2, uint64_t& v3) {
-  v0 += v1; v1 = rotl(v1, 13); v1 ^= v0; v0 = rotl(v0, 32);
-  v2 += v3; v3 = rotl(v3, 16); v3 ^= v2;
-  v0 += v3; v3 = rotl(v3, 21); v3 ^= v0;
-  v2 += v1; v1 = rotl(v1, 17); v1 ^= v2; v2 = rotl(v2, 32);
+  v0 += v1;
+  v1 = rotl(v1, 13);
+  v1 ^= v0;
+  v0 = rotl(v0, 32);
+  v2 += v3;
+  v3 = rotl(v3, 16);
+  v3 ^= v2;
+  v0 += v3;
+  v3 = rotl(v3, 21);
+  v3 ^= v0;
+  v2 += v1;
+  v1 = rotl(v1, 17);
+  v1 ^= v2;
+  v2 = rotl(v2, 32);
 }
 
 uint64_t load64(const uint8_t* p) {
@@ -67,7 +77,9 @@ uint64_t proof(const Secret& s, char role, const uint8_t* ns, const uint8_t* nc,
   return secretMac(s, &in, sizeof(in));
 }
 
-bool sealable(uint32_t service) { return service == static_cast<uint32_t>(Service::kRoot) || service == static_cast<uint32_t>(Service::kRing); }
+bool sealable(uint32_t service) {
+  return service == static_cast<uint32_t>(Service::kRoot) || service == static_cast<uint32_t>(Service::kRing);
+}
 
 // Seals a bootstrap connection both ends agreed to seal.
 void sealIfAsked(const Socket& s, const Secret& secret, const SessionNonces& n, uint32_t service, uint32_t clientFlags,
@@ -135,8 +147,7 @@ SessionNonces clientHandshake(const Socket& s, const Secret& secret, const PeerH
   if (sh.version != kProtocolVersion)
     throwError(hetcclRemoteError, what + ": protocol version " + std::to_string(sh.version) + " where " +
                                       std::to_string(kProtocolVersion) + " is spoken");
-  if (sh.service != me.service)
-    throwError(hetcclRemoteError, what + ": endpoint serves another kind of connection");
+  if (sh.service != me.service) throwError(hetcclRemoteError, what + ": endpoint serves another kind of connection");
   ClientProof cp{};
   cp.magic = kProtocolMagic;
   cp.version = kProtocolVersion;
@@ -156,8 +167,8 @@ SessionNonces clientHandshake(const Socket& s, const Secret& secret, const PeerH
   return n;
 }
 
-PeerHello serverHandshake(const Socket& s, const Secret& secret, uint64_t jobId, Service service,
-                          const Deadline& dl, SessionNonces* nonces) {
+PeerHello serverHandshake(const Socket& s, const Secret& secret, uint64_t jobId, Service service, const Deadline& dl,
+                          SessionNonces* nonces) {
   ServerHello sh{};
   sh.magic = kProtocolMagic;
   sh.version = kProtocolVersion;
@@ -216,7 +227,8 @@ void acceptPeers(const Socket& listener, const Secret& secret, uint64_t jobId, S
           SessionNonces nonces;
           PeerHello h = serverHandshake(s, secret, jobId, service, hs, &nonces);
           std::lock_guard<std::mutex> g(mu);
-          if (!take(h, s, nonces)) throw Error(hetcclRemoteError, "unexpected connection from rank " + std::to_string(h.rank));
+          if (!take(h, s, nonces))
+            throw Error(hetcclRemoteError, "unexpected connection from rank " + std::to_string(h.rank));
         } catch (const Error& e) {
           LOG_WARN(kBootstrap, "dropped a connection: %s", e.what());
         }

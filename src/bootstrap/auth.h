@@ -15,7 +15,7 @@
 namespace hetccl {
 
 constexpr uint32_t kProtocolMagic = 0x4c435448;  // "HTCL"
-constexpr uint32_t kProtocolVersion = 2;  // 2: rendezvous failure reports, longer refusals
+constexpr uint32_t kProtocolVersion = 2;         // 2: rendezvous failure reports, longer refusals
 
 using Secret = std::array<uint8_t, 32>;
 
@@ -54,11 +54,11 @@ struct SessionNonces {
 // Client: proves the secret, checks the server's proof, seals the socket
 // where either end asked (bootstrap services). Throws on failure.
 SessionNonces clientHandshake(const Socket& s, const Secret& secret, const PeerHello& me, const Deadline& dl,
-                     const std::string& what);
+                              const std::string& what);
 // Server: returns the client's hello once it proved the secret for this job
 // and service; throws hetcclRemoteError otherwise (the caller drops it).
-PeerHello serverHandshake(const Socket& s, const Secret& secret, uint64_t jobId, Service service,
-                          const Deadline& dl, SessionNonces* nonces = nullptr);
+PeerHello serverHandshake(const Socket& s, const Secret& secret, uint64_t jobId, Service service, const Deadline& dl,
+                          SessionNonces* nonces = nullptr);
 
 // Server side of a listener that expects known peers: accepts connections
 // and runs each one's handshake on its own thread, bounded by 10 s and by

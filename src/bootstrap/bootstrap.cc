@@ -39,8 +39,8 @@ struct Bootstrap::Frame {
 
 Deadline Bootstrap::deadline() const { return Deadline::in(timeoutS_, abort_); }
 
-Bootstrap::Bootstrap(const IdContents& id, int rank, int nranks, const std::vector<uint8_t>& record,
-                     double timeoutS, const std::atomic<bool>* abort)
+Bootstrap::Bootstrap(const IdContents& id, int rank, int nranks, const std::vector<uint8_t>& record, double timeoutS,
+                     const std::atomic<bool>* abort)
     : id_(id), rank_(rank), nranks_(nranks), timeoutS_(timeoutS), abort_(abort) {
   Socket listener = Socket::listen(SockAddr::local());
   RingRecord rr{};
@@ -56,7 +56,8 @@ Bootstrap::Bootstrap(const IdContents& id, int rank, int nranks, const std::vect
   records_.resize(nranks);
   for (int r = 0; r < nranks; ++r) {
     memcpy(&rr, table[r].data(), sizeof(rr));
-    if (rr.len > sizeof(sockaddr_storage)) throwError(hetcclRemoteError, "bootstrap: bad ring address of rank " + std::to_string(r));
+    if (rr.len > sizeof(sockaddr_storage))
+      throwError(hetcclRemoteError, "bootstrap: bad ring address of rank " + std::to_string(r));
     ring[r].ss = rr.addr;
     ring[r].len = rr.len;
     records_[r].assign(table[r].begin() + sizeof(rr), table[r].end());

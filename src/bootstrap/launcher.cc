@@ -24,8 +24,8 @@ int envInt(const char* name) { return static_cast<int>(parseInt(env(name), name)
 }  // namespace
 
 std::pair<int, int> launcherRank() {
-  const char* pairs[][2] = {{"RANK", "WORLD_SIZE"}, {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
-                            {"SLURM_PROCID", "SLURM_NTASKS"}};
+  const char* pairs[][2] = {
+      {"RANK", "WORLD_SIZE"}, {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"}, {"SLURM_PROCID", "SLURM_NTASKS"}};
   for (const auto& p : pairs)
     if (env(p[0]) && env(p[1])) return {envInt(p[0]), envInt(p[1])};
   return {-1, 0};
@@ -42,12 +42,15 @@ std::string readSecretFile(const std::string& path) {
     throwSystemError(what, e);
   }
   std::string problem;
-  if (!S_ISREG(st.st_mode)) problem = "is not a regular file";
-  else if (st.st_uid != geteuid()) problem = "belongs to another user (uid " + std::to_string(st.st_uid) + ")";
+  if (!S_ISREG(st.st_mode))
+    problem = "is not a regular file";
+  else if (st.st_uid != geteuid())
+    problem = "belongs to another user (uid " + std::to_string(st.st_uid) + ")";
   else if (st.st_mode & (S_IRWXG | S_IRWXO))
     problem = "may be read or written by others (mode " + std::to_string((st.st_mode >> 6) & 7) +
               std::to_string((st.st_mode >> 3) & 7) + std::to_string(st.st_mode & 7) + "; chmod 600 it)";
-  else if (st.st_size > 4096) problem = "is larger than 4 KiB";
+  else if (st.st_size > 4096)
+    problem = "is larger than 4 KiB";
   std::string text(static_cast<size_t>(problem.empty() ? st.st_size : 0), '\0');
   ssize_t got = text.empty() ? 0 : ::read(fd, text.data(), text.size());
   int e = errno;

@@ -13,7 +13,7 @@ struct LaunchInfo {
   int rank = -1;
   int nranks = 0;
   int localRank = -1;
-  SockAddr root;         // where rank 0 runs the rendezvous root
+  SockAddr root;  // where rank 0 runs the rendezvous root
   uint64_t jobId = 0;
   Secret secret{};
   bool weakSecret = true;  // derived from public job facts, not HETCCL_JOB_SECRET

@@ -56,8 +56,8 @@ class RootServer {
     stop_.store(true);
     for (auto& t : helpers) t.join();
     if (!complete)
-      LOG_WARN(kBootstrap, "rendezvous root %s: gave up after the timeout with %zu of %d ranks",
-               id_.root.str().c_str(), arrived_.size(), nranks_);
+      LOG_WARN(kBootstrap, "rendezvous root %s: gave up after the timeout with %zu of %d ranks", id_.root.str().c_str(),
+               arrived_.size(), nranks_);
   }
 
   // run()'s steps, public for tests: whether every rank arrived, refusing,
@@ -139,7 +139,8 @@ class RootServer {
 
   void reply() {
     std::vector<uint8_t> table(static_cast<size_t>(nranks_) * recordBytes_);
-    for (const auto& a : arrived_) memcpy(table.data() + static_cast<size_t>(a.rank) * recordBytes_, a.record.data(), recordBytes_);
+    for (const auto& a : arrived_)
+      memcpy(table.data() + static_cast<size_t>(a.rank) * recordBytes_, a.record.data(), recordBytes_);
     ReplyHeader h{};
     h.nranks = static_cast<uint32_t>(nranks_);
     h.recordBytes = recordBytes_;
@@ -165,8 +166,8 @@ class RootServer {
   int nranks_ = 0;
   uint32_t recordBytes_ = 0;
   std::vector<Arrival> arrived_;
-  std::set<int> seen_;       // ranks that came, with a record or a failure
-  bool failed_ = false;      // a rank reported a failure: everyone is refused
+  std::set<int> seen_;   // ranks that came, with a record or a failure
+  bool failed_ = false;  // a rank reported a failure: everyone is refused
   std::string failure_;
 };
 

@@ -32,8 +32,7 @@ std::string SockAddr::str() const {
 }
 
 bool SockAddr::isLoopback() const {
-  if (ss.ss_family == AF_INET)
-    return (ntohl(reinterpret_cast<const sockaddr_in*>(&ss)->sin_addr.s_addr) >> 24) == 127;
+  if (ss.ss_family == AF_INET) return (ntohl(reinterpret_cast<const sockaddr_in*>(&ss)->sin_addr.s_addr) >> 24) == 127;
   if (ss.ss_family == AF_INET6) return IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<const sockaddr_in6*>(&ss)->sin6_addr);
   return false;
 }
@@ -44,8 +43,10 @@ uint16_t SockAddr::port() const {
 }
 
 void SockAddr::setPort(uint16_t port) {
-  if (ss.ss_family == AF_INET) reinterpret_cast<sockaddr_in*>(&ss)->sin_port = htons(port);
-  else reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port = htons(port);
+  if (ss.ss_family == AF_INET)
+    reinterpret_cast<sockaddr_in*>(&ss)->sin_port = htons(port);
+  else
+    reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port = htons(port);
 }
 
 SockAddr SockAddr::parse(const std::string& hostPort) {
@@ -70,8 +71,7 @@ SockAddr SockAddr::parse(const std::string& hostPort) {
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* res = nullptr;
   int rc = getaddrinfo(host.c_str(), nullptr, &hints, &res);
-  if (rc != 0 || !res)
-    throwError(hetcclInvalidArgument, "cannot resolve '" + host + "': " + gai_strerror(rc));
+  if (rc != 0 || !res) throwError(hetcclInvalidArgument, "cannot resolve '" + host + "': " + gai_strerror(rc));
   SockAddr out;
   memcpy(&out.ss, res->ai_addr, res->ai_addrlen);
   out.len = res->ai_addrlen;
@@ -232,8 +232,8 @@ Socket Socket::connect(const SockAddr& addr, const Deadline& dl, const std::stri
     if (err != ECONNREFUSED && err != ETIMEDOUT && err != EHOSTUNREACH && err != ENETUNREACH && err != EAGAIN)
       throwSystemError("connect to " + what + " at " + addr.str(), err);
     if (dl.passed())
-      throwError(hetcclRemoteError, "connect to " + what + " at " + addr.str() + ": " + strerror(err) +
-                                        " until the timeout");
+      throwError(hetcclRemoteError,
+                 "connect to " + what + " at " + addr.str() + ": " + strerror(err) + " until the timeout");
     std::this_thread::sleep_for(std::chrono::milliseconds(delayMs));
     delayMs = delayMs < 100 ? delayMs * 2 : 100;
   }

@@ -9,7 +9,7 @@ namespace {
 constexpr std::memory_order kRelaxed = std::memory_order_relaxed;
 
 const char* resultName(int r) {
-  static const char* names[] = {"success",       "device_error",  "system_error", "internal_error",
+  static const char* names[] = {"success",          "device_error",  "system_error", "internal_error",
                                 "invalid_argument", "invalid_usage", "remote_error", "in_progress"};
   return r >= 0 && r < hetcclNumResults ? names[r] : "unknown";
 }
@@ -26,7 +26,8 @@ constexpr Family kFamilies[] = {
      "whose end is on the stream)"},
     {"hetccl_bytes_total", "counter", "Payload bytes of calls that ended well (sizes as nccl-tests counts them)"},
     {"hetccl_call_duration_seconds", "histogram", "Time from issue to end of calls that ended"},
-    {"hetccl_bus_bandwidth_gbps", "gauge", "Bus bandwidth (GB/s, nccl-tests' factors) of the last call that ended well"},
+    {"hetccl_bus_bandwidth_gbps", "gauge",
+     "Bus bandwidth (GB/s, nccl-tests' factors) of the last call that ended well"},
     {"hetccl_bus_bytes_total", "counter",
      "Payload bytes times nccl-tests' bus factor, of calls that ended well: rate() over the rate of "
      "hetccl_call_duration_seconds_sum is the mean bus bandwidth"},
@@ -35,7 +36,8 @@ constexpr Family kFamilies[] = {
      "border_host: a peer on this host, border_remote: on another)"},
     {"hetccl_step_seconds_total", "counter", "Time in group steps and border transfer steps"},
     {"hetccl_border_time_share", "gauge", "Border step time over group plus border step time, since init"},
-    {"hetccl_calls_in_flight", "gauge", "Calls issued and not yet ended (enqueued GPU calls inside one group not counted)"},
+    {"hetccl_calls_in_flight", "gauge",
+     "Calls issued and not yet ended (enqueued GPU calls inside one group not counted)"},
     {"hetccl_errors_total", "counter", "Calls that ended in an error, by result"},
 };
 
@@ -144,8 +146,7 @@ void CallMetrics::storeDouble(std::atomic<uint64_t>& a, double v) {
   a.store(bits, kRelaxed);
 }
 
-void CallMetrics::callEnded(CollKind k, bool isSend, size_t count, DataType dt, double seconds,
-                            hetcclResult_t result) {
+void CallMetrics::callEnded(CollKind k, bool isSend, size_t count, DataType dt, double seconds, hetcclResult_t result) {
   const int i = kindIndex(k, isSend);
   if (i < 0 || i >= kKinds) return;
   const size_t bytes = payloadBytes(k, count, dt);

@@ -29,8 +29,8 @@ class CallMetrics {
   static constexpr int kSizes = 6;
   // Call duration histogram upper bounds in seconds; one more bucket: +Inf.
   static constexpr int kTimeBounds = 17;
-  static constexpr double kTimeBound[kTimeBounds] = {5e-6,   1e-5, 2.5e-5, 5e-5,   1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3,
-                                                     5e-3,   1e-2, 2.5e-2, 0.1,    0.25, 1,      10,   60};
+  static constexpr double kTimeBound[kTimeBounds] = {5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3,
+                                                     5e-3, 1e-2, 2.5e-2, 0.1,  0.25, 1,      10,   60};
   enum Link { kGroup, kBorderHost, kBorderRemote, kLinks };
   enum Outcome { kOk, kFailed, kEnqueued, kOutcomes };
 

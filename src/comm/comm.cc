@@ -42,8 +42,8 @@ CommOptions readOptions(const hetcclConfig_t* cfg) {
   if (cfg->size >= v1Size) {
     if (cfg->timeoutSeconds != HETCCL_CONFIG_UNDEF_INT) {
       if (cfg->timeoutSeconds <= 0 || cfg->timeoutSeconds > 31536000)
-        throwError(hetcclInvalidArgument, "config: timeoutSeconds " + std::to_string(cfg->timeoutSeconds) +
-                                              " is not from 1 to 31536000");
+        throwError(hetcclInvalidArgument,
+                   "config: timeoutSeconds " + std::to_string(cfg->timeoutSeconds) + " is not from 1 to 31536000");
       o.timeoutS = cfg->timeoutSeconds;
     }
     if (cfg->groupName) o.groupName = cfg->groupName;
@@ -142,18 +142,19 @@ void Comm::setUp(const PeerInfo& me, const std::string& group) {
   for (int r = 0; r < nranks; ++r) peers.push_back(PeerInfo::deserialize(bootstrap_->records()[r], r));
   for (int r = 0; r < nranks; ++r)
     if (peers[r].groupMapHash != me.groupMapHash)
-      throwError(hetcclInvalidUsage, std::string("HETCCL_GROUP_MAP differs between ranks: rank ") +
-                                         std::to_string(rank) + (me.groupMapHash ? " has '" + settings::kGroupMap.get() + "'" : " has none") +
-                                         ", rank " + std::to_string(r) + (peers[r].groupMapHash ? " another" : " none") +
-                                         " (every rank must see the same map)");
+      throwError(hetcclInvalidUsage,
+                 std::string("HETCCL_GROUP_MAP differs between ranks: rank ") + std::to_string(rank) +
+                     (me.groupMapHash ? " has '" + settings::kGroupMap.get() + "'" : " has none") + ", rank " +
+                     std::to_string(r) + (peers[r].groupMapHash ? " another" : " none") +
+                     " (every rank must see the same map)");
   topo_ = buildTopology(peers);
 
   // A transport per link class: peers on this host (intra) and on others
   // (inter). auto: intra shm; inter ucx when every rank has UCX and an RDMA
   // device, else tcp (every rank decides alike from the same facts).
-  const TransportChoice choice =
-      opts_.transport.empty() ? parseTransportChoice(settings::kTransport.get(), "HETCCL_TRANSPORT")
-                              : parseTransportChoice(opts_.transport, "hetcclConfig_t.transport");
+  const TransportChoice choice = opts_.transport.empty()
+                                     ? parseTransportChoice(settings::kTransport.get(), "HETCCL_TRANSPORT")
+                                     : parseTransportChoice(opts_.transport, "hetcclConfig_t.transport");
   intraName_ = choice.intra == "auto" ? "shm" : choice.intra;
   interName_ = choice.inter;
   if (!topo_.singleHost && interName_ == "auto") {
@@ -163,8 +164,8 @@ void Comm::setUp(const PeerInfo& me, const std::string& group) {
     bool all = std::all_of(rdma.begin(), rdma.end(), [](uint8_t v) { return v != 0; });
     interName_ = all ? "ucx" : "tcp";
   }
-  security_ = planLinkSecurity(peers, rank, intraName_, interName_, choice.inter != "auto",
-                               bootstrap_->id().weakSecret);
+  security_ =
+      planLinkSecurity(peers, rank, intraName_, interName_, choice.inter != "auto", bootstrap_->id().weakSecret);
   site_ = me.site;
   transportName_ = topo_.singleHost || intraName_ == interName_ ? intraName_ : intraName_ + "+" + interName_;
   if (transportName_ == "shm" && !topo_.singleHost)
@@ -199,10 +200,10 @@ void Comm::setUp(const PeerInfo& me, const std::string& group) {
       throwError(hetcclInvalidUsage, "HETCCL_HOST_LEVELS differs between rank " + std::to_string(r) + " and rank " +
                                          std::to_string(rank) + " (every rank must set the same)");
     if (strncmp(a.encrypt, all[rank].encrypt, sizeof(a.encrypt)) != 0 || a.rekeyRecords != security_.rekeyRecords)
-      throwError(hetcclInvalidUsage, "HETCCL_ENCRYPT is " + std::string(a.encrypt, strnlen(a.encrypt, sizeof(a.encrypt))) +
-                                         " on rank " + std::to_string(r) + " but " + security_.mode + " on rank " +
-                                         std::to_string(rank) +
-                                         " (every rank must set the same, and the same HETCCL_ENCRYPT_REKEY_RECORDS)");
+      throwError(hetcclInvalidUsage,
+                 "HETCCL_ENCRYPT is " + std::string(a.encrypt, strnlen(a.encrypt, sizeof(a.encrypt))) + " on rank " +
+                     std::to_string(r) + " but " + security_.mode + " on rank " + std::to_string(rank) +
+                     " (every rank must set the same, and the same HETCCL_ENCRYPT_REKEY_RECORDS)");
     if (a.chunkBytes != chunkBytes_)
       throwError(hetcclInvalidUsage, "HETCCL_CHUNK_BYTES is " + std::to_string(a.chunkBytes) + " on rank " +
                                          std::to_string(r) + " but " + std::to_string(chunkBytes_) + " on rank " +
@@ -221,9 +222,9 @@ void Comm::setUp(const PeerInfo& me, const std::string& group) {
   tc.encrypt = security_.encrypt;
   tc.rekeyRecords = security_.rekeyRecords;
   if (settings::kTraceFile.isSet()) {
-    tracer_ = Tracer::open(settings::kTraceFile.get(), rank, nranks,
-                           "group " + group + ", " + device_->kind() + ", pid " + std::to_string(getpid()),
-                           streamOrdered());
+    tracer_ =
+        Tracer::open(settings::kTraceFile.get(), rank, nranks,
+                     "group " + group + ", " + device_->kind() + ", pid " + std::to_string(getpid()), streamOrdered());
     if (tracer_) {
       tracer_->setClockOffset(clockOffsetUs);
       Tracer* t = tracer_.get();
@@ -301,9 +302,9 @@ void Comm::setUp(const PeerInfo& me, const std::string& group) {
   // so a peer that failed or stalled in its setup fails everyone's init.
   bootstrap_->barrier();
   ready_.store(true);
-  flight_.setContext("\"host\": " + jsonQuoted(localHostName()) + ", \"group\": " +
-                     jsonQuoted(topo_.groupOfRank(rank_).name) + ", \"transport\": " + jsonQuoted(transportName_) +
-                     ", \"border_path\": " + jsonQuoted(borderPath()));
+  flight_.setContext(
+      "\"host\": " + jsonQuoted(localHostName()) + ", \"group\": " + jsonQuoted(topo_.groupOfRank(rank_).name) +
+      ", \"transport\": " + jsonQuoted(transportName_) + ", \"border_path\": " + jsonQuoted(borderPath()));
   metricsAttach(this);  // its counters on the metrics endpoint, if any
 }
 
@@ -330,14 +331,15 @@ void Comm::chooseGpuPath() {
   gpuDirect_ = whyNot.empty();
   if (!gpuDirect_) kernels_ = nullptr;
   if (!gpuDirect_ && want == "1")
-    throwError(hetcclInvalidUsage, "HETCCL_GPU_DIRECT=1, but rank " + std::to_string(rank_) +
-                                       " cannot hand its " + kind + " memory to the transport: " + whyNot);
+    throwError(hetcclInvalidUsage, "HETCCL_GPU_DIRECT=1, but rank " + std::to_string(rank_) + " cannot hand its " +
+                                       kind + " memory to the transport: " + whyNot);
   if (want == "1") gpuDirectMin_ = 0;  // every eligible call
   if (gpuDirect_) {
     const std::string which = gpuDirectMin_ ? "of " + std::to_string(gpuDirectMin_) + " bytes and up " : "";
-    LOG_INFO(kInit, "rank %d: border data path direct: AllReduce, Broadcast and AllGather %shand %s memory to "
-             "transport %s (zero-copy); %sother collectives stage through pinned memory", rank_, which.c_str(),
-             kind.c_str(), transportName_.c_str(), gpuDirectMin_ ? "smaller calls and " : "");
+    LOG_INFO(kInit,
+             "rank %d: border data path direct: AllReduce, Broadcast and AllGather %shand %s memory to "
+             "transport %s (zero-copy); %sother collectives stage through pinned memory",
+             rank_, which.c_str(), kind.c_str(), transportName_.c_str(), gpuDirectMin_ ? "smaller calls and " : "");
   } else {
     LOG_INFO(kInit, "rank %d: border data path staged: %s memory through pinned staging (%s)", rank_, kind.c_str(),
              whyNot.c_str());
@@ -401,8 +403,10 @@ void Comm::setUpDeviceBorder() {
   auto b = DeviceBorder::create(s);
   if (!b) {
     if (!gpuDirect_) kernels_ = nullptr;
-    if (f.want == "1") throwError(hetcclInvalidUsage, "HETCCL_GPU_BORDER=1, but /dev/shm has too little room for "
-                                                      "the device border's segments (lower HETCCL_GPU_BORDER_CHUNK)");
+    if (f.want == "1")
+      throwError(hetcclInvalidUsage,
+                 "HETCCL_GPU_BORDER=1, but /dev/shm has too little room for "
+                 "the device border's segments (lower HETCCL_GPU_BORDER_CHUNK)");
     return;
   }
   std::lock_guard<std::mutex> g(backendMu_);  // abort() reads it from any thread

@@ -216,7 +216,7 @@ class Comm {
   std::unique_ptr<Tracer> tracer_;
   std::unique_ptr<Backend> observedBackend_;
   int hostIndex_ = 0;
-  std::string transportName_;        // "shm", "tcp", "ucx", or "shm+tcp" (intra+inter) where both are used
+  std::string transportName_;          // "shm", "tcp", "ucx", or "shm+tcp" (intra+inter) where both are used
   std::string intraName_, interName_;  // the transports of peers on this host and on others
   LinkSecurity security_;
   std::string site_;

@@ -73,12 +73,12 @@ std::vector<int> shrinkSurvivors(const Comm& parent, std::vector<int> excluded) 
   const int n = parent.nranks(), me = parent.rank();
   std::sort(excluded.begin(), excluded.end());
   for (size_t i = 0; i < excluded.size(); ++i) {
-    HETCCL_CHECK_ARG(excluded[i] >= 0 && excluded[i] < n, "excluded rank " + std::to_string(excluded[i]) +
-                                                              " out of range [0, " + std::to_string(n) + ")");
+    HETCCL_CHECK_ARG(excluded[i] >= 0 && excluded[i] < n,
+                     "excluded rank " + std::to_string(excluded[i]) + " out of range [0, " + std::to_string(n) + ")");
     HETCCL_CHECK_ARG(i == 0 || excluded[i] != excluded[i - 1],
                      "rank " + std::to_string(excluded[i]) + " is excluded twice");
-    HETCCL_CHECK_ARG(excluded[i] != me, "rank " + std::to_string(me) +
-                                            " is in the exclude list: excluded ranks do not call shrink");
+    HETCCL_CHECK_ARG(excluded[i] != me,
+                     "rank " + std::to_string(me) + " is in the exclude list: excluded ranks do not call shrink");
   }
   std::vector<int> survivors;
   for (int r = 0; r < n; ++r)

@@ -108,8 +108,10 @@ std::unique_ptr<DeviceBorder> DeviceBorder::create(const Setup& s) {
   const uint64_t jobId = s.bootstrap->id().jobId ^ all[0].nonce ^ kNameSalt;
   for (const Entry& e : all) part = std::min<size_t>(part, e.part);
   if (part == 0) {
-    LOG_INFO(kInit, "rank %d: no device border: /dev/shm has too little room for its segments "
-             "(HETCCL_GPU_BORDER_CHUNK %zu)", s.rank, s.partBytes);
+    LOG_INFO(kInit,
+             "rank %d: no device border: /dev/shm has too little room for its segments "
+             "(HETCCL_GPU_BORDER_CHUNK %zu)",
+             s.rank, s.partBytes);
     return nullptr;
   }
   b->partBytes_ = part;
@@ -138,8 +140,10 @@ std::unique_ptr<DeviceBorder> DeviceBorder::create(const Setup& s) {
       int fd = shm_open(name.c_str(), O_RDWR, 0600);
       if (fd < 0) throwSystemError("device border: shm_open " + name + " (rank " + std::to_string(r) + ")", errno);
       uint8_t* at = mapSegment(fd, q >= 0 ? b->segBytes_ : pageRound(kHeaderBytes), name);
-      if (q >= 0) b->seg_[q] = at;
-      else b->headerPages_.push_back(at);
+      if (q >= 0)
+        b->seg_[q] = at;
+      else
+        b->headerPages_.push_back(at);
       b->headers_[r] = at;
       auto* ph = reinterpret_cast<const Header*>(at);
       if (ph->magic != kMagic || ph->jobId != jobId)
@@ -169,7 +173,8 @@ std::unique_ptr<DeviceBorder> DeviceBorder::create(const Setup& s) {
   b->scratch_ = static_cast<uint8_t*>(s.device->alloc(b->scratchBytes_));
   b->out_ = s.device->createStream();
   b->in_ = s.device->createStream();
-  LOG_INFO(kInit, "rank %d: device border with %d peers: %d slots of %zu-byte parts, %zu bytes shared memory, %zu "
+  LOG_INFO(kInit,
+           "rank %d: device border with %d peers: %d slots of %zu-byte parts, %zu bytes shared memory, %zu "
            "bytes device scratch; calls of %zu bytes and up (HETCCL_GPU_BORDER_MIN%s); small rounds %s",
            s.rank, g, kSlots, part, b->segBytes_, b->scratchBytes_, b->minBytes_,
            b->timeSliced_ ? ", GPUs time-sliced between ranks" : "",
@@ -236,7 +241,9 @@ uint8_t* DeviceBorder::pairData(int owner, int reader, int slot) {
 }
 
 void DeviceBorder::releaseAll() {
-  auto store = [](volatile uint64_t* f) { __atomic_store_n(const_cast<uint64_t*>(f), kFlagReleased, __ATOMIC_RELEASE); };
+  auto store = [](volatile uint64_t* f) {
+    __atomic_store_n(const_cast<uint64_t*>(f), kFlagReleased, __ATOMIC_RELEASE);
+  };
   for (int slot = 0; slot < kSlots; ++slot)
     for (int q = 0; q < peers(); ++q) {
       if (q == me_) continue;
@@ -253,7 +260,8 @@ int DeviceBorder::pairBehind(int peer, uint64_t sent, uint64_t received, bool* p
   *poisoned = false;
   bool late = false;
   for (int slot = 0; slot < kSlots; ++slot) {
-    if (load(pairReady(peer, me_, slot)) == kFlagReleased || load(pairAck(me_, peer, slot)) == kFlagReleased) *poisoned = true;
+    if (load(pairReady(peer, me_, slot)) == kFlagReleased || load(pairAck(me_, peer, slot)) == kFlagReleased)
+      *poisoned = true;
   }
   // What this rank's streams wait for last on each side of the channel.
   if (received && load(pairReady(peer, me_, static_cast<int>(received % kSlots))) < received) late = true;

@@ -60,16 +60,16 @@ class DeviceBorder {
   struct Setup {
     Bootstrap* bootstrap = nullptr;
     DeviceRuntime* device = nullptr;
-    int rank = 0;                 // global rank
-    std::vector<int> peerRanks;   // global rank of every border peer, by group index
-    int me = 0;                   // this rank's index in peerRanks
-    size_t partBytes = 0;         // HETCCL_GPU_BORDER_CHUNK: the most; less where /dev/shm is short
-    size_t minBytes = 0;          // HETCCL_GPU_BORDER_MIN
-    int ranksOnHost = 1;          // whose segments share this host's /dev/shm
-    int shares = 1;               // the smallest group's size: indices with border peers
-    bool minIsSet = false;        // HETCCL_GPU_BORDER_MIN was given (else: see minBytes())
+    int rank = 0;                      // global rank
+    std::vector<int> peerRanks;        // global rank of every border peer, by group index
+    int me = 0;                        // this rank's index in peerRanks
+    size_t partBytes = 0;              // HETCCL_GPU_BORDER_CHUNK: the most; less where /dev/shm is short
+    size_t minBytes = 0;               // HETCCL_GPU_BORDER_MIN
+    int ranksOnHost = 1;               // whose segments share this host's /dev/shm
+    int shares = 1;                    // the smallest group's size: indices with border peers
+    bool minIsSet = false;             // HETCCL_GPU_BORDER_MIN was given (else: see minBytes())
     std::string roundKernel = "auto";  // HETCCL_GPU_BORDER_KERNEL: auto, 0 or 1
-    bool canRound = false;        // the kernels plugin has borderRound
+    bool canRound = false;             // the kernels plugin has borderRound
   };
   // Collective over every rank of the communicator (one bootstrap allgather
   // and two barriers): every rank calls it, with its own border peers. The
@@ -178,10 +178,10 @@ class DeviceBorder {
   bool timeSliced_ = false, round_ = false;
   size_t partBytes_ = 0, flagBytes_ = 0, segBytes_ = 0, scratchBytes_ = 0, pairFlagsAt_ = 0;
   std::vector<uint64_t> sendSeq_, recvSeq_;  // pair channel parts, by peer
-  std::vector<uint8_t*> seg_;         // by peer index, mapped here
-  std::vector<uint8_t*> devSeg_;      // the same segments as this rank's kernels reach them
-  std::vector<uint8_t*> headers_;     // every rank's segment header, by global rank
-  std::vector<uint8_t*> headerPages_; // header pages of ranks that are not peers (mapped alone)
+  std::vector<uint8_t*> seg_;                // by peer index, mapped here
+  std::vector<uint8_t*> devSeg_;             // the same segments as this rank's kernels reach them
+  std::vector<uint8_t*> headers_;            // every rank's segment header, by global rank
+  std::vector<uint8_t*> headerPages_;        // header pages of ranks that are not peers (mapped alone)
   int rank_ = 0;
   std::vector<bool> registered_;
   uint8_t* scratch_ = nullptr;

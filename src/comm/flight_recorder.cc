@@ -163,7 +163,8 @@ std::string FlightRecorder::dump(int rank, int nranks, const std::string& commId
   if (ok && rename(tmp.c_str(), path.c_str()) != 0) ok = false;
   if (!ok) {
     unlink(tmp.c_str());
-    LOG_WARN(kInit, "flight recorder: cannot write %s (HETCCL_FLIGHT_DIR): %s", path.c_str(), strerror(err ? err : errno));
+    LOG_WARN(kInit, "flight recorder: cannot write %s (HETCCL_FLIGHT_DIR): %s", path.c_str(),
+             strerror(err ? err : errno));
     return "";
   }
   LOG_WARN(kInit, "flight recorder: rank %d wrote its last %zu calls to %s (%s)", rank, size(), path.c_str(),

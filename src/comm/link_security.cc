@@ -48,8 +48,7 @@ LinkSecurity planLinkSecurity(const std::vector<PeerInfo>& peers, int rank, cons
       ++overShm;
     }
   }
-  if (overShm > 0)
-    LOG_INFO(kTransport, "%d link(s) of another site stay on this host (shm): not encrypted", overShm);
+  if (overShm > 0) LOG_INFO(kTransport, "%d link(s) of another site stay on this host (shm): not encrypted", overShm);
   if (s.encryptedPeers > 0) {
     if (weakSecret)
       throwError(hetcclInvalidUsage,

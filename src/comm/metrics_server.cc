@@ -23,17 +23,13 @@
 namespace hetccl {
 namespace {
 
-std::mutex gMu;              // the live communicators and the endpoint
-std::vector<Comm*> gComms;   // in attach order
+std::mutex gMu;             // the live communicators and the endpoint
+std::vector<Comm*> gComms;  // in attach order
 int gPort = 0;
 
-std::string commLabels(Comm* c) {
-  return "comm=\"" + c->idText() + "\",rank=\"" + std::to_string(c->rank()) + "\"";
-}
+std::string commLabels(Comm* c) { return "comm=\"" + c->idText() + "\",rank=\"" + std::to_string(c->rank()) + "\""; }
 
-double wallS() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
+double wallS() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
 std::string recordJson(const FlightRecorder::Record& r, double nowUs) {
   if (r.seq == 0) return "null";
@@ -70,8 +66,8 @@ std::string commStatus(Comm* c) {
   out += "\"group_name\": " + jsonQuoted(t.groups[c->myGroup()].name) + ", ";
   out += "\"groups\": " + groups + ", \"transport\": " + jsonQuoted(c->transportName()) +
          ", \"border_path\": " + jsonQuoted(c->borderPath()) + ", \"device\": " + jsonQuoted(c->device().kind()) +
-         ", \"state\": \"" + (failed ? "failed" : "ok") + "\", \"error\": " +
-         (failed ? jsonQuoted(c->failureText()) : std::string("null")) +
+         ", \"state\": \"" + (failed ? "failed" : "ok") +
+         "\", \"error\": " + (failed ? jsonQuoted(c->failureText()) : std::string("null")) +
          ", \"calls_issued\": " + std::to_string(p.issued) + ", \"last_ended\": " + recordJson(p.lastEnded, nowUs) +
          ", \"oldest_in_flight\": " + recordJson(p.oldestOpen, nowUs) + ", " + c->metrics().statusJson() + "}";
   return out;
@@ -83,14 +79,16 @@ std::string metricsText() {
   std::lock_guard<std::mutex> g(gMu);
   std::string out;
   out.reserve(16384);
-  out += "# HELP hetccl_comm_info A live communicator of this process (value 1): its size, group and paths\n"
-         "# TYPE hetccl_comm_info gauge\n";
+  out +=
+      "# HELP hetccl_comm_info A live communicator of this process (value 1): its size, group and paths\n"
+      "# TYPE hetccl_comm_info gauge\n";
   for (Comm* c : gComms)
     out += "hetccl_comm_info{" + commLabels(c) + ",nranks=\"" + std::to_string(c->nranks()) + "\",group=\"" +
            c->topo().groupOfRank(c->rank()).name + "\",transport=\"" + c->transportName() + "\",border_path=\"" +
            c->borderPath() + "\"} 1\n";
-  out += "# HELP hetccl_comm_failed 1 once the communicator failed (its calls refuse until it is destroyed)\n"
-         "# TYPE hetccl_comm_failed gauge\n";
+  out +=
+      "# HELP hetccl_comm_failed 1 once the communicator failed (its calls refuse until it is destroyed)\n"
+      "# TYPE hetccl_comm_failed gauge\n";
   for (Comm* c : gComms)
     out += "hetccl_comm_failed{" + commLabels(c) + "} " + (c->asyncError() != hetcclSuccess ? "1" : "0") + "\n";
   for (int f = 0; f < CallMetrics::families(); ++f)
@@ -103,8 +101,10 @@ std::string statusJson() {
   gethostname(host, sizeof(host) - 1);
   char head[512];
   std::lock_guard<std::mutex> g(gMu);
-  snprintf(head, sizeof(head), "{\"format\": \"hetccl-status-1\", \"pid\": %d, \"host\": %s, \"port\": %d, "
-           "\"unix_s\": %.3f, \"comms\": [", static_cast<int>(getpid()), jsonQuoted(host).c_str(), gPort, wallS());
+  snprintf(head, sizeof(head),
+           "{\"format\": \"hetccl-status-1\", \"pid\": %d, \"host\": %s, \"port\": %d, "
+           "\"unix_s\": %.3f, \"comms\": [",
+           static_cast<int>(getpid()), jsonQuoted(host).c_str(), gPort, wallS());
   std::string out = head;
   for (size_t i = 0; i < gComms.size(); ++i) out += (i ? ",\n  " : "\n  ") + commStatus(gComms[i]);
   return out + "]}\n";
@@ -124,7 +124,7 @@ struct Civet {
   int (*write)(mg_connection*, const void*, size_t);
 };
 Civet gCivet;
-mg_context* gCtx = nullptr;      // under gMu
+mg_context* gCtx = nullptr;  // under gMu
 thread_local bool tStarting = false;
 std::string gStartError;  // civetweb's last log message while starting (under gMu)
 
@@ -135,8 +135,10 @@ bool loadCivet() {
   const std::string lib = settings::kCivetwebLib.get();
   void* h = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!h) {
-    LOG_WARN(kInit, "HETCCL_METRICS_PORT: cannot load %s (HETCCL_CIVETWEB_LIB; Debian: libcivetweb1): %s; no metrics "
-             "endpoint", lib.c_str(), dlerror());
+    LOG_WARN(kInit,
+             "HETCCL_METRICS_PORT: cannot load %s (HETCCL_CIVETWEB_LIB; Debian: libcivetweb1): %s; no metrics "
+             "endpoint",
+             lib.c_str(), dlerror());
     return false;
   }
   auto sym = [&](const char* n) { return dlsym(h, n); };
@@ -212,9 +214,10 @@ void startEndpoint(Comm* first) {
              base, first->hostIndex());
     return;
   }
-  const std::string listen = (addr.find(':') != std::string::npos ? "[" + addr + "]" : addr) + ":" + std::to_string(port);
-  const char* options[] = {"listening_ports", listen.c_str(), "num_threads", "2", "request_timeout_ms", "5000",
-                           "enable_keep_alive", "no", nullptr};
+  const std::string listen =
+      (addr.find(':') != std::string::npos ? "[" + addr + "]" : addr) + ":" + std::to_string(port);
+  const char* options[] = {"listening_ports",   listen.c_str(), "num_threads", "2", "request_timeout_ms", "5000",
+                           "enable_keep_alive", "no",           nullptr};
   mg_callbacks cb;
   memset(&cb, 0, sizeof(cb));
   cb.log_message = logMessage;
@@ -223,8 +226,10 @@ void startEndpoint(Comm* first) {
   gCtx = gCivet.start(&cb, nullptr, options);
   tStarting = false;
   if (!gCtx) {
-    LOG_WARN(kInit, "HETCCL_METRICS_PORT: cannot serve on %s (%s); no metrics endpoint in this process, collectives "
-             "go on", listen.c_str(), gStartError.empty() ? "see HETCCL_METRICS_ADDR" : gStartError.c_str());
+    LOG_WARN(kInit,
+             "HETCCL_METRICS_PORT: cannot serve on %s (%s); no metrics endpoint in this process, collectives "
+             "go on",
+             listen.c_str(), gStartError.empty() ? "see HETCCL_METRICS_ADDR" : gStartError.c_str());
     return;
   }
   gCivet.setHandler(gCtx, "/", handle, nullptr);
@@ -250,7 +255,8 @@ namespace {
 struct mg_context;
 void startEndpoint(Comm*) {
   if (settings::kMetricsPort.get() > 0)
-    LOG_WARN(kInit, "HETCCL_METRICS_PORT: this build has no metrics endpoint (civetweb's header was missing when it "
+    LOG_WARN(kInit,
+             "HETCCL_METRICS_PORT: this build has no metrics endpoint (civetweb's header was missing when it "
              "was built: Debian libcivetweb-dev)");
 }
 mg_context* takeEndpoint() { return nullptr; }

@@ -48,8 +48,8 @@ void ObservedTransport::run(std::span<Xfer> xfers) {
   tallyStep(CallMetrics::kBorderRemote, remote, 0);
   tallyStep(slowest, 0, t1 - t0);
   if (t_)
-    t_->step("border",
-             "border: " + std::to_string(xfers.size()) + " transfers, " + Tracer::formatBytes(local + remote), t0);
+    t_->step("border", "border: " + std::to_string(xfers.size()) + " transfers, " + Tracer::formatBytes(local + remote),
+             t0);
 }
 
 template <class F>

@@ -67,8 +67,8 @@ std::unique_ptr<Tracer> Tracer::open(const std::string& pattern, int rank, int n
   fprintf(f, "[\n");
   t->event("{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": " + pid + ", \"args\": {\"name\": " +
            jsonQuoted("rank " + pid + " of " + std::to_string(nranks) + " (" + what + ")") + "}}");
-  t->event("{\"ph\": \"M\", \"name\": \"process_sort_index\", \"pid\": " + pid + ", \"args\": {\"sort_index\": " +
-           pid + "}}");
+  t->event("{\"ph\": \"M\", \"name\": \"process_sort_index\", \"pid\": " + pid + ", \"args\": {\"sort_index\": " + pid +
+           "}}");
   const char* names[] = {"", "calls", "GPU calls (issue to end seen by the proxy)", "proxy (staged steps)"};
   for (int tid = 1; tid <= 3; ++tid)
     t->event("{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": " + pid + ", \"tid\": " + std::to_string(tid) +
@@ -99,8 +99,9 @@ void Tracer::event(const std::string& json) {
 
 void Tracer::setClockOffset(double us) {
   char b[160];
-  snprintf(b, sizeof(b), "{\"ph\": \"M\", \"name\": \"hetccl_clock_offset_us\", \"pid\": %d, \"args\": {\"value\": %.1f}}",
-           rank_, us);
+  snprintf(b, sizeof(b),
+           "{\"ph\": \"M\", \"name\": \"hetccl_clock_offset_us\", \"pid\": %d, \"args\": {\"value\": %.1f}}", rank_,
+           us);
   event(b);
 }
 
@@ -121,8 +122,8 @@ void Tracer::call(const FlightRecorder::Record& r, double originUs) {
 void Tracer::step(const char* cat, const std::string& name, double startUs) {
   const double end = steadyUs();
   char b[96];
-  snprintf(b, sizeof(b), "\"pid\": %d, \"tid\": %d, \"ts\": %.1f, \"dur\": %.1f}", rank_, stepTrack(),
-           wallOf(startUs), end - startUs);
+  snprintf(b, sizeof(b), "\"pid\": %d, \"tid\": %d, \"ts\": %.1f, \"dur\": %.1f}", rank_, stepTrack(), wallOf(startUs),
+           end - startUs);
   event(std::string("{\"ph\": \"X\", \"cat\": \"") + cat + "\", \"name\": " + jsonQuoted(name) + ", " + b);
 }
 

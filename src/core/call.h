@@ -9,18 +9,26 @@
 namespace hetccl {
 
 enum class CollKind : uint16_t {
-  kAllReduce = 1, kBroadcast, kReduce, kAllGather, kReduceScatter, kAlltoAll, kGather, kScatter, kSendRecv,
+  kAllReduce = 1,
+  kBroadcast,
+  kReduce,
+  kAllGather,
+  kReduceScatter,
+  kAlltoAll,
+  kGather,
+  kScatter,
+  kSendRecv,
 };
 const char* collKindName(CollKind k);
 
 struct MsgTag {
-  uint64_t seq = 0;     // collective sequence number on the communicator
-  uint64_t count = 0;   // the collective's count argument
-  uint64_t bytes = 0;   // this message's payload bytes
-  uint16_t coll = 0;    // CollKind
+  uint64_t seq = 0;    // collective sequence number on the communicator
+  uint64_t count = 0;  // the collective's count argument
+  uint64_t bytes = 0;  // this message's payload bytes
+  uint16_t coll = 0;   // CollKind
   uint8_t dtype = 0;
-  uint8_t op = 0;       // RedKind or 0
-  int32_t root = -1;    // root/peer argument, or -1
+  uint8_t op = 0;     // RedKind or 0
+  int32_t root = -1;  // root/peer argument, or -1
 
   bool sameCall(const MsgTag& o) const {
     return seq == o.seq && count == o.count && coll == o.coll && dtype == o.dtype && op == o.op && root == o.root;

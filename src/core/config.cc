@@ -21,8 +21,8 @@ const char* rawEnv(const VarSpec& v) {
 }
 
 [[noreturn]] void refuse(const VarSpec& v, const std::string& value, const std::string& allowed) {
-  throwError(hetcclInvalidArgument, std::string(v.name) + " is '" + value + "': expected " + allowed + " (" + v.help +
-                                        ")");
+  throwError(hetcclInvalidArgument,
+             std::string(v.name) + " is '" + value + "': expected " + allowed + " (" + v.help + ")");
 }
 
 const VarSpec& typed(const char* name, VarType type) {
@@ -149,9 +149,12 @@ uint64_t parseBytes(const std::string& text, const char* what) {
   unsigned long long v = strtoull(text.c_str(), &end, 10);
   if (errno != 0) throwError(hetcclInvalidArgument, std::string(what) + ": not a size: '" + text + "'");
   uint64_t mult = 1;
-  if (*end == 'K' || *end == 'k') mult = 1ull << 10, ++end;
-  else if (*end == 'M' || *end == 'm') mult = 1ull << 20, ++end;
-  else if (*end == 'G' || *end == 'g') mult = 1ull << 30, ++end;
+  if (*end == 'K' || *end == 'k')
+    mult = 1ull << 10, ++end;
+  else if (*end == 'M' || *end == 'm')
+    mult = 1ull << 20, ++end;
+  else if (*end == 'G' || *end == 'g')
+    mult = 1ull << 30, ++end;
   if (*end == 'B' || *end == 'b') ++end;
   if (*end != '\0' || (v != 0 && mult > UINT64_MAX / v))
     throwError(hetcclInvalidArgument, std::string(what) + ": not a size: '" + text + "'");

@@ -31,7 +31,7 @@ struct ReduceOp {
   ReduceOp(RedKind k) : kind(k) {}  // NOLINT: a plain kind is a plain op
   bool plain() const { return !preMul && !postDiv; }
   RedKind kind = RedKind::kSum;
-  bool preMul = false;   // multiply each rank's input by scalar before combining
+  bool preMul = false;  // multiply each rank's input by scalar before combining
   double scalar = 1.0;
   // PreMulSum whose scalar lives in memory (NCCL's ncclScalarDevice): an
   // element of the call's type, read when the call runs, not when the op

@@ -33,14 +33,14 @@ class RefusedError : public Error {
 // errno-based system error: "<what>: <strerror(errno)>".
 [[noreturn]] void throwSystemError(const std::string& what, int err);
 
-#define HETCCL_CHECK_ARG(cond, msg)                                   \
-  do {                                                                \
-    if (!(cond)) ::hetccl::throwError(hetcclInvalidArgument, (msg));  \
+#define HETCCL_CHECK_ARG(cond, msg)                                  \
+  do {                                                               \
+    if (!(cond)) ::hetccl::throwError(hetcclInvalidArgument, (msg)); \
   } while (0)
 
-#define HETCCL_CHECK_USAGE(cond, msg)                                 \
-  do {                                                                \
-    if (!(cond)) ::hetccl::throwError(hetcclInvalidUsage, (msg));     \
+#define HETCCL_CHECK_USAGE(cond, msg)                             \
+  do {                                                            \
+    if (!(cond)) ::hetccl::throwError(hetcclInvalidUsage, (msg)); \
   } while (0)
 
 }  // namespace hetccl

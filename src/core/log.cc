@@ -32,8 +32,8 @@ struct SubsysName {
   unsigned bit;
 };
 constexpr SubsysName kSubsysNames[] = {
-    {"INIT", kInit}, {"BOOTSTRAP", kBootstrap}, {"TOPO", kTopo}, {"TRANSPORT", kTransport},
-    {"BACKEND", kBackend}, {"COLL", kColl}, {"DEVICE", kDevice}, {"ALL", kAll}};
+    {"INIT", kInit},       {"BOOTSTRAP", kBootstrap}, {"TOPO", kTopo},     {"TRANSPORT", kTransport},
+    {"BACKEND", kBackend}, {"COLL", kColl},           {"DEVICE", kDevice}, {"ALL", kAll}};
 
 const char* subsysName(unsigned subsys) {
   for (const auto& s : kSubsysNames)
@@ -68,9 +68,12 @@ void readEnv() {
     fprintf(stderr, "hetccl: %s; logging warnings\n", e.what());
   }
   int level = 0;
-  if (strcasecmp(lvl.c_str(), "WARN") == 0 || strcasecmp(lvl.c_str(), "VERSION") == 0) level = 1;
-  else if (strcasecmp(lvl.c_str(), "INFO") == 0) level = 2;
-  else if (strcasecmp(lvl.c_str(), "TRACE") == 0) level = 3;
+  if (strcasecmp(lvl.c_str(), "WARN") == 0 || strcasecmp(lvl.c_str(), "VERSION") == 0)
+    level = 1;
+  else if (strcasecmp(lvl.c_str(), "INFO") == 0)
+    level = 2;
+  else if (strcasecmp(lvl.c_str(), "TRACE") == 0)
+    level = 3;
   s.mask = parseMask(settings::kDebugSubsys.get());
   gethostname(s.host, sizeof(s.host) - 1);
   s.level = level;
@@ -101,8 +104,8 @@ void logMessage(LogLevel level, unsigned subsys, const char* fmt, ...) {
   vsnprintf(buf, sizeof(buf), fmt, ap);
   va_end(ap);
   LogState& s = state();
-  fprintf(stderr, "%s:%d:%d hetccl %s %s %s\n", s.host, getpid(), s.rank.load(),
-          kLevel[static_cast<int>(level)], subsysName(subsys), buf);
+  fprintf(stderr, "%s:%d:%d hetccl %s %s %s\n", s.host, getpid(), s.rank.load(), kLevel[static_cast<int>(level)],
+          subsysName(subsys), buf);
 }
 
 }  // namespace hetccl

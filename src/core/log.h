@@ -29,10 +29,9 @@ void logReset();
 
 }  // namespace hetccl
 
-#define HETCCL_LOG(level, subsys, ...)                                  \
-  do {                                                                  \
-    if (::hetccl::logEnabled(level, subsys))                            \
-      ::hetccl::logMessage(level, subsys, __VA_ARGS__);                 \
+#define HETCCL_LOG(level, subsys, ...)                                                         \
+  do {                                                                                         \
+    if (::hetccl::logEnabled(level, subsys)) ::hetccl::logMessage(level, subsys, __VA_ARGS__); \
   } while (0)
 #define LOG_WARN(subsys, ...) HETCCL_LOG(::hetccl::LogLevel::kWarn, subsys, __VA_ARGS__)
 #define LOG_INFO(subsys, ...) HETCCL_LOG(::hetccl::LogLevel::kInfo, subsys, __VA_ARGS__)

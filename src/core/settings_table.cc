@@ -9,180 +9,199 @@ namespace hetccl {
 const std::vector<VarSpec>& settingsTable() {
   constexpr int64_t kTiB = int64_t{1} << 40;
   static const auto* vars = new std::vector<VarSpec>{
-    {"HETCCL_DEBUG", VarType::kChoice, "", "NCCL_DEBUG", "log level: WARN, INFO or TRACE (unset: silent; NCCL_DEBUG=VERSION counts as WARN)", 0, 0,
-     "|WARN|INFO|TRACE|VERSION"},
-    {"HETCCL_DEBUG_SUBSYS", VarType::kString, "ALL", nullptr,
-     "subsystems to log: comma list of INIT,BOOTSTRAP,TOPO,TRANSPORT,BACKEND,COLL,DEVICE; ^ negates"},
-    {"HETCCL_TIMEOUT_S", VarType::kInt, "300", nullptr,
-     "seconds a wait may go without progress before it fails with a remote error naming the peer", 1, 31536000},
-    {"HETCCL_TRANSPORT", VarType::kString, "auto", nullptr,
-     "border and host-group transport, per link class: intra=<auto|shm|tcp|ucx>,inter=<auto|tcp|ucx> (intra: "
-     "peers on this host, auto shm; inter: peers on other hosts, auto ucx where every rank has UCX and an RDMA "
-     "device, else tcp); or one of auto, shm, tcp, ucx for every link (shm: every rank on one host)"},
-    {"HETCCL_GROUP", VarType::kString, "", nullptr,
-     "this rank's group name (default: its device kind: host, cuda, hip)"},
-    {"HETCCL_GROUP_MAP", VarType::kString, "", nullptr,
-     "group names by global rank, e.g. 0-1:a,2-3:b, naming every rank once; for launchers that give every rank "
-     "one environment (every rank must see the same map)"},
-    {"HETCCL_COMM_ID", VarType::kString, "", nullptr,
-     "host:port of the rendezvous root for hetcclCommInitFromEnv (default MASTER_ADDR:MASTER_PORT+1)"},
-    {"HETCCL_JOB_SECRET", VarType::kString, "", nullptr,
-     "job secret for hetcclCommInitFromEnv; unset: HETCCL_JOB_SECRET_FILE's, else derived from the launcher's job "
-     "id (weak: refused where a link is encrypted)"},
-    {"HETCCL_JOB_SECRET_FILE", VarType::kString, "", nullptr,
-     "file holding the job secret for hetcclCommInitFromEnv (its first line); it must belong to this user and be "
-     "readable by no one else (chmod 600), else init fails"},
-    {"HETCCL_ENCRYPT", VarType::kChoice, "cross-site", nullptr,
-     "which tcp links carry AES-256-GCM records (keys from the job secret): off, cross-site (links between ranks of "
-     "different HETCCL_SITE; with no sites set, none) or all; same-host shm is never encrypted; every rank must set "
-     "the same", 0, 0, "off|cross-site|all"},
-    {"HETCCL_SITE", VarType::kString, "", nullptr,
-     "this rank's site (a trust domain: a data centre, a cloud region); links between sites are encrypted under "
-     "HETCCL_ENCRYPT=cross-site"},
-    {"HETCCL_SITE_MAP", VarType::kString, "", nullptr,
-     "sites by rank, e.g. 0-3:onprem,4-7:cloud, naming every rank once (used where HETCCL_SITE is unset): ranks as "
-     "the launcher numbers them (RANK, OMPI_COMM_WORLD_RANK, SLURM_PROCID) where one does, else the communicator's; "
-     "communicators made by split and shrink keep their parent's sites"},
-    {"HETCCL_ENCRYPT_REKEY_RECORDS", VarType::kInt, "262144", nullptr,
-     "records (at most 256 KiB each) one key seals before both ends derive the next; every rank must set the same",
-     1, int64_t{1} << 32},
-    {"HETCCL_CRYPTO_LIB", VarType::kString, "libcrypto.so.3", nullptr,
-     "path of OpenSSL 3's libcrypto, loaded where a link is encrypted (Debian: libssl3)"},
-    {"HETCCL_SOCKET_IFNAME", VarType::kString, "", "NCCL_SOCKET_IFNAME",
-     "network interface (prefix) whose address the TCP listeners use; default: the host name's address"},
-    {"HETCCL_BUFFSIZE", VarType::kBytes, "4M", nullptr,
-     "staging memory per communicator per peer connection (TCP receive staging; the shm ring size, which "
-     "HETCCL_SHM_MAX bounds)", 4096, int64_t{1} << 30},
-    {"HETCCL_SHM_SLOT_BYTES", VarType::kBytes, "256K", nullptr,
-     "shm ring slot size; HETCCL_BUFFSIZE/slot = slots (2 to 1024)", 4096, int64_t{64} << 20},
-    {"HETCCL_SHM_MAX", VarType::kBytes, "1G", nullptr,
-     "most shared memory one communicator's shm rings take on one host, all its ranks there together: "
-     "n x (n - 1) rings for n ranks on the host. Rings are HETCCL_BUFFSIZE each; where that is unset and they would "
-     "not fit, smaller (down to 2 slots); init fails naming this setting where even those do not fit or where an "
-     "explicit HETCCL_BUFFSIZE does not", int64_t{1} << 20, kTiB},
-    {"HETCCL_SHM_CMA", VarType::kBool, "1", nullptr,
-     "shm: read messages larger than a slot straight from the sender's memory (process_vm_readv) when permitted"},
-    {"HETCCL_HOST_THREADS", VarType::kInt, "0", nullptr,
-     "threads a rank uses to read and fold large messages of peers on its host (shm single-copy reads) and to "
-     "seal and open each encrypted link's records; "
-     "0: the usable cores divided by the ranks on this host, at most 8", 0, 64},
-    {"HETCCL_SPIN_US", VarType::kInt, "300", nullptr,
-     "microseconds a waiting rank spins before it sleeps on a futex or poll", 0, 1000000},
-    {"HETCCL_CHUNK_BYTES", VarType::kBytes, "0", nullptr,
-     "AllReduce across groups larger than this runs as chunks of this size, one after another (GPU ranks copy "
-     "chunk k+1 in and chunk k-1 out while chunk k crosses the border); 0: one piece (measured faster on one host); "
-     "every rank must set the same", 0, kTiB},
-    {"HETCCL_SMALL_BYTES", VarType::kBytes, "64K", nullptr,
-     "AllReduce below this size: group AllReduce plus one direct border exchange (latency plan)", 0, int64_t{1} << 30},
-    {"HETCCL_CHECK_MISMATCH", VarType::kBool, "0", nullptr,
-     "compare every collective call across all ranks before it runs (one small allgather per call); "
-     "border messages are always checked, and rooted calls check their ring neighbours"},
-    {"HETCCL_DEVICE", VarType::kChoice, "host", nullptr,
-     "this rank's device kind: host (CPU memory), cuda or hip (the calling thread's current GPU), emu (an emulated "
-     "GPU, for tests). Unset: host for the C API and hetccl-perf; cuda for the NCCL drop-in (hip for librccl); "
-     "hetccl_torch follows the device of the process's tensors", 0, 0, "host|cuda|hip|emu"},
-    {"HETCCL_BACKEND", VarType::kChoice, "", nullptr,
-     "group backend (default by device kind: host -> host, cuda -> nccl, hip -> rccl, emu -> emu-nccl)", 0, 0,
-     "|host|nccl|rccl|emu-nccl"},
-    {"HETCCL_CUDA_LIB", VarType::kString, "", nullptr,
-     "path of the CUDA runtime to load (default: libcudart.so.13, .12, then libcudart.so)"},
-    {"HETCCL_HIP_LIB", VarType::kString, "", nullptr, "path of the HIP runtime to load (default: libamdhip64.so)"},
-    {"HETCCL_NCCL_LIB", VarType::kString, "", nullptr,
-     "path of the NCCL library the nccl backend loads (default: libnccl.so.2 from the loader's search path, "
-     "then /usr/local/cuda/lib64, then beside a loaded CUDA runtime)"},
-    {"HETCCL_RCCL_LIB", VarType::kString, "", nullptr, "path of the RCCL library the rccl backend loads"},
-    {"HETCCL_UCX_LIB", VarType::kString, "libucp.so.0", nullptr,
-     "path of UCX's libucp the ucx transport loads; UCX_TLS, UCX_NET_DEVICES pass through"},
-    {"HETCCL_UCX_RMA_MIN", VarType::kBytes, "0", nullptr,
-     "ucx transport: plain receives of this size and up take the payload by RMA put into their registered buffer "
-     "(0: never, tagged parts only; every rank must set the same)", 0, kTiB},
-    {"HETCCL_KERNELS_LIB", VarType::kString, "", nullptr,
-     "path of the device reduction kernels plugin (default: libhetccl-<kind>-kernels.so beside libhetccl)"},
-    {"HETCCL_EMU_LIB", VarType::kString, "", nullptr,
-     "path of the emulated GPU's runtime (default: libhetccl-emu.so beside libhetccl, then the loader's path)"},
-    {"HETCCL_EMU_NCCL_LIB", VarType::kString, "", nullptr,
-     "path of the emulated GPU's group library (default: libhetccl-emu-nccl.so beside libhetccl)"},
-    {"HETCCL_EMU_DEVICES", VarType::kInt, "8", nullptr, "emulated GPUs each process sees", 1, 64},
-    {"HETCCL_EMU_STALL_US", VarType::kInt, "0", nullptr,
-     "emulated GPU: every stream operation starts this late (a slow device, to shake out ordering bugs)", 0,
-     1000000},
-    {"HETCCL_EMU_COPY_DELAY_US", VarType::kInt, "0", nullptr,
-     "emulated GPU: every copy takes this much longer (copies slower than launches)", 0, 1000000},
-    {"HETCCL_EMU_FAIL_ALLOC", VarType::kInt, "0", nullptr,
-     "emulated GPU: the N-th allocation of the process (device or pinned host memory) fails (0: none)", 0, 1000000000},
-    {"HETCCL_EMU_INIT_DELAY_MS", VarType::kInt, "0", nullptr,
-     "emulated GPU's group library: a non-blocking init stays in progress this long (a slow vendor init)", 0,
-     10000000},
-    {"HETCCL_GPU_DIRECT", VarType::kChoice, "auto", nullptr,
-     "GPU ranks' AllReduce, Broadcast and AllGather across groups: hand device memory straight to the transport "
-     "(the direct path; the calling thread waits for the call) where it reports that memory type (ucx built "
-     "with CUDA/ROCm) and the kernels plugin loads. auto: only where no group holds host memory and either all "
-     "ranks share a host and every group is of this rank's device kind, or a GPU peer-memory module (GPUDirect "
-     "RDMA) is loaded, for calls of HETCCL_GPU_DIRECT_MIN and "
-     "up; 1: every such call (init fails naming why it cannot); 0: always stage through pinned memory",
-     0, 0, "auto|0|1"},
-    {"HETCCL_GPU_BORDER", VarType::kChoice, "auto", nullptr,
-     "GPU ranks' collectives (the README lists the few that stage) and send/recv between ranks of the same index "
-     "in two groups, "
-     "across groups on one host through the device border: each group's vendor library "
-     "works inside the group in device memory, and only each rank's share crosses to the other groups, by "
-     "the GPUs' copy engines through shared memory registered with every runtime, folded by GPU kernels, in "
-     "the caller's stream order. auto: where every group holds GPU ranks (groups of different sizes: AllReduce "
-     "alone) and all ranks share a host and the kernels plugin loads on every rank; 1: the same, init fails naming why it "
-     "cannot; 0: never (staged through pinned memory)", 0, 0, "auto|0|1"},
-    {"HETCCL_GPU_BORDER_CHUNK", VarType::kBytes, "8M", nullptr,
-     "device border: bytes of one part of a slice (a slice is one part per group); shared memory per rank is "
-     "4 x (groups + 1) parts, device scratch 2 x (groups - 1) parts; halved (down to 64 KiB) until every rank's "
-     "segment fits in half of the free /dev/shm, the smallest of all ranks' then used by all",
-     4096, int64_t{1} << 30},
-    {"HETCCL_GPU_BORDER_MIN", VarType::kBytes, "1M", nullptr,
-     "device border: smallest call (AllReduce/Broadcast/Reduce/send/recv bytes, AllGather/ReduceScatter/AlltoAll/Gather/Scatter bytes "
-     "of all ranks) that takes it; smaller ones stage through pinned memory, where the CPU relays them. Unset: 0 "
-     "(every call), or the default where two ranks share one GPU without MPS (the GPU time-slices their contexts and "
-     "each hand-off between them costs more than the relay of a small call: docs/performance.md)", 0, kTiB},
-    {"HETCCL_GPU_BORDER_KERNEL", VarType::kChoice, "auto", nullptr,
-     "device border: an AllReduce share of up to 16 KiB (and HETCCL_SMALL_BYTES) crosses in one kernel per rank that copies its "
-     "share out, stores and waits for the flags in shared memory, and folds the peers' shares (2 to 8 groups). auto: "
-     "unless two ranks share one GPU without MPS (a waiting kernel would hold the GPU for its time slice); 1: "
-     "always; 0: never (copies and stream memory operations)", 0, 0, "auto|0|1"},
-    {"HETCCL_GPU_DIRECT_MIN", VarType::kBytes, "16M", nullptr,
-     "HETCCL_GPU_DIRECT=auto: smallest call (AllReduce/Broadcast bytes, AllGather output bytes) that goes "
-     "direct; smaller ones stage", 0, kTiB},
-    {"HETCCL_PLAN_FOLDS", VarType::kBool, "0", nullptr,
-     "host ranks fold border data after receiving it whole, as GPU ranks on the direct path do, instead of in "
-     "the transport as it arrives (a test setting: it runs the direct path's plan on CPUs)"},
-    {"HETCCL_HOST_LEVELS", VarType::kBool, "1", nullptr,
-     "a group of host ranks with the same number (two or more) on each of several hosts runs a large AllReduce in "
-     "two levels (inside each host, then across); 0: one level over every rank (every rank must set the same)"},
-    {"HETCCL_FLIGHT_RECORDER", VarType::kInt, "2000", nullptr,
-     "calls each communicator remembers (each collective and send/recv of a group counts once) for its "
-     "flight recorder dump; 0: none", 0, 1000000},
-    {"HETCCL_FLIGHT_DIR", VarType::kString, "", nullptr,
-     "folder where a communicator that fails or is aborted, or whose process gets SIGUSR1 (where the program has "
-     "no handler of its own), writes its last calls "
-     "(hetccl-flight-<job>-rank<r>.json; hetccl-doctor reads them); unset: no dumps"},
-    {"HETCCL_TRACE_FILE", VarType::kString, "", nullptr,
-     "file where each rank writes its calls and their group and border steps as Chrome trace events (Perfetto, "
-     "chrome://tracing); %r is replaced by the rank; hetccl-trace merge joins the ranks' files on rank 0's clock. "
-     "Call spans come from the flight recorder (HETCCL_FLIGHT_RECORDER above 0). Unset: no trace"},
-    {"HETCCL_METRICS", VarType::kBool, "1", nullptr,
-     "count every call (by collective, size, outcome, duration) and its group and border steps (bytes, time) for "
-     "the metrics endpoint; 0: no counting (the calls' counters also need HETCCL_FLIGHT_RECORDER above 0)"},
-    {"HETCCL_METRICS_PORT", VarType::kInt, "0", nullptr,
-     "serve this process's metrics (Prometheus text, /metrics) and status (JSON, /status) over HTTP on this port "
-     "plus the rank's index among the job's ranks on its host (from the first communicator the process makes); "
-     "0: no endpoint. GET only; a port that cannot be bound is a warning", 0, 65535},
-    {"HETCCL_METRICS_ADDR", VarType::kString, "127.0.0.1", nullptr,
-     "address the metrics endpoint binds to (HETCCL_METRICS_PORT); 0.0.0.0 serves every interface"},
-    {"HETCCL_CIVETWEB_LIB", VarType::kString, "libcivetweb.so.1", nullptr,
-     "path of the civetweb HTTP library the metrics endpoint loads (Debian: libcivetweb1)"},
-    {"HETCCL_STAGING_MAX", VarType::kBytes, "2G", nullptr,
-     "GPU ranks: most pinned host memory one communicator keeps for staging border data", int64_t{1} << 20, kTiB},
-    {"HETCCL_DEVICE_SCRATCH_MAX", VarType::kBytes, "2G", nullptr,
-     "GPU ranks: most device memory one communicator keeps as scratch for staged group steps and the direct "
-     "path (the device border's own scratch is fixed at init: HETCCL_GPU_BORDER_CHUNK)", int64_t{1} << 20, kTiB},
-    {"HETCCL_SOCKET_BUFFER", VarType::kBytes, "4M", nullptr, "SO_SNDBUF/SO_RCVBUF of TCP transport sockets", 4096,
-     int64_t{1} << 30},
+      {"HETCCL_DEBUG", VarType::kChoice, "", "NCCL_DEBUG",
+       "log level: WARN, INFO or TRACE (unset: silent; NCCL_DEBUG=VERSION counts as WARN)", 0, 0,
+       "|WARN|INFO|TRACE|VERSION"},
+      {"HETCCL_DEBUG_SUBSYS", VarType::kString, "ALL", nullptr,
+       "subsystems to log: comma list of INIT,BOOTSTRAP,TOPO,TRANSPORT,BACKEND,COLL,DEVICE; ^ negates"},
+      {"HETCCL_TIMEOUT_S", VarType::kInt, "300", nullptr,
+       "seconds a wait may go without progress before it fails with a remote error naming the peer", 1, 31536000},
+      {"HETCCL_TRANSPORT", VarType::kString, "auto", nullptr,
+       "border and host-group transport, per link class: intra=<auto|shm|tcp|ucx>,inter=<auto|tcp|ucx> (intra: "
+       "peers on this host, auto shm; inter: peers on other hosts, auto ucx where every rank has UCX and an RDMA "
+       "device, else tcp); or one of auto, shm, tcp, ucx for every link (shm: every rank on one host)"},
+      {"HETCCL_GROUP", VarType::kString, "", nullptr,
+       "this rank's group name (default: its device kind: host, cuda, hip)"},
+      {"HETCCL_GROUP_MAP", VarType::kString, "", nullptr,
+       "group names by global rank, e.g. 0-1:a,2-3:b, naming every rank once; for launchers that give every rank "
+       "one environment (every rank must see the same map)"},
+      {"HETCCL_COMM_ID", VarType::kString, "", nullptr,
+       "host:port of the rendezvous root for hetcclCommInitFromEnv (default MASTER_ADDR:MASTER_PORT+1)"},
+      {"HETCCL_JOB_SECRET", VarType::kString, "", nullptr,
+       "job secret for hetcclCommInitFromEnv; unset: HETCCL_JOB_SECRET_FILE's, else derived from the launcher's job "
+       "id (weak: refused where a link is encrypted)"},
+      {"HETCCL_JOB_SECRET_FILE", VarType::kString, "", nullptr,
+       "file holding the job secret for hetcclCommInitFromEnv (its first line); it must belong to this user and be "
+       "readable by no one else (chmod 600), else init fails"},
+      {"HETCCL_ENCRYPT", VarType::kChoice, "cross-site", nullptr,
+       "which tcp links carry AES-256-GCM records (keys from the job secret): off, cross-site (links between ranks of "
+       "different HETCCL_SITE; with no sites set, none) or all; same-host shm is never encrypted; every rank must set "
+       "the same",
+       0, 0, "off|cross-site|all"},
+      {"HETCCL_SITE", VarType::kString, "", nullptr,
+       "this rank's site (a trust domain: a data centre, a cloud region); links between sites are encrypted under "
+       "HETCCL_ENCRYPT=cross-site"},
+      {"HETCCL_SITE_MAP", VarType::kString, "", nullptr,
+       "sites by rank, e.g. 0-3:onprem,4-7:cloud, naming every rank once (used where HETCCL_SITE is unset): ranks as "
+       "the launcher numbers them (RANK, OMPI_COMM_WORLD_RANK, SLURM_PROCID) where one does, else the communicator's; "
+       "communicators made by split and shrink keep their parent's sites"},
+      {"HETCCL_ENCRYPT_REKEY_RECORDS", VarType::kInt, "262144", nullptr,
+       "records (at most 256 KiB each) one key seals before both ends derive the next; every rank must set the same", 1,
+       int64_t{1} << 32},
+      {"HETCCL_CRYPTO_LIB", VarType::kString, "libcrypto.so.3", nullptr,
+       "path of OpenSSL 3's libcrypto, loaded where a link is encrypted (Debian: libssl3)"},
+      {"HETCCL_SOCKET_IFNAME", VarType::kString, "", "NCCL_SOCKET_IFNAME",
+       "network interface (prefix) whose address the TCP listeners use; default: the host name's address"},
+      {"HETCCL_BUFFSIZE", VarType::kBytes, "4M", nullptr,
+       "staging memory per communicator per peer connection (TCP receive staging; the shm ring size, which "
+       "HETCCL_SHM_MAX bounds)",
+       4096, int64_t{1} << 30},
+      {"HETCCL_SHM_SLOT_BYTES", VarType::kBytes, "256K", nullptr,
+       "shm ring slot size; HETCCL_BUFFSIZE/slot = slots (2 to 1024)", 4096, int64_t{64} << 20},
+      {"HETCCL_SHM_MAX", VarType::kBytes, "1G", nullptr,
+       "most shared memory one communicator's shm rings take on one host, all its ranks there together: "
+       "n x (n - 1) rings for n ranks on the host. Rings are HETCCL_BUFFSIZE each; where that is unset and they would "
+       "not fit, smaller (down to 2 slots); init fails naming this setting where even those do not fit or where an "
+       "explicit HETCCL_BUFFSIZE does not",
+       int64_t{1} << 20, kTiB},
+      {"HETCCL_SHM_CMA", VarType::kBool, "1", nullptr,
+       "shm: read messages larger than a slot straight from the sender's memory (process_vm_readv) when permitted"},
+      {"HETCCL_HOST_THREADS", VarType::kInt, "0", nullptr,
+       "threads a rank uses to read and fold large messages of peers on its host (shm single-copy reads) and to "
+       "seal and open each encrypted link's records; "
+       "0: the usable cores divided by the ranks on this host, at most 8",
+       0, 64},
+      {"HETCCL_SPIN_US", VarType::kInt, "300", nullptr,
+       "microseconds a waiting rank spins before it sleeps on a futex or poll", 0, 1000000},
+      {"HETCCL_CHUNK_BYTES", VarType::kBytes, "0", nullptr,
+       "AllReduce across groups larger than this runs as chunks of this size, one after another (GPU ranks copy "
+       "chunk k+1 in and chunk k-1 out while chunk k crosses the border); 0: one piece (measured faster on one host); "
+       "every rank must set the same",
+       0, kTiB},
+      {"HETCCL_SMALL_BYTES", VarType::kBytes, "64K", nullptr,
+       "AllReduce below this size: group AllReduce plus one direct border exchange (latency plan)", 0,
+       int64_t{1} << 30},
+      {"HETCCL_CHECK_MISMATCH", VarType::kBool, "0", nullptr,
+       "compare every collective call across all ranks before it runs (one small allgather per call); "
+       "border messages are always checked, and rooted calls check their ring neighbours"},
+      {"HETCCL_DEVICE", VarType::kChoice, "host", nullptr,
+       "this rank's device kind: host (CPU memory), cuda or hip (the calling thread's current GPU), emu (an emulated "
+       "GPU, for tests). Unset: host for the C API and hetccl-perf; cuda for the NCCL drop-in (hip for librccl); "
+       "hetccl_torch follows the device of the process's tensors",
+       0, 0, "host|cuda|hip|emu"},
+      {"HETCCL_BACKEND", VarType::kChoice, "", nullptr,
+       "group backend (default by device kind: host -> host, cuda -> nccl, hip -> rccl, emu -> emu-nccl)", 0, 0,
+       "|host|nccl|rccl|emu-nccl"},
+      {"HETCCL_CUDA_LIB", VarType::kString, "", nullptr,
+       "path of the CUDA runtime to load (default: libcudart.so.13, .12, then libcudart.so)"},
+      {"HETCCL_HIP_LIB", VarType::kString, "", nullptr, "path of the HIP runtime to load (default: libamdhip64.so)"},
+      {"HETCCL_NCCL_LIB", VarType::kString, "", nullptr,
+       "path of the NCCL library the nccl backend loads (default: libnccl.so.2 from the loader's search path, "
+       "then /usr/local/cuda/lib64, then beside a loaded CUDA runtime)"},
+      {"HETCCL_RCCL_LIB", VarType::kString, "", nullptr, "path of the RCCL library the rccl backend loads"},
+      {"HETCCL_UCX_LIB", VarType::kString, "libucp.so.0", nullptr,
+       "path of UCX's libucp the ucx transport loads; UCX_TLS, UCX_NET_DEVICES pass through"},
+      {"HETCCL_UCX_RMA_MIN", VarType::kBytes, "0", nullptr,
+       "ucx transport: plain receives of this size and up take the payload by RMA put into their registered buffer "
+       "(0: never, tagged parts only; every rank must set the same)",
+       0, kTiB},
+      {"HETCCL_KERNELS_LIB", VarType::kString, "", nullptr,
+       "path of the device reduction kernels plugin (default: libhetccl-<kind>-kernels.so beside libhetccl)"},
+      {"HETCCL_EMU_LIB", VarType::kString, "", nullptr,
+       "path of the emulated GPU's runtime (default: libhetccl-emu.so beside libhetccl, then the loader's path)"},
+      {"HETCCL_EMU_NCCL_LIB", VarType::kString, "", nullptr,
+       "path of the emulated GPU's group library (default: libhetccl-emu-nccl.so beside libhetccl)"},
+      {"HETCCL_EMU_DEVICES", VarType::kInt, "8", nullptr, "emulated GPUs each process sees", 1, 64},
+      {"HETCCL_EMU_STALL_US", VarType::kInt, "0", nullptr,
+       "emulated GPU: every stream operation starts this late (a slow device, to shake out ordering bugs)", 0, 1000000},
+      {"HETCCL_EMU_COPY_DELAY_US", VarType::kInt, "0", nullptr,
+       "emulated GPU: every copy takes this much longer (copies slower than launches)", 0, 1000000},
+      {"HETCCL_EMU_FAIL_ALLOC", VarType::kInt, "0", nullptr,
+       "emulated GPU: the N-th allocation of the process (device or pinned host memory) fails (0: none)", 0,
+       1000000000},
+      {"HETCCL_EMU_INIT_DELAY_MS", VarType::kInt, "0", nullptr,
+       "emulated GPU's group library: a non-blocking init stays in progress this long (a slow vendor init)", 0,
+       10000000},
+      {"HETCCL_GPU_DIRECT", VarType::kChoice, "auto", nullptr,
+       "GPU ranks' AllReduce, Broadcast and AllGather across groups: hand device memory straight to the transport "
+       "(the direct path; the calling thread waits for the call) where it reports that memory type (ucx built "
+       "with CUDA/ROCm) and the kernels plugin loads. auto: only where no group holds host memory and either all "
+       "ranks share a host and every group is of this rank's device kind, or a GPU peer-memory module (GPUDirect "
+       "RDMA) is loaded, for calls of HETCCL_GPU_DIRECT_MIN and "
+       "up; 1: every such call (init fails naming why it cannot); 0: always stage through pinned memory",
+       0, 0, "auto|0|1"},
+      {"HETCCL_GPU_BORDER", VarType::kChoice, "auto", nullptr,
+       "GPU ranks' collectives (the README lists the few that stage) and send/recv between ranks of the same index "
+       "in two groups, "
+       "across groups on one host through the device border: each group's vendor library "
+       "works inside the group in device memory, and only each rank's share crosses to the other groups, by "
+       "the GPUs' copy engines through shared memory registered with every runtime, folded by GPU kernels, in "
+       "the caller's stream order. auto: where every group holds GPU ranks (groups of different sizes: AllReduce "
+       "alone) and all ranks share a host and the kernels plugin loads on every rank; 1: the same, init fails naming "
+       "why it "
+       "cannot; 0: never (staged through pinned memory)",
+       0, 0, "auto|0|1"},
+      {"HETCCL_GPU_BORDER_CHUNK", VarType::kBytes, "8M", nullptr,
+       "device border: bytes of one part of a slice (a slice is one part per group); shared memory per rank is "
+       "4 x (groups + 1) parts, device scratch 2 x (groups - 1) parts; halved (down to 64 KiB) until every rank's "
+       "segment fits in half of the free /dev/shm, the smallest of all ranks' then used by all",
+       4096, int64_t{1} << 30},
+      {"HETCCL_GPU_BORDER_MIN", VarType::kBytes, "1M", nullptr,
+       "device border: smallest call (AllReduce/Broadcast/Reduce/send/recv bytes, "
+       "AllGather/ReduceScatter/AlltoAll/Gather/Scatter bytes "
+       "of all ranks) that takes it; smaller ones stage through pinned memory, where the CPU relays them. Unset: 0 "
+       "(every call), or the default where two ranks share one GPU without MPS (the GPU time-slices their contexts and "
+       "each hand-off between them costs more than the relay of a small call: docs/performance.md)",
+       0, kTiB},
+      {"HETCCL_GPU_BORDER_KERNEL", VarType::kChoice, "auto", nullptr,
+       "device border: an AllReduce share of up to 16 KiB (and HETCCL_SMALL_BYTES) crosses in one kernel per rank that "
+       "copies its "
+       "share out, stores and waits for the flags in shared memory, and folds the peers' shares (2 to 8 groups). auto: "
+       "unless two ranks share one GPU without MPS (a waiting kernel would hold the GPU for its time slice); 1: "
+       "always; 0: never (copies and stream memory operations)",
+       0, 0, "auto|0|1"},
+      {"HETCCL_GPU_DIRECT_MIN", VarType::kBytes, "16M", nullptr,
+       "HETCCL_GPU_DIRECT=auto: smallest call (AllReduce/Broadcast bytes, AllGather output bytes) that goes "
+       "direct; smaller ones stage",
+       0, kTiB},
+      {"HETCCL_PLAN_FOLDS", VarType::kBool, "0", nullptr,
+       "host ranks fold border data after receiving it whole, as GPU ranks on the direct path do, instead of in "
+       "the transport as it arrives (a test setting: it runs the direct path's plan on CPUs)"},
+      {"HETCCL_HOST_LEVELS", VarType::kBool, "1", nullptr,
+       "a group of host ranks with the same number (two or more) on each of several hosts runs a large AllReduce in "
+       "two levels (inside each host, then across); 0: one level over every rank (every rank must set the same)"},
+      {"HETCCL_FLIGHT_RECORDER", VarType::kInt, "2000", nullptr,
+       "calls each communicator remembers (each collective and send/recv of a group counts once) for its "
+       "flight recorder dump; 0: none",
+       0, 1000000},
+      {"HETCCL_FLIGHT_DIR", VarType::kString, "", nullptr,
+       "folder where a communicator that fails or is aborted, or whose process gets SIGUSR1 (where the program has "
+       "no handler of its own), writes its last calls "
+       "(hetccl-flight-<job>-rank<r>.json; hetccl-doctor reads them); unset: no dumps"},
+      {"HETCCL_TRACE_FILE", VarType::kString, "", nullptr,
+       "file where each rank writes its calls and their group and border steps as Chrome trace events (Perfetto, "
+       "chrome://tracing); %r is replaced by the rank; hetccl-trace merge joins the ranks' files on rank 0's clock. "
+       "Call spans come from the flight recorder (HETCCL_FLIGHT_RECORDER above 0). Unset: no trace"},
+      {"HETCCL_METRICS", VarType::kBool, "1", nullptr,
+       "count every call (by collective, size, outcome, duration) and its group and border steps (bytes, time) for "
+       "the metrics endpoint; 0: no counting (the calls' counters also need HETCCL_FLIGHT_RECORDER above 0)"},
+      {"HETCCL_METRICS_PORT", VarType::kInt, "0", nullptr,
+       "serve this process's metrics (Prometheus text, /metrics) and status (JSON, /status) over HTTP on this port "
+       "plus the rank's index among the job's ranks on its host (from the first communicator the process makes); "
+       "0: no endpoint. GET only; a port that cannot be bound is a warning",
+       0, 65535},
+      {"HETCCL_METRICS_ADDR", VarType::kString, "127.0.0.1", nullptr,
+       "address the metrics endpoint binds to (HETCCL_METRICS_PORT); 0.0.0.0 serves every interface"},
+      {"HETCCL_CIVETWEB_LIB", VarType::kString, "libcivetweb.so.1", nullptr,
+       "path of the civetweb HTTP library the metrics endpoint loads (Debian: libcivetweb1)"},
+      {"HETCCL_STAGING_MAX", VarType::kBytes, "2G", nullptr,
+       "GPU ranks: most pinned host memory one communicator keeps for staging border data", int64_t{1} << 20, kTiB},
+      {"HETCCL_DEVICE_SCRATCH_MAX", VarType::kBytes, "2G", nullptr,
+       "GPU ranks: most device memory one communicator keeps as scratch for staged group steps and the direct "
+       "path (the device border's own scratch is fixed at init: HETCCL_GPU_BORDER_CHUNK)",
+       int64_t{1} << 20, kTiB},
+      {"HETCCL_SOCKET_BUFFER", VarType::kBytes, "4M", nullptr, "SO_SNDBUF/SO_RCVBUF of TCP transport sockets", 4096,
+       int64_t{1} << 30},
   };
   return *vars;
 }

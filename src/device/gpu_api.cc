@@ -17,15 +17,17 @@ namespace hetccl {
 namespace {
 
 struct Flavor {
-  StringSetting setting;                 // the override variable
-  const char* var;                       // its name
-  const char* runtimeName;               // "CUDA", for messages
-  std::vector<const char*> libs;         // tried in order
+  StringSetting setting;                     // the override variable
+  const char* var;                           // its name
+  const char* runtimeName;                   // "CUDA", for messages
+  std::vector<const char*> libs;             // tried in order
   std::map<std::string, std::string> names;  // table field -> symbol
 };
 
 const Flavor& flavor(const std::string& kind) {
-  static const Flavor cuda{settings::kCudaLib, settings::kCudaLib.name, "CUDA",
+  static const Flavor cuda{settings::kCudaLib,
+                           settings::kCudaLib.name,
+                           "CUDA",
                            {"libcudart.so.13", "libcudart.so.12", "libcudart.so", "/usr/local/cuda/lib64/libcudart.so"},
                            {{"GetDeviceCount", "cudaGetDeviceCount"},
                             {"GetDevice", "cudaGetDevice"},
@@ -49,9 +51,11 @@ const Flavor& flavor(const std::string& kind) {
                             {"GetLastError", "cudaGetLastError"},
                             {"GetErrorString", "cudaGetErrorString"},
                             {"RuntimeGetVersion", "cudaRuntimeGetVersion"},
-                           {"HostRegister", "cudaHostRegister"},
-                           {"HostUnregister", "cudaHostUnregister"}}};
-  static const Flavor hip{settings::kHipLib, settings::kHipLib.name, "HIP",
+                            {"HostRegister", "cudaHostRegister"},
+                            {"HostUnregister", "cudaHostUnregister"}}};
+  static const Flavor hip{settings::kHipLib,
+                          settings::kHipLib.name,
+                          "HIP",
                           {"libamdhip64.so.6", "libamdhip64.so.5", "libamdhip64.so", "/opt/rocm/lib/libamdhip64.so"},
                           {{"GetDeviceCount", "hipGetDeviceCount"},
                            {"GetDevice", "hipGetDevice"},
@@ -64,7 +68,7 @@ const Flavor& flavor(const std::string& kind) {
                            {"MemcpyAsync", "hipMemcpyAsync"},
                            {"StreamCreateWithFlags", "hipStreamCreateWithFlags"},
                            {"StreamDestroy", "hipStreamDestroy"},
-                            {"StreamSynchronize", "hipStreamSynchronize"},
+                           {"StreamSynchronize", "hipStreamSynchronize"},
                            {"EventCreateWithFlags", "hipEventCreateWithFlags"},
                            {"EventDestroy", "hipEventDestroy"},
                            {"EventRecord", "hipEventRecord"},
@@ -78,7 +82,9 @@ const Flavor& flavor(const std::string& kind) {
                            {"HostRegister", "hipHostRegister"},
                            {"HostUnregister", "hipHostUnregister"}}};
   // The emulated GPU (src/emu): the CUDA runtime's shape under emu* names.
-  static const Flavor emu{settings::kEmuLib, settings::kEmuLib.name, "emulated GPU",
+  static const Flavor emu{settings::kEmuLib,
+                          settings::kEmuLib.name,
+                          "emulated GPU",
                           {"libhetccl-emu.so"},
                           {{"GetDeviceCount", "emuGetDeviceCount"},
                            {"GetDevice", "emuGetDevice"},
@@ -91,7 +97,7 @@ const Flavor& flavor(const std::string& kind) {
                            {"MemcpyAsync", "emuMemcpyAsync"},
                            {"StreamCreateWithFlags", "emuStreamCreateWithFlags"},
                            {"StreamDestroy", "emuStreamDestroy"},
-                            {"StreamSynchronize", "emuStreamSynchronize"},
+                           {"StreamSynchronize", "emuStreamSynchronize"},
                            {"EventCreateWithFlags", "emuEventCreateWithFlags"},
                            {"EventDestroy", "emuEventDestroy"},
                            {"EventRecord", "emuEventRecord"},
@@ -115,8 +121,8 @@ void bind(void* lib, const Flavor& f, const std::string& field, F*& out, const s
   const std::string& sym = f.names.at(field);
   out = reinterpret_cast<F*>(dlsym(lib, sym.c_str()));
   if (!out)
-    throwError(hetcclSystemError, path + " has no symbol " + sym + ": it is not a usable " +
-                                      f.runtimeName + " runtime (set " + f.var + " to the right library)");
+    throwError(hetcclSystemError, path + " has no symbol " + sym + ": it is not a usable " + f.runtimeName +
+                                      " runtime (set " + f.var + " to the right library)");
 }
 
 std::unique_ptr<GpuApi> fill(void* lib, const std::string& kind, const std::string& path) {
@@ -155,7 +161,8 @@ std::unique_ptr<GpuApi> fill(void* lib, const std::string& kind, const std::stri
     api->deviceGetPCIBusId =
         reinterpret_cast<decltype(api->deviceGetPCIBusId)>(dlsym(lib, (pre + "DeviceGetPCIBusId").c_str()));
     if (kind == "cuda")
-      api->deviceGetAttribute = reinterpret_cast<decltype(api->deviceGetAttribute)>(dlsym(lib, "cudaDeviceGetAttribute"));
+      api->deviceGetAttribute =
+          reinterpret_cast<decltype(api->deviceGetAttribute)>(dlsym(lib, "cudaDeviceGetAttribute"));
   }
   if (kind == "hip") {
     api->hipLegacyMemTypes = api->runtimeVersion < 60000000;
@@ -201,7 +208,8 @@ const GpuApi& loadGpuApi(const std::string& kind) {
   const Flavor& f = flavor(kind);
   std::string given = f.setting.get();
   std::vector<std::string> tries;
-  if (!given.empty()) tries.push_back(given);
+  if (!given.empty())
+    tries.push_back(given);
   else
     for (const char* l : f.libs) {
       // hetccl's own runtimes (emu) sit beside libhetccl.so.
@@ -224,8 +232,8 @@ const GpuApi& loadGpuApi(const std::string& kind) {
     cache()[kind] = std::move(api);
     return ref;
   }
-  throwError(hetcclSystemError, "cannot load the " + kind + " runtime (device kind '" + kind +
-                                    "' needs it; set " + f.var + " to its path):" + errors);
+  throwError(hetcclSystemError, "cannot load the " + kind + " runtime (device kind '" + kind + "' needs it; set " +
+                                    f.var + " to its path):" + errors);
 }
 
 std::unique_ptr<GpuApi> openGpuApi(const std::string& kind, const std::string& path) {

@@ -15,8 +15,8 @@
 namespace hetccl {
 
 struct GpuApi {
-  std::string kind;     // "cuda" or "hip"
-  std::string path;     // the library loaded
+  std::string kind;  // "cuda" or "hip"
+  std::string path;  // the library loaded
   int runtimeVersion = 0;
   bool hipLegacyMemTypes = false;  // HIP before 6.0 numbered memory types differently
 
@@ -62,8 +62,8 @@ struct GpuApi {
   Status (*deviceGetPCIBusId)(char*, int, int) = nullptr;
   Status (*deviceGetAttribute)(int*, int, int) = nullptr;
 
-  static constexpr Status kNotReady = 600;     // cudaErrorNotReady == hipErrorNotReady
-  static constexpr int kMemcpyDefault = 4;     // cudaMemcpyDefault == hipMemcpyDefault
+  static constexpr Status kNotReady = 600;                   // cudaErrorNotReady == hipErrorNotReady
+  static constexpr int kMemcpyDefault = 4;                   // cudaMemcpyDefault == hipMemcpyDefault
   static constexpr unsigned kHostAllocPortableMapped = 0x3;  // Portable | Mapped (both APIs)
   static constexpr unsigned kStreamNonBlocking = 0x1;
   static constexpr unsigned kEventDisableTiming = 0x2;

@@ -138,7 +138,7 @@ class GpuRuntime : public DeviceRuntime {
     if (waitValueWorks_) {
       void* dptr = nullptr;
       api_.check(api_.hostGetDevicePointer(&dptr, const_cast<uint64_t*>(flag), 0), "hostGetDevicePointer");
-      int r = api_.cuWaitValue64 ? api_.cuWaitValue64(s, reinterpret_cast<uintptr_t>(dptr), value, 0)
+      int r = api_.cuWaitValue64    ? api_.cuWaitValue64(s, reinterpret_cast<uintptr_t>(dptr), value, 0)
               : api_.hipWaitValue64 ? api_.hipWaitValue64(s, dptr, value, 0, ~uint64_t{0})
                                     : -1;
       if (r == 0) return;
@@ -153,7 +153,7 @@ class GpuRuntime : public DeviceRuntime {
     if (writeValueWorks_) {
       void* dptr = nullptr;
       api_.check(api_.hostGetDevicePointer(&dptr, const_cast<uint64_t*>(flag), 0), "hostGetDevicePointer");
-      int r = api_.cuWriteValue64 ? api_.cuWriteValue64(s, reinterpret_cast<uintptr_t>(dptr), value, 0)
+      int r = api_.cuWriteValue64    ? api_.cuWriteValue64(s, reinterpret_cast<uintptr_t>(dptr), value, 0)
               : api_.hipWriteValue64 ? api_.hipWriteValue64(s, dptr, value, 0)
                                      : -1;
       if (r == 0) return;

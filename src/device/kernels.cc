@@ -32,8 +32,8 @@ const hetcclKernelsApi_t* open(const std::string& path, const std::string& kind,
   void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     const char* e = dlerror();
-    throwError(hetcclSystemError, "cannot load the " + kind + " kernels plugin " + path + " (" + how +
-                                      "): " + (e ? e : "dlopen failed"));
+    throwError(hetcclSystemError,
+               "cannot load the " + kind + " kernels plugin " + path + " (" + how + "): " + (e ? e : "dlopen failed"));
   }
   auto get = reinterpret_cast<hetcclKernelsGetApi_t>(dlsym(lib, HETCCL_KERNELS_GET_API_SYMBOL));
   if (!get) {
@@ -55,8 +55,7 @@ const hetcclKernelsApi_t* open(const std::string& path, const std::string& kind,
     throwError(hetcclInvalidUsage, "the kernels plugin " + path + " (" + how + ") is for device kind '" + has +
                                        "', not '" + kind + "', or has empty entries");
   }
-  LOG_INFO(kDevice, "%s kernels plugin %s (%s), ABI version %d", kind.c_str(), path.c_str(), how.c_str(),
-           api->version);
+  LOG_INFO(kDevice, "%s kernels plugin %s (%s), ABI version %d", kind.c_str(), path.c_str(), how.c_str(), api->version);
   return api;
 }
 
@@ -80,7 +79,8 @@ const hetcclKernelsApi_t* find(const std::string& kind, const std::string& given
   }
   std::string dirs;
   for (const std::string& d : pluginDirs()) dirs += (dirs.empty() ? "" : ", ") + d;
-  LOG_INFO(kDevice, "no %s kernels plugin: %s is neither in %s nor on the loader's search path (set "
+  LOG_INFO(kDevice,
+           "no %s kernels plugin: %s is neither in %s nor on the loader's search path (set "
            "HETCCL_KERNELS_LIB to its path); device reductions are unavailable",
            kind.c_str(), name.c_str(), dirs.empty() ? "(unknown directory)" : dirs.c_str());
   return nullptr;

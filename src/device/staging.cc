@@ -18,8 +18,10 @@ StagingPool::~StagingPool() {
 
 void StagingPool::release(Slot& s) {
   if (!s.ptr) return;
-  if (pinned_) dev_.freePinned(s.ptr);
-  else dev_.free(s.ptr);
+  if (pinned_)
+    dev_.freePinned(s.ptr);
+  else
+    dev_.free(s.ptr);
   held_ -= s.bytes;
   s = Slot{};
 }

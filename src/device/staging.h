@@ -15,10 +15,9 @@ namespace hetccl {
 
 // Pinned host buffers (or device scratch) in numbered slots, each grown on
 // demand (doubling); the sum of all memory held may not exceed `limit`
-// bytes (HETCCL_STAGING_MAX; HETCCL_DEVICE_SCRATCH_MAX for device memory). A block outgrown is not freed until the pool goes:
-// cudaFreeHost/cudaFree synchronise the whole device, and the caller's
-// stream may at that moment be waiting for the very job that frees, which
-// would never finish. Not thread safe: the proxy thread alone uses it.
+// bytes (HETCCL_STAGING_MAX; HETCCL_DEVICE_SCRATCH_MAX for device memory). A block outgrown is not freed until the pool
+// goes: cudaFreeHost/cudaFree synchronise the whole device, and the caller's stream may at that moment be waiting for
+// the very job that frees, which would never finish. Not thread safe: the proxy thread alone uses it.
 class StagingPool {
  public:
   StagingPool(DeviceRuntime& d, size_t limit, bool pinned) : dev_(d), limit_(limit), pinned_(pinned) {}
@@ -60,7 +59,8 @@ class StagingState {
   // cannot hold back streams that releaseAll() let go.
   void complete(uint64_t ticket) {
     uint64_t cur = __atomic_load_n(flag_, __ATOMIC_ACQUIRE);
-    while (cur < ticket && !__atomic_compare_exchange_n(flag_, &cur, ticket, true, __ATOMIC_RELEASE, __ATOMIC_ACQUIRE)) {
+    while (cur < ticket &&
+           !__atomic_compare_exchange_n(flag_, &cur, ticket, true, __ATOMIC_RELEASE, __ATOMIC_ACQUIRE)) {
     }
   }
   // Abort: every stream that waits on this communicator goes on at once

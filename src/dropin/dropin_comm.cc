@@ -125,8 +125,8 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
   return code(startedResult(r, newcomm ? *newcomm : nullptr));
 }
 
-ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanks, int excludeCount, ncclComm_t* newcomm,
-                            void* config, int shrinkFlags) {
+ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanks, int excludeCount, ncclComm_t* newcomm, void* config,
+                            int shrinkFlags) {
   hetcclResult_t r = guard(comm, "ncclCommShrink", [&] {
     HETCCL_CHECK_ARG(newcomm, "newcomm (output pointer) is NULL");
     *newcomm = nullptr;
@@ -211,8 +211,8 @@ ncclResult_t ncclCommQueryProperties(ncclComm_t comm, void* props) {
     CommRef ref(comm);
     Vendor v = vendorOf(comm, true);
     if (!v || !v.api->commQueryProperties)
-      refuse("ncclCommQueryProperties",
-             v ? "here: the vendor library is older than NCCL 2.29" : "across groups (the properties describe one NCCL communicator)");
+      refuse("ncclCommQueryProperties", v ? "here: the vendor library is older than NCCL 2.29"
+                                          : "across groups (the properties describe one NCCL communicator)");
     vendorCheck(v, v.api->commQueryProperties(v.comm, props), "ncclCommQueryProperties");
   }));
 }

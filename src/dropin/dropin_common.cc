@@ -12,9 +12,7 @@
 
 namespace hetccl::dropin {
 
-std::string deviceKind() {
-  return settings::kDevice.isSet() ? settings::kDevice.get() : std::string(DROPIN_DEVICE);
-}
+std::string deviceKind() { return settings::kDevice.isSet() ? settings::kDevice.get() : std::string(DROPIN_DEVICE); }
 
 CommOptions optionsFrom(const void* ncclConfig) {
   CommOptions opts = readOptions(nullptr);
@@ -23,13 +21,13 @@ CommOptions optionsFrom(const void* ncclConfig) {
   nccl::ncclConfigHead head{};
   memcpy(&head, ncclConfig, offsetof(nccl::ncclConfigHead, cgaClusterSize));
   if (head.magic != nccl::kConfigMagic)
-    throwError(hetcclInvalidArgument, "config was not initialised with NCCL_CONFIG_INITIALIZER (magic " +
-                                          std::to_string(head.magic) + ")");
+    throwError(hetcclInvalidArgument,
+               "config was not initialised with NCCL_CONFIG_INITIALIZER (magic " + std::to_string(head.magic) + ")");
   const size_t minSize = offsetof(nccl::ncclConfigHead, cgaClusterSize);
   if (head.size < minSize || head.size > (size_t{1} << 16))
     throwError(hetcclInvalidArgument, "config size " + std::to_string(head.size) +
-                                          " is not the size of any ncclConfig_t (at least " +
-                                          std::to_string(minSize) + " bytes)");
+                                          " is not the size of any ncclConfig_t (at least " + std::to_string(minSize) +
+                                          " bytes)");
   // NCCL_CONFIG_UNDEF_INT (INT_MIN) leaves NCCL's default: blocking.
   if (head.blocking != INT_MIN) opts.blocking = head.blocking != 0;
   // A config of a newer NCCL is larger: the vendor library reads what it knows.
@@ -99,8 +97,9 @@ void refuse(const std::string& what, const std::string& why) {
 void vendorCheck(const Vendor& v, nccl::ncclResult_t r, const char* fn) {
   if (r == nccl::ncclSuccess || r == nccl::ncclInProgress) return;
   const char* text = v.api->getErrorString ? v.api->getErrorString(r) : nullptr;
-  std::string msg = std::string(fn) + " in " + nccl::ncclLibName(v.api->flavor) + " failed: " +
-                    (text ? text : "unknown error") + " (code " + std::to_string(static_cast<int>(r)) + ")";
+  std::string msg = std::string(fn) + " in " + nccl::ncclLibName(v.api->flavor) +
+                    " failed: " + (text ? text : "unknown error") + " (code " + std::to_string(static_cast<int>(r)) +
+                    ")";
   if (v.api->getLastError) {
     const char* last = v.api->getLastError(v.comm);
     if (last && *last) msg += "; last error: " + std::string(last);

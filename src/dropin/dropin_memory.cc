@@ -37,8 +37,8 @@ Vendor requireVendor(hetcclComm* comm, Fn nccl::NcclApi::*fn, const char* what) 
   Vendor v = vendorOf(comm, true);
   if (!v) refuse(what, "across groups (a communicator of several groups has no single NCCL communicator)");
   if (!(v.api->*fn))
-    refuse(what, "here: the vendor library (" + v.api->path + ", version " +
-                     nccl::ncclVersionString(v.api->version) + ") does not have it");
+    refuse(what, "here: the vendor library (" + v.api->path + ", version " + nccl::ncclVersionString(v.api->version) +
+                     ") does not have it");
   return v;
 }
 
@@ -121,7 +121,8 @@ ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, vo
   return code(guard(comm, "ncclCommWindowRegister", [&] {
     CommRef ref(comm);
     HETCCL_CHECK_ARG(win, "win is NULL");
-    Vendor v = requireVendor(comm, &nccl::NcclApi::commWindowRegister, "symmetric memory windows (ncclCommWindowRegister)");
+    Vendor v =
+        requireVendor(comm, &nccl::NcclApi::commWindowRegister, "symmetric memory windows (ncclCommWindowRegister)");
     vendorCheck(v, v.api->commWindowRegister(v.comm, buff, size, win, winFlags), "ncclCommWindowRegister");
   }));
 }
@@ -129,7 +130,8 @@ ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, vo
 ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, void* win) {
   return code(guard(comm, "ncclCommWindowDeregister", [&] {
     CommRef ref(comm);
-    Vendor v = requireVendor(comm, &nccl::NcclApi::commWindowDeregister, "symmetric memory windows (ncclCommWindowDeregister)");
+    Vendor v = requireVendor(comm, &nccl::NcclApi::commWindowDeregister,
+                             "symmetric memory windows (ncclCommWindowDeregister)");
     vendorCheck(v, v.api->commWindowDeregister(v.comm, win), "ncclCommWindowDeregister");
   }));
 }

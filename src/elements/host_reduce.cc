@@ -16,9 +16,13 @@ namespace {
 // Integers wrap (two's complement) as on the GPU, so sum and product are done
 // unsigned: signed overflow would be undefined.
 template <class V, bool = std::is_integral_v<V>>
-struct ArithOf { using type = V; };
+struct ArithOf {
+  using type = V;
+};
 template <class V>
-struct ArithOf<V, true> { using type = std::make_unsigned_t<V>; };
+struct ArithOf<V, true> {
+  using type = std::make_unsigned_t<V>;
+};
 template <class V>
 using Arith = typename ArithOf<V>::type;
 
@@ -40,7 +44,10 @@ template <class S, class V, V (*Load)(S), S (*Store)(V), RedKind K>
   for (size_t i = 0; i < n; ++i) out[i] = Store(combine<V>(Load(a[i]), Load(b[i]), K));
 }
 
-template <class T> inline T same(T v) { return v; }
+template <class T>
+inline T same(T v) {
+  return v;
+}
 inline float ldHalf(uint16_t v) { return halfToFloat(v); }
 inline uint16_t stHalf(float v) { return floatToHalf(v); }
 inline float ldBf16(uint16_t v) { return bf16ToFloat(v); }
@@ -59,15 +66,14 @@ inline uint8_t stE5m2(float v) { return floatToFp8e5m2(v); }
 #endif
 
 // One cloned function per (type, op): the loader picks the widest the CPU has.
-#define DEFINE_KIND(NAME, S, V, LD, ST, K)                                                  \
-  HETCCL_CLONES void NAME(void* out, const void* a, const void* b, size_t n) {              \
-    loop<S, V, LD, ST, K>(static_cast<S*>(out), static_cast<const S*>(a),                  \
-                          static_cast<const S*>(b), n);                                     \
+#define DEFINE_KIND(NAME, S, V, LD, ST, K)                                                              \
+  HETCCL_CLONES void NAME(void* out, const void* a, const void* b, size_t n) {                          \
+    loop<S, V, LD, ST, K>(static_cast<S*>(out), static_cast<const S*>(a), static_cast<const S*>(b), n); \
   }
-#define DEFINE_TYPE(SUF, S, V, LD, ST)                                 \
-  DEFINE_KIND(sum_##SUF, S, V, LD, ST, RedKind::kSum)                  \
-  DEFINE_KIND(prod_##SUF, S, V, LD, ST, RedKind::kProd)                \
-  DEFINE_KIND(max_##SUF, S, V, LD, ST, RedKind::kMax)                  \
+#define DEFINE_TYPE(SUF, S, V, LD, ST)                  \
+  DEFINE_KIND(sum_##SUF, S, V, LD, ST, RedKind::kSum)   \
+  DEFINE_KIND(prod_##SUF, S, V, LD, ST, RedKind::kProd) \
+  DEFINE_KIND(max_##SUF, S, V, LD, ST, RedKind::kMax)   \
   DEFINE_KIND(min_##SUF, S, V, LD, ST, RedKind::kMin)
 
 DEFINE_TYPE(i8, int8_t, int8_t, same<int8_t>, same<int8_t>)
@@ -84,7 +90,8 @@ DEFINE_TYPE(e4m3, uint8_t, float, ldE4m3, stE4m3)
 DEFINE_TYPE(e5m2, uint8_t, float, ldE5m2, stE5m2)
 
 using Kernel = void (*)(void*, const void*, const void*, size_t);
-#define ROW(SUF) {sum_##SUF, prod_##SUF, max_##SUF, min_##SUF}
+#define ROW(SUF) \
+  { sum_##SUF, prod_##SUF, max_##SUF, min_##SUF }
 const Kernel kKernels[hetcclNumTypes][4] = {ROW(i8),  ROW(u8),  ROW(i32), ROW(u32),  ROW(i64),  ROW(u64),
                                             ROW(f16), ROW(f32), ROW(f64), ROW(bf16), ROW(e4m3), ROW(e5m2)};
 
@@ -158,7 +165,8 @@ void divideArray(void* buf, size_t n, DataType dt, int d) {
 
 void foldOrdered(void* dst, const void* const* parts, int nparts, size_t n, DataType dt, RedKind kind, void* scratch) {
   foldLeft(
-      dst, parts, nparts, scratch, [&](void* out, const void* a, const void* b) { reduceArrays(out, a, b, n, dt, kind); },
+      dst, parts, nparts, scratch,
+      [&](void* out, const void* a, const void* b) { reduceArrays(out, a, b, n, dt, kind); },
       [&](void* to, const void* from) { copyBytes(to, from, n * dataTypeSize(dt)); });
 }
 

@@ -34,7 +34,8 @@ inline uint16_t floatToBf16(float f) {
 // half's 10 bits becomes a quiet NaN.
 inline float halfToFloat(uint16_t h) {
   if ((h & 0x7fffu) > 0x7c00u) {
-    uint32_t bits = (static_cast<uint32_t>(h & 0x8000u) << 16) | 0x7f800000u | (static_cast<uint32_t>(h & 0x3ffu) << 13);
+    uint32_t bits =
+        (static_cast<uint32_t>(h & 0x8000u) << 16) | 0x7f800000u | (static_cast<uint32_t>(h & 0x3ffu) << 13);
     float f;
     memcpy(&f, &bits, 4);
     return f;

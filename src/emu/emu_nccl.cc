@@ -115,8 +115,8 @@ class Executor {
 
 struct UserOp {
   hetcclDataType_t dt;
-  int residence;         // ncclScalarDevice (0): read `at` when the call runs
-  const void* at;        // device residence
+  int residence;           // ncclScalarDevice (0): read `at` when the call runs
+  const void* at;          // device residence
   unsigned char value[8];  // host immediate, read at creation
 };
 
@@ -177,8 +177,8 @@ hetcclResult_t withSpec(hetcclComm_t in, const OpSpec& spec, F call) {
   if (spec.builtIn >= 0) return call(op(spec.builtIn));
   hetcclRedOp_t h = hetcclSum;
   const void* scalar = spec.user.residence == 0 ? spec.user.at : spec.user.value;
-  hetcclResult_t r = hetcclRedOpCreatePreMulSum(&h, const_cast<void*>(scalar), spec.user.dt,
-                                                hetcclScalarHostImmediate, in);
+  hetcclResult_t r =
+      hetcclRedOpCreatePreMulSum(&h, const_cast<void*>(scalar), spec.user.dt, hetcclScalarHostImmediate, in);
   if (r != hetcclSuccess) return r;
   r = call(h);
   hetcclRedOpDestroy(h, in);
@@ -407,8 +407,7 @@ ncclResult_t ncclAllGather(const void* s, void* r, size_t n, int t, void* comm, 
 }
 ncclResult_t ncclReduceScatter(const void* s, void* r, size_t n, int t, int o, void* comm, void* st) {
   OpSpec sp;
-  if (ours(comm) && !specOf(comm, o, &sp))
-    return fail(4, "ncclReduceScatter: op " + std::to_string(o) + " unknown");
+  if (ours(comm) && !specOf(comm, o, &sp)) return fail(4, "ncclReduceScatter: op " + std::to_string(o) + " unknown");
   return enqueue(comm, st, [=](hetcclComm_t in) {
     return withSpec(in, sp, [&](hetcclRedOp_t h) { return hetcclReduceScatter(s, r, n, dt(t), h, in, nullptr); });
   });

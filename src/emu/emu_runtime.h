@@ -35,7 +35,7 @@ typedef int emuError_t;
 #define emuErrorNotReady 600
 #define emuErrorUnknown 999
 
-typedef struct emuStream* emuStream_t;  /* NULL: the current device's default stream */
+typedef struct emuStream* emuStream_t; /* NULL: the current device's default stream */
 typedef struct emuEvent* emuEvent_t;
 
 /* cudaPointerAttributes' head: type 0 unregistered host, 1 host (pinned or

@@ -154,8 +154,10 @@ emuStream* resolve(emuStream_t s) { return s ? s : defaultStream(tDevice); }
 template <class Pred>
 void waitUntil(Pred pred) {
   for (int spin = 0; !pred(); ++spin)
-    if (spin < 64) std::this_thread::yield();
-    else std::this_thread::sleep_for(std::chrono::microseconds(50));
+    if (spin < 64)
+      std::this_thread::yield();
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
 }
 
 }  // namespace emu
@@ -266,9 +268,7 @@ emuError_t emuStreamSynchronize(emuStream_t stream) {
   return emuSuccess;
 }
 
-emuError_t emuStreamQuery(emuStream_t stream) {
-  return emu::resolve(stream)->idle() ? emuSuccess : emuErrorNotReady;
-}
+emuError_t emuStreamQuery(emuStream_t stream) { return emu::resolve(stream)->idle() ? emuSuccess : emuErrorNotReady; }
 
 emuError_t emuEventCreateWithFlags(emuEvent_t* event, unsigned) {
   if (!event) return emu::setError(emuErrorInvalidValue);

@@ -28,8 +28,7 @@ struct EmuDim3 {
 };
 constexpr EmuDim3 blockIdx{0}, threadIdx{0}, blockDim{1}, gridDim{1};
 // The kernel runs whole on the stream's worker, as one thread of one block.
-#define HETCCL_LAUNCH(kernel, blocks, threads, stream, ...) \
-  emuEnqueue(stream, [=] { kernel(__VA_ARGS__); })
+#define HETCCL_LAUNCH(kernel, blocks, threads, stream, ...) emuEnqueue(stream, [=] { kernel(__VA_ARGS__); })
 inline void __syncthreads() {}
 inline void __threadfence_system() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 #elif defined(__HIP__) || defined(__HIPCC__)
@@ -99,7 +98,7 @@ HETCCL_DEV uint16_t floatToHalfBitsNoNan(float f) {
   asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
   return h;
 #elif defined(__CUDACC__) && !defined(__HIP__)
-  return 0;  // nvcc's host pass of a device-only function: never runs
+  return 0;     // nvcc's host pass of a device-only function: never runs
 #else
   return __builtin_bit_cast(uint16_t, static_cast<_Float16>(f));
 #endif

@@ -40,11 +40,11 @@ extern "C" {
  * release stores 2^62, which ends every wait). */
 #define HETCCL_BORDER_ROUND_MAX_PEERS 8
 typedef struct {
-  int peers; /* 2 .. HETCCL_BORDER_ROUND_MAX_PEERS */
-  int me;    /* this rank's index among them */
-  unsigned long long seq;       /* the slot use: stored into ready[me] and ackOut[q] */
-  unsigned long long slotFree;  /* wait ackIn[q] >= slotFree first (0: no wait) */
-  void* out[HETCCL_BORDER_ROUND_MAX_PEERS];      /* each peer's outgoing data of this slot */
+  int peers;                                                 /* 2 .. HETCCL_BORDER_ROUND_MAX_PEERS */
+  int me;                                                    /* this rank's index among them */
+  unsigned long long seq;                                    /* the slot use: stored into ready[me] and ackOut[q] */
+  unsigned long long slotFree;                               /* wait ackIn[q] >= slotFree first (0: no wait) */
+  void* out[HETCCL_BORDER_ROUND_MAX_PEERS];                  /* each peer's outgoing data of this slot */
   unsigned long long* ready[HETCCL_BORDER_ROUND_MAX_PEERS];  /* each peer's ready flag of this slot */
   unsigned long long* ackIn[HETCCL_BORDER_ROUND_MAX_PEERS];  /* reader q's ack of this rank's slot */
   unsigned long long* ackOut[HETCCL_BORDER_ROUND_MAX_PEERS]; /* this rank's ack of peer q's slot */

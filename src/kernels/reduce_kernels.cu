@@ -73,13 +73,13 @@ HETCCL_DEV uint16_t floatToBf16(float f) {
 struct FmtE4M3 {
   static constexpr int kMant = 3, kBias = 7;
   static constexpr bool kInf = false;
-  static constexpr uint32_t kMaxBits = 0x7e;            // 448
+  static constexpr uint32_t kMaxBits = 0x7e;              // 448
   static constexpr uint32_t kMaxFloatBits = 0x43e00000u;  // 448.0f
 };
 struct FmtE5M2 {
   static constexpr int kMant = 2, kBias = 15;
   static constexpr bool kInf = true;
-  static constexpr uint32_t kMaxBits = 0x7b;            // 57344
+  static constexpr uint32_t kMaxBits = 0x7b;              // 57344
   static constexpr uint32_t kMaxFloatBits = 0x47600000u;  // 57344.0f
 };
 
@@ -94,8 +94,8 @@ HETCCL_DEV float fp8ToFloat(uint8_t v) {
   uint32_t normal = sign | ((exp + (127 - F::kBias)) << 23) | (mant << (23 - M));
   // Subnormal: mant * 2^(1 - bias - mant bits), exact; float(mant) as
   // (2^23 + mant) - 2^23, without an int-to-float conversion.
-  float sub = (bitsFloat(0x4b000000u | mant) - 8388608.0f) *
-              bitsFloat(static_cast<uint32_t>(127 + 1 - F::kBias - M) << 23);
+  float sub =
+      (bitsFloat(0x4b000000u | mant) - 8388608.0f) * bitsFloat(static_cast<uint32_t>(127 + 1 - F::kBias - M) << 23);
   uint32_t r = exp == 0 ? (floatBits(sub) | sign) : normal;
   // e5m2: infinity and NaNs; e4m3 ("fn"): S.1111.111 is NaN, no infinity.
   bool special = F::kInf ? exp == kExpMax : (v & 0x7fu) == 0x7fu;
@@ -128,10 +128,18 @@ HETCCL_DEV uint8_t floatToFp8(float x) {
 
 // ---- element types and their compute types ---------------------------------
 
-struct Half { uint16_t v; };
-struct Bf16 { uint16_t v; };
-struct E4m3 { uint8_t v; };
-struct E5m2 { uint8_t v; };
+struct Half {
+  uint16_t v;
+};
+struct Bf16 {
+  uint16_t v;
+};
+struct E4m3 {
+  uint8_t v;
+};
+struct E5m2 {
+  uint8_t v;
+};
 
 // Elem<S>: V is the compute type; load/store convert.
 template <class S>
@@ -167,9 +175,13 @@ struct Elem<E5m2> {
 
 // Integers wrap (two's complement): sum and product are done unsigned.
 template <class V, bool = std::is_integral<V>::value>
-struct ArithOf { using type = V; };
+struct ArithOf {
+  using type = V;
+};
 template <class V>
-struct ArithOf<V, true> { using type = typename std::make_unsigned<V>::type; };
+struct ArithOf<V, true> {
+  using type = typename std::make_unsigned<V>::type;
+};
 
 enum { kSum = 0, kProd = 1, kMax = 2, kMin = 3 };
 
@@ -274,7 +286,7 @@ HETCCL_DEV unsigned long long loadAcquire(const unsigned long long* p) {
 #elif defined(__HIP__)
   return __hip_atomic_load(p, __ATOMIC_ACQUIRE, __HIP_MEMORY_SCOPE_SYSTEM);
 #elif defined(__CUDACC__)
-  return *p;  // nvcc's host pass of a device-only function: never runs
+  return *p;      // nvcc's host pass of a device-only function: never runs
 #else
   return __atomic_load_n(p, __ATOMIC_ACQUIRE);
 #endif
@@ -285,7 +297,7 @@ HETCCL_DEV void storeRelease(unsigned long long* p, unsigned long long v) {
 #elif defined(__HIP__)
   __hip_atomic_store(p, v, __ATOMIC_RELEASE, __HIP_MEMORY_SCOPE_SYSTEM);
 #elif defined(__CUDACC__)
-  *p = v;  // nvcc's host pass: never runs
+  *p = v;         // nvcc's host pass: never runs
 #else
   __atomic_store_n(p, v, __ATOMIC_RELEASE);
 #endif
@@ -308,11 +320,24 @@ HETCCL_DEV void waitFlag(const unsigned long long* f, unsigned long long v) {
   }
 }
 
-template <size_t B> struct RawOf;
-template <> struct RawOf<1> { using type = uint8_t; };
-template <> struct RawOf<2> { using type = uint16_t; };
-template <> struct RawOf<4> { using type = uint32_t; };
-template <> struct RawOf<8> { using type = unsigned long long; };
+template <size_t B>
+struct RawOf;
+template <>
+struct RawOf<1> {
+  using type = uint8_t;
+};
+template <>
+struct RawOf<2> {
+  using type = uint16_t;
+};
+template <>
+struct RawOf<4> {
+  using type = uint32_t;
+};
+template <>
+struct RawOf<8> {
+  using type = unsigned long long;
+};
 
 // A peer's element, read from memory again (never from a cache line kept
 // from the slot's earlier use).
@@ -490,7 +515,8 @@ int reduceImpl(void* dst, const void* a, const void* b, size_t count, int dtype,
 int scaleImpl(void* dst, const void* src, size_t count, int dtype, double scalar, void* stream) {
   int rc = checkArgs("scale: bad data type", dtype, count, dst, src, src);
   if (rc) return rc;
-  if (dtype <= 5) return fail(HETCCL_KERNELS_INVALID_ARGUMENT, "scale: integer types are not scaled on the device", nullptr);
+  if (dtype <= 5)
+    return fail(HETCCL_KERNELS_INVALID_ARGUMENT, "scale: integer types are not scaled on the device", nullptr);
   if (count == 0) return HETCCL_KERNELS_SUCCESS;
   gpuStream_t s = static_cast<gpuStream_t>(stream);
   float f = static_cast<float>(scalar);
@@ -508,7 +534,8 @@ int scaleImpl(void* dst, const void* src, size_t count, int dtype, double scalar
 int divideImpl(void* buf, size_t count, int dtype, int divisor, void* stream) {
   int rc = checkArgs("divide: bad data type", dtype, count, buf, buf, buf);
   if (rc) return rc;
-  if (dtype > 5) return fail(HETCCL_KERNELS_INVALID_ARGUMENT, "divide: floating types average by scale, not division", nullptr);
+  if (dtype > 5)
+    return fail(HETCCL_KERNELS_INVALID_ARGUMENT, "divide: floating types average by scale, not division", nullptr);
   if (divisor == 0) return fail(HETCCL_KERNELS_INVALID_ARGUMENT, "divide: divisor is 0", nullptr);
   if (count == 0) return HETCCL_KERNELS_SUCCESS;
   gpuStream_t s = static_cast<gpuStream_t>(stream);
@@ -516,9 +543,11 @@ int divideImpl(void* buf, size_t count, int dtype, int divisor, void* stream) {
     case 0: return launchUnary<int8_t>(buf, buf, count, DivideFn<int8_t>{static_cast<int8_t>(divisor)}, s, "divide");
     case 1: return launchUnary<uint8_t>(buf, buf, count, DivideFn<uint8_t>{static_cast<uint8_t>(divisor)}, s, "divide");
     case 2: return launchUnary<int32_t>(buf, buf, count, DivideFn<int32_t>{static_cast<int32_t>(divisor)}, s, "divide");
-    case 3: return launchUnary<uint32_t>(buf, buf, count, DivideFn<uint32_t>{static_cast<uint32_t>(divisor)}, s, "divide");
+    case 3:
+      return launchUnary<uint32_t>(buf, buf, count, DivideFn<uint32_t>{static_cast<uint32_t>(divisor)}, s, "divide");
     case 4: return launchUnary<int64_t>(buf, buf, count, DivideFn<int64_t>{static_cast<int64_t>(divisor)}, s, "divide");
-    default: return launchUnary<uint64_t>(buf, buf, count, DivideFn<uint64_t>{static_cast<uint64_t>(divisor)}, s, "divide");
+    default:
+      return launchUnary<uint64_t>(buf, buf, count, DivideFn<uint64_t>{static_cast<uint64_t>(divisor)}, s, "divide");
   }
 }
 
@@ -568,8 +597,8 @@ int borderRoundImpl(const hetcclBorderRound_t* r, void* dst, const void* src, si
 
 const char* lastErrorImpl() { return tErr; }
 
-const hetcclKernelsApi_t kApi = {HETCCL_KERNELS_API_VERSION, HETCCL_GPU_KIND, reduceImpl, scaleImpl, divideImpl,
-                                 lastErrorImpl, borderRoundImpl};
+const hetcclKernelsApi_t kApi = {
+    HETCCL_KERNELS_API_VERSION, HETCCL_GPU_KIND, reduceImpl, scaleImpl, divideImpl, lastErrorImpl, borderRoundImpl};
 
 #endif  // HETCCL_GPU_BUILD
 

@@ -23,12 +23,14 @@ namespace {
 // The libcrypto functions used, typed from OpenSSL's own headers.
 struct Api {
 #define HETCCL_CRYPTO_FN(name) decltype(&::name) name = nullptr;
+// clang-format off
 #define HETCCL_CRYPTO_FNS(X)                                                                                  \
   X(EVP_CIPHER_CTX_new) X(EVP_CIPHER_CTX_free) X(EVP_CIPHER_CTX_ctrl) X(EVP_aes_256_gcm) X(EVP_EncryptInit_ex) \
   X(EVP_EncryptUpdate) X(EVP_EncryptFinal_ex) X(EVP_DecryptInit_ex) X(EVP_DecryptUpdate) X(EVP_DecryptFinal_ex) \
   X(EVP_KDF_fetch) X(EVP_KDF_free) X(EVP_KDF_CTX_new) X(EVP_KDF_CTX_free) X(EVP_KDF_derive)                   \
   X(OSSL_PARAM_construct_utf8_string) X(OSSL_PARAM_construct_octet_string) X(OSSL_PARAM_construct_end)        \
   X(OpenSSL_version) X(OPENSSL_init_crypto)
+  // clang-format on
   HETCCL_CRYPTO_FNS(HETCCL_CRYPTO_FN)
 #undef HETCCL_CRYPTO_FN
 };
@@ -50,11 +52,11 @@ void load() {
     return;
   }
   Api a;
-#define HETCCL_CRYPTO_SYM(name)                                                                         \
-  a.name = reinterpret_cast<decltype(a.name)>(dlsym(h, #name));                                         \
-  if (!a.name) {                                                                                        \
-    gError = "'" + lib + "' lacks " #name " (HETCCL_CRYPTO_LIB must name OpenSSL 3's libcrypto)";     \
-    return;                                                                                             \
+#define HETCCL_CRYPTO_SYM(name)                                                                   \
+  a.name = reinterpret_cast<decltype(a.name)>(dlsym(h, #name));                                   \
+  if (!a.name) {                                                                                  \
+    gError = "'" + lib + "' lacks " #name " (HETCCL_CRYPTO_LIB must name OpenSSL 3's libcrypto)"; \
+    return;                                                                                       \
   }
   HETCCL_CRYPTO_FNS(HETCCL_CRYPTO_SYM)
 #undef HETCCL_CRYPTO_SYM
@@ -74,7 +76,9 @@ const Api& api() {
 
 EVP_CIPHER_CTX* cctx(void* p) { return static_cast<EVP_CIPHER_CTX*>(p); }
 
-[[noreturn]] void failed(const char* what) { throwError(hetcclInternalError, std::string("libcrypto: ") + what + " failed"); }
+[[noreturn]] void failed(const char* what) {
+  throwError(hetcclInternalError, std::string("libcrypto: ") + what + " failed");
+}
 #endif
 
 }  // namespace
@@ -157,8 +161,8 @@ void Aes256Gcm::seal(const uint8_t iv[kIvBytes], std::span<const uint8_t> aad, s
   if (a.EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_GET_TAG, static_cast<int>(kTagBytes), tag) != 1) failed("GCM tag");
 }
 
-bool Aes256Gcm::open(const uint8_t iv[kIvBytes], std::span<const uint8_t> aad, const uint8_t* in, size_t n, uint8_t* out,
-                     const uint8_t tag[kTagBytes]) {
+bool Aes256Gcm::open(const uint8_t iv[kIvBytes], std::span<const uint8_t> aad, const uint8_t* in, size_t n,
+                     uint8_t* out, const uint8_t tag[kTagBytes]) {
   const Api& a = gApi;
   EVP_CIPHER_CTX* c = cctx(ctx_);
   int len = 0;

@@ -63,8 +63,10 @@ size_t KeySchedule::each(size_t n, int threads, const RecordFn& fn) {
       }
     };
     std::atomic<size_t> bad{n};
-    if (parts == 1) part(0, &bad);
-    else runParts(static_cast<int>(parts), [&](int t) { part(static_cast<size_t>(t), &bad); });
+    if (parts == 1)
+      part(0, &bad);
+    else
+      runParts(static_cast<int>(parts), [&](int t) { part(static_cast<size_t>(t), &bad); });
     firstBad = std::min(firstBad, bad.load());
     counter_ += m;
     total_ += m;
@@ -87,8 +89,8 @@ size_t RecordSealer::sealAll(std::span<const PlainRecord> records, uint8_t* out,
   for (size_t i = 0; i < records.size(); ++i) {
     const size_t len = records[i].bytes();
     if (len == 0 || len > kMaxRecordPlain)
-      throwError(hetcclInternalError, "record of " + std::to_string(len) + " bytes (1 to " +
-                                          std::to_string(kMaxRecordPlain) + " allowed)");
+      throwError(hetcclInternalError,
+                 "record of " + std::to_string(len) + " bytes (1 to " + std::to_string(kMaxRecordPlain) + " allowed)");
     at[i + 1] = at[i] + len + kRecordOverhead;
   }
   keys_.each(records.size(), threads, [&](Aes256Gcm& gcm, size_t i, const uint8_t iv[kIvBytes]) {
@@ -103,7 +105,9 @@ size_t RecordSealer::sealAll(std::span<const PlainRecord> records, uint8_t* out,
 }
 
 RecordOpener::RecordOpener(const DirectionKey& k, std::string what, uint64_t rekeyAfter, size_t inHand)
-    : keys_(k, false, rekeyAfter), what_(std::move(what)), inHand_(std::max<size_t>(inHand, 1)),
+    : keys_(k, false, rekeyAfter),
+      what_(std::move(what)),
+      inHand_(std::max<size_t>(inHand, 1)),
       buf_(inHand_ * (kMaxRecordPlain + kRecordOverhead)) {}
 
 size_t RecordOpener::recordAt(size_t off) const {

@@ -94,8 +94,7 @@ class RecordSealer {
 // filled(); then openInto(), or take from plain() and consume().
 class RecordOpener {
  public:
-  RecordOpener(const DirectionKey& k, std::string what, uint64_t rekeyAfter = kDefaultRekeyRecords,
-               size_t inHand = 1);
+  RecordOpener(const DirectionKey& k, std::string what, uint64_t rekeyAfter = kDefaultRekeyRecords, size_t inHand = 1);
   // Room to read into; empty while the records in hand fill the buffer.
   std::span<uint8_t> space();
   // Throws hetcclRemoteError naming `what` on a length out of range.
@@ -123,10 +122,10 @@ class RecordOpener {
   std::string what_;
   size_t inHand_;
   std::vector<uint8_t> buf_;
-  size_t head_ = 0;     // the first record not used up
-  size_t checked_ = 0;  // the end of the complete records in hand
-  size_t tail_ = 0;     // the end of the bytes received
-  size_t complete_ = 0; // complete records in [head_, checked_)
+  size_t head_ = 0;                     // the first record not used up
+  size_t checked_ = 0;                  // the end of the complete records in hand
+  size_t tail_ = 0;                     // the end of the bytes received
+  size_t complete_ = 0;                 // complete records in [head_, checked_)
   size_t plainOff_ = 0, plainLen_ = 0;  // the first record, opened in place: taken, in all
 };
 

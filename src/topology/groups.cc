@@ -33,12 +33,11 @@ std::vector<MapItem> parseMap(const std::string& map, const std::string& var) {
     size_t dash = range.find('-');
     int64_t lo = parseInt(range.substr(0, dash), (var + " rank").c_str());
     int64_t hi = dash == std::string::npos ? lo : parseInt(range.substr(dash + 1), (var + " rank").c_str());
-    if (lo < 0 || hi < lo)
-      throwError(hetcclInvalidArgument, var + " '" + map + "': bad rank range '" + range + "'");
+    if (lo < 0 || hi < lo) throwError(hetcclInvalidArgument, var + " '" + map + "': bad rank range '" + range + "'");
     for (const MapItem& o : items)
       if (lo <= o.hi && o.lo <= hi)
-        throwError(hetcclInvalidArgument, var + " '" + map + "': '" + item + "' and '" + o.text +
-                                              "' both name rank " + std::to_string(std::max(lo, o.lo)));
+        throwError(hetcclInvalidArgument, var + " '" + map + "': '" + item + "' and '" + o.text + "' both name rank " +
+                                              std::to_string(std::max(lo, o.lo)));
     items.push_back(MapItem{lo, hi, name, item});
   }
   return items;
@@ -70,9 +69,9 @@ void checkMapCovers(const std::string& map, int nranks, const std::string& var) 
   for (const MapItem& i : items)
     if (i.hi >= nranks) extra.push_back(i.hi);
   if (!missing.empty())
-    throwError(hetcclInvalidArgument, var + " '" + map + "' does not name rank" +
-                                          (missing.size() > 1 ? "s " : " ") + ranksText(missing) + " of " +
-                                          std::to_string(nranks) + " (it must name every rank once)");
+    throwError(hetcclInvalidArgument, var + " '" + map + "' does not name rank" + (missing.size() > 1 ? "s " : " ") +
+                                          ranksText(missing) + " of " + std::to_string(nranks) +
+                                          " (it must name every rank once)");
   if (!extra.empty())
     throwError(hetcclInvalidArgument, var + " '" + map + "' names rank " + std::to_string(extra[0]) +
                                           " but the communicator has " + std::to_string(nranks) + " ranks");
@@ -80,8 +79,10 @@ void checkMapCovers(const std::string& map, int nranks, const std::string& var) 
 
 std::string resolveGroupName(int rank, int nranks, const std::string& deviceKind, const char* configName) {
   std::string name;
-  if (configName && *configName) name = configName;
-  else if (settings::kGroup.isSet()) name = settings::kGroup.get();
+  if (configName && *configName)
+    name = configName;
+  else if (settings::kGroup.isSet())
+    name = settings::kGroup.get();
   else if (settings::kGroupMap.isSet()) {
     checkMapCovers(settings::kGroupMap.get(), nranks);
     name = groupFromMap(settings::kGroupMap.get(), rank);

@@ -20,7 +20,7 @@ struct Group {
 
 struct Topology {
   std::vector<Group> groups;
-  std::vector<int> groupOf;     // by global rank
+  std::vector<int> groupOf;    // by global rank
   std::vector<int> groupRank;  // by global rank: its rank inside its group
   bool singleHost = true;
 

@@ -23,7 +23,8 @@ PeerInfo PeerInfo::deserialize(const std::vector<uint8_t>& bytes, int expectRank
   PeerInfo p;
   memcpy(&p, bytes.data(), sizeof(PeerInfo));
   if (p.rank != expectRank || !memchr(p.hostname, 0, sizeof(p.hostname)) ||
-      !memchr(p.deviceKind, 0, sizeof(p.deviceKind)) || !memchr(p.group, 0, sizeof(p.group)) || !memchr(p.site, 0, sizeof(p.site)))
+      !memchr(p.deviceKind, 0, sizeof(p.deviceKind)) || !memchr(p.group, 0, sizeof(p.group)) ||
+      !memchr(p.site, 0, sizeof(p.site)))
     throwError(hetcclRemoteError, "rank " + std::to_string(expectRank) + " published a malformed record");
   return p;
 }

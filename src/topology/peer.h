@@ -10,7 +10,7 @@ namespace hetccl {
 struct PeerInfo {
   int32_t rank = -1;
   int32_t pid = 0;
-  uint64_t hostHash = 0;      // same value <=> same host (hostname + boot id)
+  uint64_t hostHash = 0;  // same value <=> same host (hostname + boot id)
   char hostname[64] = {0};
   char deviceKind[16] = {0};  // "host", "cuda", "hip"
   char group[32] = {0};       // resolved group name

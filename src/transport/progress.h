@@ -22,16 +22,18 @@ class ProgressWatch {
   // one transfer still waiting (peer, direction, tag).
   void check(const Xfer& pending) const {
     if (abort_ && abort_->load(std::memory_order_relaxed))
-      throwError(hetcclRemoteError, std::string(transport_) + ": communicator aborted during " + pending.tag.describe());
+      throwError(hetcclRemoteError,
+                 std::string(transport_) + ": communicator aborted during " + pending.tag.describe());
     double idle = std::chrono::duration<double>(std::chrono::steady_clock::now() - last_).count();
     if (idle >= timeout_)
-      throwError(hetcclRemoteError,
-                 std::string(transport_) + ": timed out after " + std::to_string(static_cast<int>(timeout_)) +
-                     " s without progress in " + pending.tag.describe() + ": " +
-                     (pending.kind == Xfer::Kind::kSend ? "sending to" : "receiving from") + " rank " +
-                     std::to_string(pending.peer) + " (" + std::to_string(pending.done) + " of " +
-                     std::to_string(pending.bytes) + " bytes moved; that rank is stalled, in another call, or itself "
-                     "waiting for another rank)");
+      throwError(hetcclRemoteError, std::string(transport_) + ": timed out after " +
+                                        std::to_string(static_cast<int>(timeout_)) + " s without progress in " +
+                                        pending.tag.describe() + ": " +
+                                        (pending.kind == Xfer::Kind::kSend ? "sending to" : "receiving from") +
+                                        " rank " + std::to_string(pending.peer) + " (" + std::to_string(pending.done) +
+                                        " of " + std::to_string(pending.bytes) +
+                                        " bytes moved; that rank is stalled, in another call, or itself "
+                                        "waiting for another rank)");
   }
 
  private:
@@ -52,8 +54,8 @@ bool processAlive(int pid);
                                        " in " + x.tag.describe() + " but it sent " + std::to_string(got.bytes) +
                                        " (ranks disagree on counts or group layout)");
   throwError(hetcclInvalidUsage, std::string(transport) + ": collective mismatch: rank " + std::to_string(myRank) +
-                                     " is in " + x.tag.describe() + " but rank " + std::to_string(x.peer) +
-                                     " is in " + got.describe());
+                                     " is in " + x.tag.describe() + " but rank " + std::to_string(x.peer) + " is in " +
+                                     got.describe());
 }
 
 }  // namespace hetccl

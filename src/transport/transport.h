@@ -11,7 +11,8 @@
 // its peer gets an error naming both sides instead of wrong data.
 //
 // Implementations: tcp/ (sockets; any hosts), shm/ (shared-memory rings; one
-// host), ucx/ (UCX: its shared-memory, tcp, InfiniBand/RoCE transports). Each folder has the same file set: <name>_transport.{h,cc}.
+// host), ucx/ (UCX: its shared-memory, tcp, InfiniBand/RoCE transports). Each folder has the same file set:
+// <name>_transport.{h,cc}.
 #pragma once
 
 #include <atomic>
@@ -38,8 +39,8 @@ struct Xfer {
   size_t bytes = 0;
   DataType dtype = hetcclInt8;  // kRecvReduce
   RedKind redKind = RedKind::kSum;
-  MsgTag tag;                 // expected (recv) or carried (send); bytes is filled from `bytes`
-  size_t done = 0;            // transport-owned progress
+  MsgTag tag;       // expected (recv) or carried (send); bytes is filled from `bytes`
+  size_t done = 0;  // transport-owned progress
   // kSend: the caller leaves `src` untouched until Transport::drain(), so
   // run() may return before the peer has taken the data (shm single-copy
   // sends: the receiver reads the sender's memory). Others ignore it.
@@ -64,15 +65,15 @@ struct Xfer {
 struct TransportContext {
   int rank = 0;
   int nranks = 0;
-  std::vector<int> peers;      // global ranks to connect to (excluding self)
+  std::vector<int> peers;          // global ranks to connect to (excluding self)
   Bootstrap* bootstrap = nullptr;  // all ranks of the communicator call create() together
   const std::atomic<bool>* abort = nullptr;
   double timeoutS = 300;
-  size_t buffBytes = 4 << 20;  // staging per peer connection
-  std::string deviceKind = "host";  // this rank's: the memory type of Xfer::device buffers
-  std::vector<uint8_t> encrypt;      // by global rank: the link carries encrypted records (tcp; empty: none)
+  size_t buffBytes = 4 << 20;                 // staging per peer connection
+  std::string deviceKind = "host";            // this rank's: the memory type of Xfer::device buffers
+  std::vector<uint8_t> encrypt;               // by global rank: the link carries encrypted records (tcp; empty: none)
   uint64_t rekeyRecords = uint64_t{1} << 18;  // records per key (secure/record.h)
-  int localRanks = 1;  // ranks of the communicator on this host (they share its cores)
+  int localRanks = 1;                         // ranks of the communicator on this host (they share its cores)
 };
 
 class Transport {

@@ -20,15 +20,44 @@ namespace {
 
 // The 38 NCCL functions PyTorch 2.11's libtorch_cuda.so imports (a subset
 // of what the tests below check against nccl.h and exports.txt).
-const char* const kTorchImports[] = {
-    "ncclAllGather", "ncclAllReduce", "ncclAlltoAll", "ncclBcast", "ncclBroadcast", "ncclCommAbort",
-    "ncclCommCount", "ncclCommDeregister", "ncclCommDestroy", "ncclCommFinalize", "ncclCommGetAsyncError",
-    "ncclCommInitAll", "ncclCommInitRank", "ncclCommInitRankConfig", "ncclCommInitRankScalable",
-    "ncclCommRegister", "ncclCommShrink", "ncclCommSplit", "ncclCommUserRank", "ncclCommWindowDeregister",
-    "ncclCommWindowRegister", "ncclDevCommCreate", "ncclDevCommDestroy", "ncclGetErrorString", "ncclGetLastError",
-    "ncclGetUniqueId", "ncclGetVersion", "ncclGroupEnd", "ncclGroupSimulateEnd", "ncclGroupStart", "ncclMemAlloc",
-    "ncclMemFree", "ncclRecv", "ncclRedOpCreatePreMulSum", "ncclRedOpDestroy", "ncclReduce", "ncclReduceScatter",
-    "ncclSend"};
+const char* const kTorchImports[] = {"ncclAllGather",
+                                     "ncclAllReduce",
+                                     "ncclAlltoAll",
+                                     "ncclBcast",
+                                     "ncclBroadcast",
+                                     "ncclCommAbort",
+                                     "ncclCommCount",
+                                     "ncclCommDeregister",
+                                     "ncclCommDestroy",
+                                     "ncclCommFinalize",
+                                     "ncclCommGetAsyncError",
+                                     "ncclCommInitAll",
+                                     "ncclCommInitRank",
+                                     "ncclCommInitRankConfig",
+                                     "ncclCommInitRankScalable",
+                                     "ncclCommRegister",
+                                     "ncclCommShrink",
+                                     "ncclCommSplit",
+                                     "ncclCommUserRank",
+                                     "ncclCommWindowDeregister",
+                                     "ncclCommWindowRegister",
+                                     "ncclDevCommCreate",
+                                     "ncclDevCommDestroy",
+                                     "ncclGetErrorString",
+                                     "ncclGetLastError",
+                                     "ncclGetUniqueId",
+                                     "ncclGetVersion",
+                                     "ncclGroupEnd",
+                                     "ncclGroupSimulateEnd",
+                                     "ncclGroupStart",
+                                     "ncclMemAlloc",
+                                     "ncclMemFree",
+                                     "ncclRecv",
+                                     "ncclRedOpCreatePreMulSum",
+                                     "ncclRedOpDestroy",
+                                     "ncclReduce",
+                                     "ncclReduceScatter",
+                                     "ncclSend"};
 
 struct Id {
   char b[128];
@@ -72,10 +101,10 @@ TEST_F(DropIn, ExportsEveryFunctionOfNcclHAndTheLaterOnesWithTheirTwins) {
     if (std::regex_search(line, m, decl)) names.push_back(m[2]);
   EXPECT_GE(names.size(), 38u) << "nccl.h declares the 38 functions torch imports and more";
 #endif
-  for (const char* later : {"ncclCommRevoke", "ncclCommSuspend", "ncclCommResume", "ncclCommMemStats", "ncclCommGrow",
-                            "ncclCommGetUniqueId", "ncclCommQueryProperties", "ncclPutSignal", "ncclSignal",
-                            "ncclWaitSignal", "ncclWinGetUserPtr", "ncclResetDebugInit", "ncclDevCommCreate",
-                            "ncclDevCommDestroy"})
+  for (const char* later :
+       {"ncclCommRevoke", "ncclCommSuspend", "ncclCommResume", "ncclCommMemStats", "ncclCommGrow",
+        "ncclCommGetUniqueId", "ncclCommQueryProperties", "ncclPutSignal", "ncclSignal", "ncclWaitSignal",
+        "ncclWinGetUserPtr", "ncclResetDebugInit", "ncclDevCommCreate", "ncclDevCommDestroy"})
     names.push_back(later);
   for (const auto& n : names) {
     EXPECT_NE(dlsym(lib_, n.c_str()), nullptr) << n;
@@ -319,30 +348,44 @@ TEST_F(DropIn, OneGroupRunsOnAVendorLibraryThatCallsItsOwnApi) {
       if (init(&c, n, id, r) != 0) return err("init", nullptr);
       std::vector<float> in(N), out(N);
       for (size_t i = 0; i < N; ++i) in[i] = static_cast<float>(r * 1000 + i);
-      if (allReduce(in.data(), out.data(), N, 7, 0, c, nullptr) != 0) err("allreduce", c);
-      else if (out[N - 1] != 3.0f * (N - 1) + 3000.0f) errs[r] += "allreduce value; ";
+      if (allReduce(in.data(), out.data(), N, 7, 0, c, nullptr) != 0)
+        err("allreduce", c);
+      else if (out[N - 1] != 3.0f * (N - 1) + 3000.0f)
+        errs[r] += "allreduce value; ";
       std::vector<int> b(10, r == 2 ? 42 : -1);
-      if (bcast(b.data(), 10, 2, 2, c, nullptr) != 0) err("bcast", c);
-      else if (b[9] != 42) errs[r] += "bcast value; ";
+      if (bcast(b.data(), 10, 2, 2, c, nullptr) != 0)
+        err("bcast", c);
+      else if (b[9] != 42)
+        errs[r] += "bcast value; ";
       std::vector<double> d(5, r + 1.0), dsum(5, 0);
-      if (reduce(d.data(), dsum.data(), 5, 8, 2 /*max*/, 1, c, nullptr) != 0) err("reduce", c);
-      else if (r == 1 && dsum[4] != 3.0) errs[r] += "reduce value; ";
+      if (reduce(d.data(), dsum.data(), 5, 8, 2 /*max*/, 1, c, nullptr) != 0)
+        err("reduce", c);
+      else if (r == 1 && dsum[4] != 3.0)
+        errs[r] += "reduce value; ";
       std::vector<int64_t> mine(4, r), all(4 * n);
-      if (allGather(mine.data(), all.data(), 4, 4, c, nullptr) != 0) err("allgather", c);
-      else if (all[4 * 2] != 2) errs[r] += "allgather value; ";
+      if (allGather(mine.data(), all.data(), 4, 4, c, nullptr) != 0)
+        err("allgather", c);
+      else if (all[4 * 2] != 2)
+        errs[r] += "allgather value; ";
       std::vector<int> rsIn(2 * n, 1), rsOut(2);
-      if (reduceScatter(rsIn.data(), rsOut.data(), 2, 2, 0, c, nullptr) != 0) err("reducescatter", c);
-      else if (rsOut[1] != n) errs[r] += "reducescatter value; ";
+      if (reduceScatter(rsIn.data(), rsOut.data(), 2, 2, 0, c, nullptr) != 0)
+        err("reducescatter", c);
+      else if (rsOut[1] != n)
+        errs[r] += "reducescatter value; ";
       std::vector<int> a2aIn(n), a2aOut(n);
       for (int p = 0; p < n; ++p) a2aIn[p] = r * 10 + p;
-      if (alltoall(a2aIn.data(), a2aOut.data(), 1, 2, c, nullptr) != 0) err("alltoall", c);
-      else if (a2aOut[2] != 20 + r) errs[r] += "alltoall value; ";
+      if (alltoall(a2aIn.data(), a2aOut.data(), 1, 2, c, nullptr) != 0)
+        err("alltoall", c);
+      else if (a2aOut[2] != 20 + r)
+        errs[r] += "alltoall value; ";
       int token = r, got = -1;
       groupStart();
       send(&token, 1, 2, (r + 1) % n, c, nullptr);
       recv(&got, 1, 2, (r + n - 1) % n, c, nullptr);
-      if (groupEnd() != 0) err("send/recv group", c);
-      else if (got != (r + n - 1) % n) errs[r] += "send/recv value; ";
+      if (groupEnd() != 0)
+        err("send/recv group", c);
+      else if (got != (r + n - 1) % n)
+        errs[r] += "send/recv value; ";
       // PreMulSum with its scalar in "device" memory (this rank's memory):
       // read when the call runs, not when the op is made.
       float factor = 100.0f;
@@ -350,8 +393,10 @@ TEST_F(DropIn, OneGroupRunsOnAVendorLibraryThatCallsItsOwnApi) {
       if (premul(&op, &factor, 7, 0 /*ncclScalarDevice*/, c) != 0) err("premulsum", c);
       factor = 2.0f;
       std::vector<float> ones(8, 1.0f), scaled(8);
-      if (allReduce(ones.data(), scaled.data(), 8, 7, op, c, nullptr) != 0) err("premulsum allreduce", c);
-      else if (scaled[7] != 2.0f * n) errs[r] += "premulsum read the scalar early: " + std::to_string(scaled[7]) + "; ";
+      if (allReduce(ones.data(), scaled.data(), 8, 7, op, c, nullptr) != 0)
+        err("premulsum allreduce", c);
+      else if (scaled[7] != 2.0f * n)
+        errs[r] += "premulsum read the scalar early: " + std::to_string(scaled[7]) + "; ";
       if (opDestroy(op, c) != 0) err("op destroy", c);
       void* h = nullptr;
       if (reg(c, in.data(), N * 4, &h) != 0 || dereg(c, h) != 0) err("register", c);
@@ -511,8 +556,8 @@ TEST_F(DropIn, ForeignHandlesAndConfigsAreRefused) {
   ASSERT_NE(vendor, nullptr) << dlerror();
   auto vendorGetId = reinterpret_cast<int (*)(Id*)>(dlsym(vendor, "ncclGetUniqueId"));
   auto vendorInit = reinterpret_cast<int (*)(Comm*, int, Id, int)>(dlsym(vendor, "ncclCommInitRank"));
-  auto vendorAllReduce = reinterpret_cast<int (*)(const void*, void*, size_t, int, int, Comm, void*)>(
-      dlsym(vendor, "ncclAllReduce"));
+  auto vendorAllReduce =
+      reinterpret_cast<int (*)(const void*, void*, size_t, int, int, Comm, void*)>(dlsym(vendor, "ncclAllReduce"));
   Id sid;
   ASSERT_EQ(vendorGetId(&sid), 0);
   Comm foreign = nullptr;

@@ -103,9 +103,7 @@ void closeInheritedSockets(int keep) {
 
 }  // namespace
 
-double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 std::vector<std::string> parseLayout(const std::string& layout) {
   std::vector<std::string> out;
@@ -141,10 +139,14 @@ hetcclResult_t RankCtx::init(hetcclComm_t* comm, int blocking) const {
 std::string RankEnd::describe() const {
   std::ostringstream os;
   os << "pid " << pid << ": ";
-  if (hung) os << "HUNG (killed at the deadline)";
-  else if (!ended) os << "still running";
-  else if (signal) os << "killed by signal " << signal << " (" << strsignal(signal) << ")";
-  else os << "exit code " << exitCode;
+  if (hung)
+    os << "HUNG (killed at the deadline)";
+  else if (!ended)
+    os << "still running";
+  else if (signal)
+    os << "killed by signal " << signal << " (" << strsignal(signal) << ")";
+  else
+    os << "exit code " << exitCode;
   for (const auto& l : log) os << "\n      " << l;
   return os.str();
 }
@@ -164,8 +166,10 @@ Job::Job(const JobSpec& spec, Body body) : spec_(spec) {
     }
     hetcclResult_t r = hetcclGetUniqueId(&id_);
     for (const auto& [k, v] : saved) {
-      if (v == "\x01") unsetenv(k.c_str());
-      else setenv(k.c_str(), v.c_str(), 1);
+      if (v == "\x01")
+        unsetenv(k.c_str());
+      else
+        setenv(k.c_str(), v.c_str(), 1);
     }
     if (r != hetcclSuccess) {
       startError_ = std::string("hetcclGetUniqueId: ") + hetcclGetLastError(nullptr);
@@ -219,8 +223,10 @@ void Job::pump(int waitMs) {
       pfds.push_back(pollfd{fds_[i], POLLIN, 0});
       who.push_back(i);
     }
-  if (!pfds.empty()) poll(pfds.data(), pfds.size(), waitMs);
-  else if (waitMs > 0) usleep(static_cast<useconds_t>(waitMs) * 1000);
+  if (!pfds.empty())
+    poll(pfds.data(), pfds.size(), waitMs);
+  else if (waitMs > 0)
+    usleep(static_cast<useconds_t>(waitMs) * 1000);
   for (size_t k = 0; k < pfds.size(); ++k) {
     int i = who[k];
     char buf[65536];
@@ -251,8 +257,10 @@ void Job::pump(int waitMs) {
     int st = 0;
     if (waitpid(r.pid, &st, WNOHANG) != r.pid) continue;
     r.ended = true;
-    if (WIFSIGNALED(st)) r.signal = WTERMSIG(st);
-    else r.exitCode = WEXITSTATUS(st);
+    if (WIFSIGNALED(st))
+      r.signal = WTERMSIG(st);
+    else
+      r.exitCode = WEXITSTATUS(st);
   }
 }
 

@@ -33,10 +33,10 @@ std::vector<std::string> parseLayout(const std::string& layout);
 struct JobSpec {
   std::string layout = "a,a,b,b";  // group name of each rank
   std::string transport = "shm";
-  int timeoutS = 5;                // HETCCL_TIMEOUT_S of every rank and of the parent's root
-  bool makeId = true;              // the parent calls hetcclGetUniqueId before forking
+  int timeoutS = 5;                                      // HETCCL_TIMEOUT_S of every rank and of the parent's root
+  bool makeId = true;                                    // the parent calls hetcclGetUniqueId before forking
   std::vector<std::pair<std::string, std::string>> env;  // set in every rank
-  std::string stderrDir;           // non-empty: rank r's stderr goes to <dir>/rank<r>.log
+  std::string stderrDir;                                 // non-empty: rank r's stderr goes to <dir>/rank<r>.log
 };
 
 // What a rank's body gets (in the child process).
@@ -61,12 +61,12 @@ class RankCtx {
 
 struct RankEnd {
   pid_t pid = -1;
-  bool ended = false;   // exited or killed by a signal
-  bool hung = false;    // still running at the deadline (then killed)
-  int exitCode = -1;    // when it exited
-  int signal = 0;       // when a signal ended it
+  bool ended = false;                          // exited or killed by a signal
+  bool hung = false;                           // still running at the deadline (then killed)
+  int exitCode = -1;                           // when it exited
+  int signal = 0;                              // when a signal ended it
   std::map<std::string, std::string> reports;  // last value per key
-  std::vector<std::string> log;                 // every report, in order
+  std::vector<std::string> log;                // every report, in order
   std::string describe() const;
 };
 

@@ -75,7 +75,7 @@ struct Port {
   int pid = 0;
   int service = 0;  // from the ServerHello once seen: 1 root, 2 ring, 3 transport
   bool active = false;
-  long hits = 0;     // established connections
+  long hits = 0;  // established connections
   double firstSeen = 0;
   int silentPlaced = 0;
   double fullUntil = 0;  // its accept queue looked full: skip it until then
@@ -93,12 +93,10 @@ hetccl::IdContents gId;
 std::string gMode = "flood", gTargets = "all";
 int gHoldMs = 3000, gPerPort = 4;
 
-const char* kActionNames[9] = {"close",     "garbage", "partial", "bad_magic", "bad_version",
-                               "bad_mac",   "huge_len", "auth_bad_request", "silent"};
+const char* kActionNames[9] = {"close",   "garbage",  "partial",          "bad_magic", "bad_version",
+                               "bad_mac", "huge_len", "auth_bad_request", "silent"};
 
-double nowS() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double nowS() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 std::set<unsigned long> socketInodes(int pid) {
   std::set<unsigned long> out;
@@ -369,8 +367,10 @@ void floodOne(std::mt19937_64& rng, int port) {
   ++gAttempted;
   if (fd < 0) {
     std::lock_guard<std::mutex> g(gMu);
-    if (fd == -1) ++gRefused, gPorts[port].active = false;  // closed: wait for the next scan
-    else ++gTimedOut, gPorts[port].fullUntil = nowS() + 0.05;
+    if (fd == -1)
+      ++gRefused, gPorts[port].active = false;  // closed: wait for the next scan
+    else
+      ++gTimedOut, gPorts[port].fullUntil = nowS() + 0.05;
     return;
   }
   ++gEstablished;
@@ -422,12 +422,12 @@ void floodOne(std::mt19937_64& rng, int port) {
       sendBytes(fd, blob, sizeof(blob));
       break;
     }
-    case 7:
-      watch = authBadRequest(fd, port, static_cast<int>(rng() % 3));
-      break;
+    case 7: watch = authBadRequest(fd, port, static_cast<int>(rng() % 3)); break;
   }
-  if (watch) expectDropped(fd, port, sh.magic ? &sh : nullptr);
-  else close(fd);
+  if (watch)
+    expectDropped(fd, port, sh.magic ? &sh : nullptr);
+  else
+    close(fd);
 }
 
 void floodWorker(int seed) {
@@ -500,9 +500,9 @@ void silentWorker() {
 
 std::string summaryLine() {
   std::string s = "summary attempted=" + std::to_string(gAttempted) + " established=" + std::to_string(gEstablished) +
-                  " refused=" + std::to_string(gRefused) +
-                  " connect_timeout=" + std::to_string(gTimedOut) + " dropped_by_server=" + std::to_string(gDropped) +
-                  " kept_open=" + std::to_string(gKept) + " authenticated=" + std::to_string(gAuthOk);
+                  " refused=" + std::to_string(gRefused) + " connect_timeout=" + std::to_string(gTimedOut) +
+                  " dropped_by_server=" + std::to_string(gDropped) + " kept_open=" + std::to_string(gKept) +
+                  " authenticated=" + std::to_string(gAuthOk);
   for (int i = 0; i < 9; ++i) s += std::string(" ") + kActionNames[i] + "=" + std::to_string(gActionCount[i]);
   std::lock_guard<std::mutex> g(gMu);
   long byService[4] = {0, 0, 0, 0};
@@ -561,8 +561,10 @@ int main(int argc, char** argv) {
     }
   }
   if (pids.empty() || (gMode != "flood" && gMode != "silent")) {
-    fprintf(stderr, "usage: %s --pids P1,P2,.. [--id HEX] [--mode flood|silent] [--threads N] [--hold-ms MS] "
-                    "[--per-port K] [--targets all|root|ranks]\n", argv[0]);
+    fprintf(stderr,
+            "usage: %s --pids P1,P2,.. [--id HEX] [--mode flood|silent] [--threads N] [--hold-ms MS] "
+            "[--per-port K] [--targets all|root|ranks]\n",
+            argv[0]);
     return 2;
   }
   setvbuf(stdout, nullptr, _IOLBF, 0);
@@ -592,8 +594,7 @@ int main(int argc, char** argv) {
   reporter.join();
   {
     std::lock_guard<std::mutex> g(gMu);
-    for (auto& [pt, p] : gPorts)
-      printf("port %d %d %d %ld %.6f\n", pt, p.pid, p.service, p.hits, p.firstSeen);
+    for (auto& [pt, p] : gPorts) printf("port %d %d %d %ld %.6f\n", pt, p.pid, p.service, p.hits, p.firstSeen);
   }
   printf("%s\n", summaryLine().c_str());
   return 0;

@@ -54,8 +54,7 @@ int blockedRank(RankCtx& ctx, hetcclComm_t comm, Blocked what) {
     case Blocked::kSendLarge:
       r = hetcclSend(buf.data(), buf.size(), hetcclFloat32, (ctx.rank + 1) % ctx.nranks, comm, nullptr);
       break;
-    case Blocked::kNonBlockingInit:
-      break;
+    case Blocked::kNonBlockingInit: break;
   }
   double t1 = now();
   // The communicator is freed by the abort: the text is this thread's.
@@ -127,8 +126,10 @@ TEST_P(AbortWhileBlocked, ReleasesTheCallWithinOneSecond) {
   }
 
   std::vector<int> blocked;
-  if (ac.what == Blocked::kNonBlockingInit) blocked = {0, 1, 2};
-  else blocked = {ac.blockedRank};
+  if (ac.what == Blocked::kNonBlockingInit)
+    blocked = {0, 1, 2};
+  else
+    blocked = {ac.blockedRank};
   for (int r : blocked) {
     SCOPED_TRACE("rank " + std::to_string(r));
     const double tA = job.getD(r, "abort.t0"), abortS = job.getD(r, "abort.t1") - tA;
@@ -137,7 +138,8 @@ TEST_P(AbortWhileBlocked, ReleasesTheCallWithinOneSecond) {
     if (ac.what == Blocked::kNonBlockingInit) {
       EXPECT_EQ(job.get(r, "init.code"), std::to_string(hetcclInProgress)) << job.describe();
       EXPECT_EQ(job.get(r, "init.state"), std::to_string(hetcclInProgress))
-          << "init should still be waiting for rank 3 when it is aborted\n" << job.describe();
+          << "init should still be waiting for rank 3 when it is aborted\n"
+          << job.describe();
       printf("[fault] %s: rank %d: abort of an init in progress took %.3f s\n", ac.name, r, abortS);
       continue;
     }
@@ -147,8 +149,7 @@ TEST_P(AbortWhileBlocked, ReleasesTheCallWithinOneSecond) {
            code, released, abortS, job.get(r, "call.err").c_str());
     EXPECT_NE(code, hetcclSuccess) << "an aborted call must fail\n" << job.describe();
     EXPECT_NE(code, hetcclInProgress) << job.describe();
-    EXPECT_GE(released, 0) << "the call returned before the abort, so nothing was tested: "
-                           << job.get(r, "call.err");
+    EXPECT_GE(released, 0) << "the call returned before the abort, so nothing was tested: " << job.get(r, "call.err");
     EXPECT_LE(released, 1.0) << "the blocked call was not released within 1 s of the abort";
   }
 }

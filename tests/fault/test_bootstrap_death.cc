@@ -56,8 +56,10 @@ TEST_P(BootstrapDeath, OthersInitFails) {
         ctx.report("fault.t", now());
         raise(sig);
       };
-      if (bc.fault == Fault::kStopBeforeJoin) fault();
-      else armAfterConnect(bc.nthConnect, fault);
+      if (bc.fault == Fault::kStopBeforeJoin)
+        fault();
+      else
+        armAfterConnect(bc.nthConnect, fault);
     }
     hetcclComm_t comm = nullptr;
     ctx.report("init.t0", now());
@@ -89,16 +91,14 @@ TEST_P(BootstrapDeath, OthersInitFails) {
   const bool victimStopped = !job.end(bc.victim).ended;
   job.signal(bc.victim, SIGKILL);  // a stopped victim is killed now
   bool noHang = job.finish(5);
-  EXPECT_TRUE(survivorsDone && noHang) << "survivors still in init " << limitS + 15 << " s later\n"
-                                       << job.describe();
+  EXPECT_TRUE(survivorsDone && noHang) << "survivors still in init " << limitS + 15 << " s later\n" << job.describe();
   ASSERT_TRUE(victimFaulted) << "the fault was never injected (fewer connects than expected?)\n" << job.describe();
   if (bc.signal == SIGSTOP) {
     EXPECT_TRUE(victimStopped) << "the victim should have been stopped\n" << job.describe();
   } else {
     EXPECT_EQ(job.end(bc.victim).signal, SIGKILL) << job.describe();
   }
-  EXPECT_FALSE(job.has(bc.victim, "init.code")) << "the victim's init should never have returned\n"
-                                                << job.describe();
+  EXPECT_FALSE(job.has(bc.victim, "init.code")) << "the victim's init should never have returned\n" << job.describe();
 
   const double tFault = job.getD(bc.victim, "fault.t");
   printf("[fault] %s: rank %d %s\n", bc.name, bc.victim, bc.signal == SIGSTOP ? "stopped" : "killed");
@@ -112,8 +112,8 @@ TEST_P(BootstrapDeath, OthersInitFails) {
     const std::string err = job.get(r, "init.err");
     const double took = job.getD(r, "init.t") - job.getD(r, "init.t0");
     const double afterFault = job.getD(r, "init.t") - tFault;
-    printf("[fault]   rank %d: init returned %d after %.3f s (%.3f s after the fault): %s\n", r, code, took,
-           afterFault, err.c_str());
+    printf("[fault]   rank %d: init returned %d after %.3f s (%.3f s after the fault): %s\n", r, code, took, afterFault,
+           err.c_str());
     EXPECT_TRUE(code == hetcclRemoteError || code == hetcclSystemError) << "code " << code << ": " << err;
     EXPECT_LE(took, limitS) << err;
     EXPECT_LE(afterFault, limitS) << err;
@@ -123,14 +123,13 @@ TEST_P(BootstrapDeath, OthersInitFails) {
 
 INSTANTIATE_TEST_SUITE_P(
     Fault, BootstrapDeath,
-    ::testing::Values(
-        BootCase{"StoppedBeforeJoin", "shm", 3, Fault::kStopBeforeJoin, 0, SIGSTOP, false},
-        BootCase{"KilledAfterRootConnect", "shm", 3, Fault::kAfterConnect, 1, SIGKILL, false},
-        BootCase{"StoppedAfterRingConnect", "shm", 3, Fault::kAfterConnect, 2, SIGSTOP, false},
-        BootCase{"KilledAfterRingConnect", "tcp", 2, Fault::kAfterConnect, 2, SIGKILL, false},
-        BootCase{"KilledAfterTransportConnect", "tcp", 3, Fault::kAfterConnect, 3, SIGKILL, false},
-        BootCase{"StoppedAfterTransportConnect", "tcp", 3, Fault::kAfterConnect, 4, SIGSTOP, false},
-        BootCase{"RootHostKilledFromEnv", "tcp", 0, Fault::kAfterConnect, 1, SIGKILL, true}),
+    ::testing::Values(BootCase{"StoppedBeforeJoin", "shm", 3, Fault::kStopBeforeJoin, 0, SIGSTOP, false},
+                      BootCase{"KilledAfterRootConnect", "shm", 3, Fault::kAfterConnect, 1, SIGKILL, false},
+                      BootCase{"StoppedAfterRingConnect", "shm", 3, Fault::kAfterConnect, 2, SIGSTOP, false},
+                      BootCase{"KilledAfterRingConnect", "tcp", 2, Fault::kAfterConnect, 2, SIGKILL, false},
+                      BootCase{"KilledAfterTransportConnect", "tcp", 3, Fault::kAfterConnect, 3, SIGKILL, false},
+                      BootCase{"StoppedAfterTransportConnect", "tcp", 3, Fault::kAfterConnect, 4, SIGSTOP, false},
+                      BootCase{"RootHostKilledFromEnv", "tcp", 0, Fault::kAfterConnect, 1, SIGKILL, true}),
     [](const ::testing::TestParamInfo<BootCase>& i) { return std::string(i.param.name); });
 
 }  // namespace

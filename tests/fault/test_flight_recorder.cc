@@ -174,8 +174,9 @@ TEST(FlightRecorder, EveryRankDumpsOnSigusr1) {
   spec.env = {{"HETCCL_FLIGHT_DIR", dir}};
   Job job(spec, signalBody);
   ASSERT_TRUE(job.started()) << job.startError();
-  job.waitUntil([&] { return job.has(0, "ar.code") && job.has(1, "ar.code") && job.has(2, "ar.code") &&
-                             job.has(3, "ar.code"); }, 30);
+  job.waitUntil(
+      [&] { return job.has(0, "ar.code") && job.has(1, "ar.code") && job.has(2, "ar.code") && job.has(3, "ar.code"); },
+      30);
   for (int r = 0; r < 4; ++r) {
     ASSERT_EQ(job.get(r, "ar.code"), "0") << job.describe();
     job.signal(r, SIGUSR1);

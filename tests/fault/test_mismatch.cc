@@ -48,18 +48,38 @@ const MismatchCase kCases[] = {
     {"Kind", {Kind::kAllReduce, 1000}, {Kind::kBroadcast, 1000}, 3, "AllReduce #", "Broadcast #"},
     {"CountLarge", {Kind::kAllReduce, 1 << 18}, {Kind::kAllReduce, 1 << 17}, 3, "count 262144", "count 131072"},
     {"CountSmall", {Kind::kAllReduce, 1000}, {Kind::kAllReduce, 999}, 0, "count 1000", "count 999"},
-    {"DataType", {Kind::kAllReduce, 1 << 16, hetcclFloat32}, {Kind::kAllReduce, 1 << 16, hetcclInt32}, 3, "float",
+    {"DataType",
+     {Kind::kAllReduce, 1 << 16, hetcclFloat32},
+     {Kind::kAllReduce, 1 << 16, hetcclInt32},
+     3,
+     "float",
      "int32"},
-    {"Op", {Kind::kAllReduce, 1000, hetcclFloat32, hetcclSum}, {Kind::kAllReduce, 1000, hetcclFloat32, hetcclMax}, 3,
-     ", sum)", ", max)"},
-    {"Root", {Kind::kBroadcast, 1 << 16, hetcclFloat32, hetcclSum, 0},
-     {Kind::kBroadcast, 1 << 16, hetcclFloat32, hetcclSum, 3}, 3, "root 0", "root 3"},
+    {"Op",
+     {Kind::kAllReduce, 1000, hetcclFloat32, hetcclSum},
+     {Kind::kAllReduce, 1000, hetcclFloat32, hetcclMax},
+     3,
+     ", sum)",
+     ", max)"},
+    {"Root",
+     {Kind::kBroadcast, 1 << 16, hetcclFloat32, hetcclSum, 0},
+     {Kind::kBroadcast, 1 << 16, hetcclFloat32, hetcclSum, 3},
+     3,
+     "root 0",
+     "root 3"},
     // Ranks 0 and 1 both think they are the root: neither receives anything.
-    {"RootTwoRoots", {Kind::kBroadcast, 1000, hetcclFloat32, hetcclSum, 0},
-     {Kind::kBroadcast, 1000, hetcclFloat32, hetcclSum, 1}, 1, "root 0", "root 1"},
+    {"RootTwoRoots",
+     {Kind::kBroadcast, 1000, hetcclFloat32, hetcclSum, 0},
+     {Kind::kBroadcast, 1000, hetcclFloat32, hetcclSum, 1},
+     1,
+     "root 0",
+     "root 1"},
     // Two roots of a Reduce wait for each other.
-    {"ReduceRoot", {Kind::kReduce, 1000, hetcclFloat32, hetcclSum, 0},
-     {Kind::kReduce, 1000, hetcclFloat32, hetcclSum, 1}, 1, "root 0", "root 1"},
+    {"ReduceRoot",
+     {Kind::kReduce, 1000, hetcclFloat32, hetcclSum, 0},
+     {Kind::kReduce, 1000, hetcclFloat32, hetcclSum, 1},
+     1,
+     "root 0",
+     "root 1"},
 };
 
 struct Param {
@@ -109,9 +129,12 @@ int body(RankCtx& ctx, const Param& p) {
   void* recv = isF ? static_cast<void*>(rf.data()) : ri.data();
   double t0 = now();
   ctx.report("call.t0", t0);
-  if (c.kind == Kind::kAllReduce) r = hetcclAllReduce(send, recv, n, c.dt, c.op, comm, nullptr);
-  else if (c.kind == Kind::kReduce) r = hetcclReduce(send, recv, n, c.dt, c.op, c.root, comm, nullptr);
-  else r = hetcclBroadcast(send, recv, n, c.dt, c.root, comm, nullptr);
+  if (c.kind == Kind::kAllReduce)
+    r = hetcclAllReduce(send, recv, n, c.dt, c.op, comm, nullptr);
+  else if (c.kind == Kind::kReduce)
+    r = hetcclReduce(send, recv, n, c.dt, c.op, c.root, comm, nullptr);
+  else
+    r = hetcclBroadcast(send, recv, n, c.dt, c.root, comm, nullptr);
   ctx.reportCall("call", r, comm);
   if (r == hetcclSuccess && !(c.kind == Kind::kReduce && c.root != ctx.rank)) {
     size_t wrong = 0;
@@ -127,8 +150,8 @@ int body(RankCtx& ctx, const Param& p) {
       }
       double got = isF ? rf[i] : ri[i];
       if (got != want && wrong++ == 0)
-        ctx.report("wrong.first", "element " + std::to_string(i) + " = " + std::to_string(got) + ", expected " +
-                                      std::to_string(want));
+        ctx.report("wrong.first",
+                   "element " + std::to_string(i) + " = " + std::to_string(got) + ", expected " + std::to_string(want));
     }
     ctx.report("wrong", static_cast<long long>(wrong));
   }
@@ -216,7 +239,8 @@ TEST_P(Mismatch, ErrorNamesBothSidesNoWrongDataNoHang) {
   EXPECT_EQ(nextFailed, job.nranks()) << "after the failure, the communicator must be failed on every rank\n"
                                       << job.describe();
   EXPECT_GE(bothSides, 1) << "no rank's error names both ranks and both calls ('" << p.mc->normalText << "' and '"
-                          << p.mc->oddText << "')\n" << job.describe();
+                          << p.mc->oddText << "')\n"
+                          << job.describe();
   if (p.checkAll) {
     EXPECT_EQ(bothSides, job.nranks()) << "with HETCCL_CHECK_MISMATCH=1 every rank must see it";
   }

@@ -42,8 +42,9 @@ int allReduceLoop(RankCtx& ctx, bool destroy) {
     }
     size_t probe = (static_cast<size_t>(it) * 7919u * 1021u + 13u) % kCount;
     for (size_t i : {size_t{0}, kCount / 2, kCount - 1, probe})
-      if (recv[i] != expect) ctx.report("wrong", "iteration " + std::to_string(it) + " element " + std::to_string(i) +
-                                                     " = " + std::to_string(recv[i]));
+      if (recv[i] != expect)
+        ctx.report("wrong", "iteration " + std::to_string(it) + " element " + std::to_string(i) + " = " +
+                                std::to_string(recv[i]));
     ctx.report("done." + std::to_string(it), now());
   }
   if (failedAt < 0) {
@@ -74,7 +75,6 @@ struct DeathCase {
 };
 
 void PrintTo(const DeathCase& c, std::ostream* os) { *os << c.transport << ", kill rank " << c.victim; }
-
 
 class PeerDeath : public ::testing::TestWithParam<DeathCase> {};
 
@@ -114,8 +114,9 @@ TEST_P(PeerDeath, KillNineMidAllReduce) {
   const double limitS = spec.timeoutS + 5;
   bool noHang = job.finish(limitS + 10);
   EXPECT_TRUE(noHang) << "ranks still running " << limitS + 10 << " s after the kill\n" << job.describe();
-  EXPECT_TRUE(victimInCall) << "the victim was not inside an AllReduce when it was killed (iteration took "
-                            << iterS << " s)\n" << job.describe();
+  EXPECT_TRUE(victimInCall) << "the victim was not inside an AllReduce when it was killed (iteration took " << iterS
+                            << " s)\n"
+                            << job.describe();
   EXPECT_EQ(job.end(dc.victim).signal, SIGKILL) << job.describe();
 
   int namedVictim = 0;
@@ -125,8 +126,8 @@ TEST_P(PeerDeath, KillNineMidAllReduce) {
     if (r == dc.victim) continue;
     const RankEnd& e = job.end(r);
     SCOPED_TRACE("rank " + std::to_string(r));
-    EXPECT_TRUE(e.ended && !e.hung && e.signal == 0 && e.exitCode == 0)
-        << "a survivor must exit cleanly\n" << job.describe();
+    EXPECT_TRUE(e.ended && !e.hung && e.signal == 0 && e.exitCode == 0) << "a survivor must exit cleanly\n"
+                                                                        << job.describe();
     ASSERT_TRUE(job.has(r, "ar.code")) << "no failed AllReduce reported\n" << job.describe();
     const int code = atoi(job.get(r, "ar.code").c_str());
     const std::string err = job.get(r, "ar.err");

@@ -313,7 +313,7 @@ std::vector<std::string> pidsArg(const Job& job) {
 }
 
 TEST(StrayConnections, MalformedFloodWhileInitCollectivesAndSplits) {
-  constexpr long kTarget = 1000;      // malformed connections delivered during init
+  constexpr long kTarget = 1000;  // malformed connections delivered during init
   constexpr int kCollectives = 200;
   JobSpec spec = strayJobSpec();
   const double t0 = now();
@@ -373,9 +373,10 @@ TEST(StrayConnections, MalformedFloodWhileInitCollectivesAndSplits) {
   auto sum = attacker.stop();  // stops attacking; waits up to 3 s for the server to drop what it sent
   for (int r = 0; r < job.nranks(); ++r) job.signal(r, SIGUSR1);
   EXPECT_TRUE(job.finish(20) && finished) << job.describe();
-  printf("[fault] stray connections: %ld delivered while rank 3 was held before init (released after %.2f s), "
-         "%ld while it was held in the transport setup (%.2f s), %ld while it was held in its first split\n[fault] %s\n",
-         duringInit, releasedAfter, duringTransport, released2After, duringSplit, attacker.summary.c_str());
+  printf(
+      "[fault] stray connections: %ld delivered while rank 3 was held before init (released after %.2f s), "
+      "%ld while it was held in the transport setup (%.2f s), %ld while it was held in its first split\n[fault] %s\n",
+      duringInit, releasedAfter, duringTransport, released2After, duringSplit, attacker.summary.c_str());
 
   for (int r = 0; r < job.nranks(); ++r) {
     SCOPED_TRACE("rank " + std::to_string(r));
@@ -389,11 +390,13 @@ TEST(StrayConnections, MalformedFloodWhileInitCollectivesAndSplits) {
     const int sockets = atoi(job.get(r, "sockets").c_str());
     EXPECT_GE(sockets, 1) << "could not count this rank's sockets";
     EXPECT_LE(sockets, 5) << "open sockets after the attack (leaked stray connections?)";
-    printf("[fault]   rank %d: init %s, %s failed calls (of %d + %d x 6 on split communicators), %s wrong elements, %s splits, "
-           "%d sockets open at the end\n", r, job.get(r, "init.code") == "0" ? "ok" : job.get(r, "init.err").c_str(),
-           job.get(r, "failed").c_str(), kCollectives, (kCollectives / 50 - 1) * kSplitsPerGap, job.get(r, "wrong").c_str(),
-           job.get(r, "splits").c_str(),
-           sockets);
+    printf(
+        "[fault]   rank %d: init %s, %s failed calls (of %d + %d x 6 on split communicators), %s wrong elements, %s "
+        "splits, "
+        "%d sockets open at the end\n",
+        r, job.get(r, "init.code") == "0" ? "ok" : job.get(r, "init.err").c_str(), job.get(r, "failed").c_str(),
+        kCollectives, (kCollectives / 50 - 1) * kSplitsPerGap, job.get(r, "wrong").c_str(),
+        job.get(r, "splits").c_str(), sockets);
   }
   ASSERT_FALSE(attacker.summary.empty()) << "the attacker printed no summary (exit status " << attacker.exitStatus
                                          << ")";
@@ -407,22 +410,30 @@ TEST(StrayConnections, MalformedFloodWhileInitCollectivesAndSplits) {
     if (l.firstSeen > release2) ++splitSeen;
     if (l.hits == 0) continue;
     bool early = l.pid == job.pid(0) || l.pid == job.pid(1) || l.pid == job.pid(2);
-    if (l.pid == getpid()) ++rootHit;
-    else if (early && l.firstSeen < release1) ++ringHit;
-    else if (early && l.firstSeen < release2) ++transportHit;
-    else if (l.firstSeen > release2) ++splitHit;  // made by hetcclCommSplit on the live communicator
-    else ++otherHit;                              // rank 3's own ring and transport listeners
+    if (l.pid == getpid())
+      ++rootHit;
+    else if (early && l.firstSeen < release1)
+      ++ringHit;
+    else if (early && l.firstSeen < release2)
+      ++transportHit;
+    else if (l.firstSeen > release2)
+      ++splitHit;  // made by hetcclCommSplit on the live communicator
+    else
+      ++otherHit;  // rank 3's own ring and transport listeners
   }
-  printf("[fault] listeners hit: root %d, ring (ranks 0-2) %d, transport (ranks 0-2) %d, of split communicators "
-         "%d, rank 3's %d\n", rootHit, ringHit, transportHit, splitHit, otherHit);
+  printf(
+      "[fault] listeners hit: root %d, ring (ranks 0-2) %d, transport (ranks 0-2) %d, of split communicators "
+      "%d, rank 3's %d\n",
+      rootHit, ringHit, transportHit, splitHit, otherHit);
   EXPECT_GE(sum["established"], kTarget) << "fewer than " << kTarget << " connections reached the job's listeners";
   EXPECT_GT(duringInit, 0);
   EXPECT_GT(duringTransport, 0);
   std::string table;
   for (const auto& l : attacker.listeners) {
     char line[160];
-    snprintf(line, sizeof(line), "\n  port %d pid %d service %d: %ld connections, opened %+.3f s after rank 3's first release",
-             l.port, l.pid, l.service, l.hits, l.firstSeen - release1);
+    snprintf(line, sizeof(line),
+             "\n  port %d pid %d service %d: %ld connections, opened %+.3f s after rank 3's first release", l.port,
+             l.pid, l.service, l.hits, l.firstSeen - release1);
     table += line;
   }
   SCOPED_TRACE("rank pids " + std::to_string(job.pid(0)) + " " + std::to_string(job.pid(1)) + " " +

@@ -85,7 +85,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       switch (proofMode) {
         case 0: answered = proofMac(secret, 'S', sh.nonce, cp.nonce, cp.hello, sh.reserved); break;
         case 1: answered = reflect ? cp.mac : proofMac(other, 'S', sh.nonce, cp.nonce, cp.hello, sh.reserved); break;
-        case 2: answered = proofMac(secret, 'S', sh.nonce, cp.nonce, cp.hello, sh.reserved) ^ (uint64_t{1} << bit); break;
+        case 2:
+          answered = proofMac(secret, 'S', sh.nonce, cp.nonce, cp.hello, sh.reserved) ^ (uint64_t{1} << bit);
+          break;
         default: answered = rawMac;
       }
       ServerProof sp{answered};
@@ -106,8 +108,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   client.close();
   peer.join();
 
-  const bool helloOk = !cutHello && sh.magic == kProtocolMagic && sh.version == kProtocolVersion &&
-                       sh.service == me.service;
+  const bool helloOk =
+      !cutHello && sh.magic == kProtocolMagic && sh.version == kProtocolVersion && sh.service == me.service;
   if (!helloOk) {
     FUZZ_CHECK_MSG(!accepted, "accepted a bad server hello");
     FUZZ_CHECK_MSG(proofBytes.empty(), "the client answered a bad server hello");

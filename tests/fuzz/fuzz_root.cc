@@ -29,7 +29,7 @@ using rootimpl::RootServer;
 namespace {
 
 struct Conn {
-  Socket mine;           // the client's end
+  Socket mine;  // the client's end
   bool raw = false;
   bool authenticated = false;  // clientHandshake succeeded
   PeerHello hello;
@@ -74,8 +74,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         c.hello.nranks = in.take<int32_t>();
         c.hello.rank = in.take<int32_t>();
       } else {
-        c.hello.nranks = in.byte() % 5;        // 0..4
-        c.hello.rank = in.byte() % 6 - 1;      // -1..4
+        c.hello.nranks = in.byte() % 5;    // 0..4
+        c.hello.rank = in.byte() % 6 - 1;  // -1..4
       }
       std::vector<uint8_t> record = in.bytes((mode & 0x10) ? in.take<uint16_t>() % 2048 : in.byte());
       c.lenField = (mode & 0x20) ? in.take<uint32_t>() : static_cast<uint32_t>(record.size());

@@ -26,10 +26,10 @@ namespace {
 constexpr Service kService = Service::kTransport;
 
 struct Outcome {
-  bool helloOk = false;          // the server's hello was well formed
-  std::vector<uint8_t> answer;   // what the server sent after its hello
+  bool helloOk = false;         // the server's hello was well formed
+  std::vector<uint8_t> answer;  // what the server sent after its hello
   ClientProof sent{};
-  bool complete = false;         // the whole proof went out
+  bool complete = false;  // the whole proof went out
   uint8_t nonceServer[16] = {};
 };
 
@@ -94,8 +94,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     other[bit % other.size()] ^= 1;
     switch (macMode) {
       case 0: cp.mac = proofMac(secret, 'C', h.nonce, cp.nonce, hello, h.reserved); break;
-      case 1: cp.mac = wrongRole ? proofMac(secret, 'S', h.nonce, cp.nonce, hello, h.reserved)
-                                 : proofMac(other, 'C', h.nonce, cp.nonce, hello, h.reserved); break;
+      case 1:
+        cp.mac = wrongRole ? proofMac(secret, 'S', h.nonce, cp.nonce, hello, h.reserved)
+                           : proofMac(other, 'C', h.nonce, cp.nonce, hello, h.reserved);
+        break;
       case 2: cp.mac = proofMac(secret, 'C', h.nonce, cp.nonce, hello, h.reserved) ^ (uint64_t{1} << bit); break;
       default: cp.mac = rawMac;
     }

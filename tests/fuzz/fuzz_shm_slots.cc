@@ -187,17 +187,26 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       const Xfer& x = plan[front].x;
       Slot h;
       memcpy(&h, slot.data(), sizeof(h));
-      if (!h.tag.sameCall(x.tag) || h.tag.bytes != x.bytes) { expectOk = false; break; }
+      if (!h.tag.sameCall(x.tag) || h.tag.bytes != x.bytes) {
+        expectOk = false;
+        break;
+      }
       const bool single = h.flags == kCma;
       if (h.offset != done || h.len > x.bytes - done || (single ? (!R.cma || h.len != x.bytes) : h.len > slotBytes)) {
         expectOk = false;
         break;
       }
       if (h.len > 0 && single) {
-        if (h.cmaAddr != reinterpret_cast<uint64_t>(plan[front].message.data())) { predictable = false; break; }
+        if (h.cmaAddr != reinterpret_cast<uint64_t>(plan[front].message.data())) {
+          predictable = false;
+          break;
+        }
         received[front] = plan[front].message;
       } else if (h.len > 0) {
-        if (x.kind == Xfer::Kind::kRecvReduce && h.len % dataTypeSize(x.dtype) != 0) { expectOk = false; break; }
+        if (x.kind == Xfer::Kind::kRecvReduce && h.len % dataTypeSize(x.dtype) != 0) {
+          expectOk = false;
+          break;
+        }
         received[front].insert(received[front].end(), slot.begin() + sizeof(Slot), slot.begin() + sizeof(Slot) + h.len);
       }
       done += h.len;
@@ -218,8 +227,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     why = e.what();
     // A single-copy slot naming an address the peer does not map reads as
     // EFAULT: reported as a buffer too small (hetcclInvalidArgument).
-    FUZZ_CHECK_MSG(e.code() == hetcclInvalidUsage || e.code() == hetcclRemoteError ||
-                       e.code() == hetcclInvalidArgument,
+    FUZZ_CHECK_MSG(e.code() == hetcclInvalidUsage || e.code() == hetcclRemoteError || e.code() == hetcclInvalidArgument,
                    e.what());
   }
   if (!predictable) {
@@ -238,8 +246,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       FUZZ_CHECK(memcmp(p.dst.data(), received[i].data(), x.bytes) == 0);
     } else {
       std::vector<uint8_t> want(x.bytes);
-      reduceArrays(want.data(), p.init.data(), received[i].data(), x.bytes / dataTypeSize(x.dtype), x.dtype,
-                   x.redKind);
+      reduceArrays(want.data(), p.init.data(), received[i].data(), x.bytes / dataTypeSize(x.dtype), x.dtype, x.redKind);
       FUZZ_CHECK(memcmp(p.dst.data(), want.data(), x.bytes) == 0);
     }
   }

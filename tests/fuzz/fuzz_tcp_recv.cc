@@ -69,9 +69,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     switch (k % 3) {
       case 0: p.x = Xfer::send(peer, p.buf.data(), bytes, t); break;
       case 1: p.x = Xfer::recv(peer, p.buf.data(), bytes, t); break;
-      default:
-        p.init = p.buf;
-        p.x = Xfer::recvReduce(peer, p.buf.data(), bytes, dt, rk, t);
+      default: p.init = p.buf; p.x = Xfer::recvReduce(peer, p.buf.data(), bytes, dt, rk, t);
     }
   }
   std::vector<size_t> pieceSizes;
@@ -127,10 +125,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const std::vector<uint8_t>& s = stream[x.peer];
     size_t& at = pos[x.peer];
     MsgTag h;
-    if (s.size() - at < sizeof(h)) { expectOk = false; continue; }
+    if (s.size() - at < sizeof(h)) {
+      expectOk = false;
+      continue;
+    }
     memcpy(&h, s.data() + at, sizeof(h));
     at += sizeof(h);
-    if (!headerMatches(h, x) || s.size() - at < x.bytes) { expectOk = false; continue; }
+    if (!headerMatches(h, x) || s.size() - at < x.bytes) {
+      expectOk = false;
+      continue;
+    }
     payloadOf[i].assign(s.begin() + at, s.begin() + at + x.bytes);
     at += x.bytes;
   }

@@ -36,18 +36,17 @@
 namespace fuzz {
 
 [[noreturn]] inline void fail(const char* file, int line, const char* cond, const char* detail) {
-  fprintf(stderr, "FUZZ CHECK FAILED at %s:%d: %s%s%s\n", file, line, cond, detail ? " -- " : "",
-          detail ? detail : "");
+  fprintf(stderr, "FUZZ CHECK FAILED at %s:%d: %s%s%s\n", file, line, cond, detail ? " -- " : "", detail ? detail : "");
   abort();
 }
 
-#define FUZZ_CHECK(cond)                                                 \
-  do {                                                                   \
-    if (!(cond)) ::fuzz::fail(__FILE__, __LINE__, #cond, nullptr);       \
+#define FUZZ_CHECK(cond)                                           \
+  do {                                                             \
+    if (!(cond)) ::fuzz::fail(__FILE__, __LINE__, #cond, nullptr); \
   } while (0)
-#define FUZZ_CHECK_MSG(cond, detail)                                     \
-  do {                                                                   \
-    if (!(cond)) ::fuzz::fail(__FILE__, __LINE__, #cond, (detail));      \
+#define FUZZ_CHECK_MSG(cond, detail)                                \
+  do {                                                              \
+    if (!(cond)) ::fuzz::fail(__FILE__, __LINE__, #cond, (detail)); \
   } while (0)
 
 // Outcome counters, printed at exit when HETCCL_FUZZ_STATS is set, to see

@@ -19,8 +19,8 @@
 
 namespace {
 
-const hetcclDataType_t kTypes[] = {hetcclInt8,    hetcclUint8,  hetcclInt32,    hetcclUint32,
-                                   hetcclInt64,   hetcclUint64, hetcclFloat16,  hetcclFloat32,
+const hetcclDataType_t kTypes[] = {hetcclInt8,    hetcclUint8,    hetcclInt32,      hetcclUint32,
+                                   hetcclInt64,   hetcclUint64,   hetcclFloat16,    hetcclFloat32,
                                    hetcclFloat64, hetcclBfloat16, hetcclFloat8e4m3, hetcclFloat8e5m2};
 const perf::Coll kColls[] = {perf::Coll::kAllReduce, perf::Coll::kAllGather, perf::Coll::kReduceScatter,
                              perf::Coll::kBroadcast, perf::Coll::kReduce,    perf::Coll::kAlltoAll,
@@ -107,12 +107,18 @@ int main(int argc, char** argv) {
       }
       return out;
     };
-    if (a == "--np") o.np = std::stoi(next());
-    else if (a == "--devices") o.devices = list(next());
-    else if (a == "--groups") o.groups = list(next());
-    else if (a == "--transport") o.transport = next();
-    else if (a == "--max") maxBytes = std::stoull(next()) << 20;
-    else if (a == "--mid") midBytes = std::stoull(next());
+    if (a == "--np")
+      o.np = std::stoi(next());
+    else if (a == "--devices")
+      o.devices = list(next());
+    else if (a == "--groups")
+      o.groups = list(next());
+    else if (a == "--transport")
+      o.transport = next();
+    else if (a == "--max")
+      maxBytes = std::stoull(next()) << 20;
+    else if (a == "--mid")
+      midBytes = std::stoull(next());
     else {
       fprintf(stderr, "gpu_matrix: unknown argument %s\n", a.c_str());
       return perf::kExitUsage;

@@ -71,9 +71,9 @@ const Gpu& gpu() {
     if (!gpu().ok) GTEST_SKIP() << gpu().why; \
   } while (0)
 
-#define DEV_OK(call)                                                     \
-  do {                                                                   \
-    hetcclResult_t rc_ = (call);                                         \
+#define DEV_OK(call)                                                               \
+  do {                                                                             \
+    hetcclResult_t rc_ = (call);                                                   \
     ASSERT_EQ(rc_, hetcclSuccess) << #call << ": " << hetcclGetLastError(nullptr); \
   } while (0)
 
@@ -257,8 +257,8 @@ TEST(Kernels, DivideIntegersMatchesHost) {
           std::vector<uint8_t> got(bytes);
           DEV_OK(copy(got.data(), db.c() + off, bytes));
           expectSame(want, got, dt, false,
-                     std::string("divide ") + dataTypeName(dt) + " by " + std::to_string(d) + " n=" +
-                         std::to_string(n) + " offset=" + std::to_string(offset));
+                     std::string("divide ") + dataTypeName(dt) + " by " + std::to_string(d) +
+                         " n=" + std::to_string(n) + " offset=" + std::to_string(offset));
         }
   }
 }
@@ -315,8 +315,8 @@ void checkRound(DeviceRuntime& rt, DataType dt, int op, int peers, size_t n) {
   }
   std::vector<uint8_t> want = in[0];
   for (int p = 1; p < peers; ++p) reduceArrays(want.data(), want.data(), in[p].data(), n, dt, static_cast<RedKind>(op));
-  const std::string what = std::string("borderRound ") + dataTypeName(dt) + " " + kOpNames[op] + " peers=" +
-                           std::to_string(peers) + " n=" + std::to_string(n);
+  const std::string what = std::string("borderRound ") + dataTypeName(dt) + " " + kOpNames[op] +
+                           " peers=" + std::to_string(peers) + " n=" + std::to_string(n);
   for (unsigned long long seq = 1; seq <= 2; ++seq) {
     for (int p = 0; p < peers; ++p) DEV_OK(copy(src[p]->p, in[p].data(), bytes));
     for (int p = 0; p < peers; ++p) {
@@ -339,8 +339,8 @@ void checkRound(DeviceRuntime& rt, DataType dt, int op, int peers, size_t n) {
     for (int p = 0; p < peers; ++p) {
       std::vector<uint8_t> got(bytes);
       DEV_OK(copy(got.data(), p == 0 ? src[p]->p : dst[p]->p, bytes));
-      expectSame(want, got, dt, /*nanEqual=*/op < 2, what + " peer " + std::to_string(p) + " round " +
-                                                         std::to_string(seq));
+      expectSame(want, got, dt, /*nanEqual=*/op < 2,
+                 what + " peer " + std::to_string(p) + " round " + std::to_string(seq));
       for (int q = 0; q < peers; ++q) {
         if (q == p) continue;
         EXPECT_EQ(*reinterpret_cast<volatile uint64_t*>(host + q * perPeer + area + (1 + p) * kFlag), seq)

@@ -236,9 +236,12 @@ void Checker::sendRecv(const Check& c) {
   // Ring shifts: +1 and +n/2 (across the middle), or -1 with the receives
   // posted first; a single rank sends to itself.
   std::vector<int> shifts;
-  if (n == 1) shifts = {0};
-  else if (c.inPlace) shifts = {n - 1};
-  else shifts = n / 2 > 1 ? std::vector<int>{1, n / 2} : std::vector<int>{1};
+  if (n == 1)
+    shifts = {0};
+  else if (c.inPlace)
+    shifts = {n - 1};
+  else
+    shifts = n / 2 > 1 ? std::vector<int>{1, n / 2} : std::vector<int>{1};
   std::vector<Buf> in, out;
   for (int s : shifts) {
     in.emplace_back(bytes);
@@ -250,8 +253,10 @@ void Checker::sendRecv(const Check& c) {
     const bool sends = (pass == 0) != c.inPlace;
     for (size_t k = 0; k < shifts.size(); ++k) {
       int to = (me + shifts[k]) % n, from = (me - shifts[k] + n) % n;
-      if (sends) HC_ASSERT_OK(hetcclSend(in[k].data(), c.count, c.dt, to, r_.comm, nullptr), r_.comm);
-      else HC_ASSERT_OK(hetcclRecv(out[k].data(), c.count, c.dt, from, r_.comm, nullptr), r_.comm);
+      if (sends)
+        HC_ASSERT_OK(hetcclSend(in[k].data(), c.count, c.dt, to, r_.comm, nullptr), r_.comm);
+      else
+        HC_ASSERT_OK(hetcclRecv(out[k].data(), c.count, c.dt, from, r_.comm, nullptr), r_.comm);
     }
   }
   HC_ASSERT_OK(hetcclGroupEnd(), r_.comm);

@@ -35,10 +35,14 @@ double decodeFp8(uint8_t b, int expBits, int mantBits, bool ieeeSpecials) {
   const int sign = b >> 7, e = (b >> mantBits) & ((1 << expBits) - 1), m = b & ((1 << mantBits) - 1);
   const int bias = (1 << (expBits - 1)) - 1, eMax = (1 << expBits) - 1;
   double v;
-  if (ieeeSpecials && e == eMax) v = m ? std::numeric_limits<double>::quiet_NaN() : kInf;
-  else if (!ieeeSpecials && e == eMax && m == (1 << mantBits) - 1) v = std::numeric_limits<double>::quiet_NaN();
-  else if (e == 0) v = std::ldexp(m, 1 - bias - mantBits);
-  else v = std::ldexp(1.0 + std::ldexp(m, -mantBits), e - bias);
+  if (ieeeSpecials && e == eMax)
+    v = m ? std::numeric_limits<double>::quiet_NaN() : kInf;
+  else if (!ieeeSpecials && e == eMax && m == (1 << mantBits) - 1)
+    v = std::numeric_limits<double>::quiet_NaN();
+  else if (e == 0)
+    v = std::ldexp(m, 1 - bias - mantBits);
+  else
+    v = std::ldexp(1.0 + std::ldexp(m, -mantBits), e - bias);
   return sign ? -v : v;
 }
 
@@ -101,7 +105,7 @@ double roundTo(hetcclDataType_t dt, double x) {
   if (x == 0 || !std::isfinite(x)) return x;
   if (dt == hetcclFloat64) return x;
   int e;
-  std::frexp(x, &e);                 // |x| in [2^(e-1), 2^e)
+  std::frexp(x, &e);                     // |x| in [2^(e-1), 2^e)
   int lead = std::max(e - 1, t.minExp);  // below the normals the quantum stays fixed
   double quantum = std::ldexp(1.0, lead - (t.precision - 1));
   double r = std::nearbyint(x / quantum) * quantum;  // default rounding mode: nearest, ties to even
@@ -203,9 +207,14 @@ std::string describeElem(hetcclDataType_t dt, const void* p) {
     n = snprintf(buf, sizeof(buf), "%.17g", loadElem(dt, p));
   } else if (t.isSigned) {
     int64_t v = 0;
-    if (t.size == 1) v = *static_cast<const int8_t*>(p);
-    else if (t.size == 4) { int32_t w; memcpy(&w, p, 4); v = w; }
-    else memcpy(&v, p, 8);
+    if (t.size == 1)
+      v = *static_cast<const int8_t*>(p);
+    else if (t.size == 4) {
+      int32_t w;
+      memcpy(&w, p, 4);
+      v = w;
+    } else
+      memcpy(&v, p, 8);
     n = snprintf(buf, sizeof(buf), "%lld", static_cast<long long>(v));
   } else {
     uint64_t v = 0;

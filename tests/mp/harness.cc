@@ -127,7 +127,7 @@ struct Child {
     if (opt.initComm) {
       hetcclConfig_t cfg = HETCCL_CONFIG_INITIALIZER;
       if (!opt.devices.empty()) cfg.device = r.device.c_str();  // else HETCCL_DEVICE's
-      if (r.group != "-") cfg.groupName = r.group.c_str();  // "-": the environment's (HETCCL_GROUP_MAP...)
+      if (r.group != "-") cfg.groupName = r.group.c_str();      // "-": the environment's (HETCCL_GROUP_MAP...)
       cfg.transport = r.transport.c_str();
       if (opt.beforeInit) opt.beforeInit(rank);
       r.progress("hetcclCommInitRankConfig");
@@ -395,8 +395,8 @@ void runJob(const std::string& layoutText, const JobOptions& opt, const std::fun
     std::string who = job + " rank " + std::to_string(i) + " (group " + layout[i] + "): ";
     for (const auto& f : c.failures) ADD_FAILURE() << who << f;
     if (timedOut && !c.done)
-      ADD_FAILURE() << who << "still running after the " << opt.deadlineS << " s deadline (killed); last step: "
-                    << c.lastStep;
+      ADD_FAILURE() << who << "still running after the " << opt.deadlineS
+                    << " s deadline (killed); last step: " << c.lastStep;
     else if (WIFSIGNALED(c.status))
       ADD_FAILURE() << who << "died of signal " << WTERMSIG(c.status) << " (" << strsignal(WTERMSIG(c.status))
                     << "); last step: " << c.lastStep;
@@ -405,8 +405,8 @@ void runJob(const std::string& layoutText, const JobOptions& opt, const std::fun
   }
   int reported = 0;
   for (const auto& [label, byRank] : same) {
-    bool agree = std::all_of(byRank.begin(), byRank.end(),
-                             [&](const auto& rv) { return rv.second == byRank.front().second; });
+    bool agree =
+        std::all_of(byRank.begin(), byRank.end(), [&](const auto& rv) { return rv.second == byRank.front().second; });
     if (agree || ++reported > 10) continue;
     std::ostringstream os;
     for (const auto& [r, v] : byRank) os << " rank " << r << "=" << std::hex << v << std::dec;

@@ -34,9 +34,9 @@ std::vector<std::string> parseLayout(const std::string& layout);
 std::string layoutTag(const std::string& layout);
 
 struct JobOptions {
-  std::string transport = "shm";  // config.transport of every rank
-  int deadlineS = 120;            // the parent kills the ranks after this many seconds
-  bool initComm = true;           // false: no unique id, no communicator; the body makes its own
+  std::string transport = "shm";                         // config.transport of every rank
+  int deadlineS = 120;                                   // the parent kills the ranks after this many seconds
+  bool initComm = true;                                  // false: no unique id, no communicator; the body makes its own
   std::vector<std::pair<std::string, std::string>> env;  // set in every rank before init (after the defaults)
   std::function<void(int rank)> beforeInit;  // runs in each rank just before init (e.g. one rank's own setting)
   bool initMayFail = false;  // a failed init is recorded in Rank::initResult/initError, and the body runs
@@ -129,26 +129,25 @@ inline double secondsSince(std::chrono::steady_clock::time_point t) {
 
 // EXPECTs that a call returned `want` and that hetcclGetLastError(comm)
 // mentions `word` (the argument or the cause).
-void expectError(hetcclResult_t got, hetcclResult_t want, hetcclComm_t comm, const std::string& word,
-                 const char* call);
+void expectError(hetcclResult_t got, hetcclResult_t want, hetcclComm_t comm, const std::string& word, const char* call);
 
 }  // namespace hmp
 
 // Checks a hetccl call returned hetcclSuccess; on failure records it (with
 // the last error text) and, for ASSERT, ends the rank: later calls would only
 // fail for the same reason or hang.
-#define HC_EXPECT_OK(call, comm)                                              \
-  do {                                                                        \
-    hetcclResult_t hc_r_ = (call);                                            \
+#define HC_EXPECT_OK(call, comm)                                                         \
+  do {                                                                                   \
+    hetcclResult_t hc_r_ = (call);                                                       \
     if (hc_r_ != hetcclSuccess) ADD_FAILURE() << ::hmp::callFailure(#call, hc_r_, comm); \
   } while (0)
-#define HC_ASSERT_OK(call, comm)                                              \
-  do {                                                                        \
-    hetcclResult_t hc_r_ = (call);                                            \
-    if (hc_r_ != hetcclSuccess) {                                             \
-      ADD_FAILURE() << ::hmp::callFailure(#call, hc_r_, comm);                \
-      throw ::hmp::AbortRank{};                                               \
-    }                                                                         \
+#define HC_ASSERT_OK(call, comm)                               \
+  do {                                                         \
+    hetcclResult_t hc_r_ = (call);                             \
+    if (hc_r_ != hetcclSuccess) {                              \
+      ADD_FAILURE() << ::hmp::callFailure(#call, hc_r_, comm); \
+      throw ::hmp::AbortRank{};                                \
+    }                                                          \
   } while (0)
 // Checks a call failed with `want` and its last error names `word`.
 #define EXPECT_HC_ERROR(call, want, comm, word) ::hmp::expectError((call), (want), (comm), (word), #call)

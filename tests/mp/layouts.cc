@@ -22,8 +22,8 @@ void expectInfoMatchesLayout(const Rank& r) {
   bool equalSizes = true;
   for (size_t g = 0; g < names.size(); ++g) {
     int size = static_cast<int>(std::count(r.layout.begin(), r.layout.end(), names[g]));
-    equalSizes = equalSizes && size == static_cast<int>(r.layout.size() / names.size()) &&
-                 r.layout.size() % names.size() == 0;
+    equalSizes =
+        equalSizes && size == static_cast<int>(r.layout.size() / names.size()) && r.layout.size() % names.size() == 0;
     EXPECT_STREQ(info.groupName[g], names[g].c_str()) << "group " << g;
     EXPECT_EQ(info.groupSize[g], size) << "group " << g;
     EXPECT_STREQ(info.groupBackend[g], "host") << "group " << g;

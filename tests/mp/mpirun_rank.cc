@@ -38,7 +38,8 @@ TEST(Mpirun, InitFromEnvAcrossGroups) {
   // Open MPI variables, the launcher is not Open MPI's and the test must not
   // pass silently.
   if (!rank || !size) {
-    if (map) FAIL() << "HETCCL_GROUP_MAP is set but OMPI_COMM_WORLD_RANK/SIZE are not: not started by Open MPI's mpirun?";
+    if (map)
+      FAIL() << "HETCCL_GROUP_MAP is set but OMPI_COMM_WORLD_RANK/SIZE are not: not started by Open MPI's mpirun?";
     GTEST_SKIP() << "not started by mpirun (no OMPI_COMM_WORLD_RANK)";
   }
   ASSERT_NE(map, nullptr) << "run with -x HETCCL_GROUP_MAP=...";

@@ -92,9 +92,9 @@ const char* opName(Op op) {
 bool reduces(Coll c) { return c == Coll::kAllReduce || c == Coll::kReduce || c == Coll::kReduceScatter; }
 
 const std::vector<Coll>& allColls() {
-  static const std::vector<Coll> v = {Coll::kAllReduce, Coll::kBroadcast, Coll::kReduce,
+  static const std::vector<Coll> v = {Coll::kAllReduce, Coll::kBroadcast,     Coll::kReduce,
                                       Coll::kAllGather, Coll::kReduceScatter, Coll::kAlltoAll,
-                                      Coll::kGather,    Coll::kScatter,   Coll::kSendRecv};
+                                      Coll::kGather,    Coll::kScatter,       Coll::kSendRecv};
   return v;
 }
 
@@ -160,11 +160,16 @@ Expected reduceExpected(const Check& c, int nranks, size_t first, size_t n) {
     for (int r = 0; r < nranks; ++r) {
       double x = contribution(c, nranks, inputValue(c, r, first + i));
       absSum += std::fabs(x);
-      if (r == 0) acc = x;
-      else if (c.op == Op::kProd) acc *= x;
-      else if (c.op == Op::kMax) acc = std::max(acc, x);
-      else if (c.op == Op::kMin) acc = std::min(acc, x);
-      else acc += x;
+      if (r == 0)
+        acc = x;
+      else if (c.op == Op::kProd)
+        acc *= x;
+      else if (c.op == Op::kMax)
+        acc = std::max(acc, x);
+      else if (c.op == Op::kMin)
+        acc = std::min(acc, x);
+      else
+        acc += x;
     }
     if (c.op == Op::kAvg && !t.isFloat) acc = std::trunc(acc / nranks);
     e.value[i] = acc;

@@ -22,7 +22,17 @@
 
 namespace hmp {
 
-enum class Coll { kAllReduce, kBroadcast, kReduce, kAllGather, kReduceScatter, kAlltoAll, kGather, kScatter, kSendRecv };
+enum class Coll {
+  kAllReduce,
+  kBroadcast,
+  kReduce,
+  kAllGather,
+  kReduceScatter,
+  kAlltoAll,
+  kGather,
+  kScatter,
+  kSendRecv
+};
 enum class Op { kSum, kProd, kMax, kMin, kAvg, kPreMulSum };
 
 // How inputs are chosen.
@@ -45,7 +55,7 @@ struct Check {
   Op op = Op::kSum;  // reducing collectives only
   size_t count = 0;  // the API's count argument
   bool inPlace = false;
-  int root = 0;      // Broadcast, Reduce, Gather, Scatter
+  int root = 0;  // Broadcast, Reduce, Gather, Scatter
   Values values = Values::kExact;
   uint64_t seed = 1;
   std::string label() const;  // "AllReduce float32 sum count=7 in-place root=1"

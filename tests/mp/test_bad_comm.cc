@@ -136,21 +136,23 @@ TEST(BadComm, OverlappingGroupMapFailsEveryRank) {
 }
 
 TEST(BadComm, GroupMapsThatDifferFailEveryRank) {
-  expectEveryRankFailsFast({{"HETCCL_GROUP_MAP", "0-1:a,2-3:b"}},
-                           [](int rank) {
-                             if (rank == 2) setenv("HETCCL_GROUP_MAP", "0-2:a,3:b", 1);
-                           },
-                           "HETCCL_GROUP_MAP differs between ranks");
+  expectEveryRankFailsFast(
+      {{"HETCCL_GROUP_MAP", "0-1:a,2-3:b"}},
+      [](int rank) {
+        if (rank == 2) setenv("HETCCL_GROUP_MAP", "0-2:a,3:b", 1);
+      },
+      "HETCCL_GROUP_MAP differs between ranks");
 }
 
 // One rank's out-of-range setting: it fails naming the setting, the others
 // hear it from the root ("rank 2 could not initialise: HETCCL_TIMEOUT_S...").
 TEST(BadComm, OneRanksBadSettingFailsEveryRankAtOnce) {
-  expectEveryRankFailsFast({{"HETCCL_GROUP_MAP", "0-1:a,2-3:b"}},
-                           [](int rank) {
-                             if (rank == 2) setenv("HETCCL_TIMEOUT_S", "10000000000", 1);
-                           },
-                           "HETCCL_TIMEOUT_S is '10000000000'");
+  expectEveryRankFailsFast(
+      {{"HETCCL_GROUP_MAP", "0-1:a,2-3:b"}},
+      [](int rank) {
+        if (rank == 2) setenv("HETCCL_TIMEOUT_S", "10000000000", 1);
+      },
+      "HETCCL_TIMEOUT_S is '10000000000'");
 }
 
 TEST(BadComm, UniqueIdGarbage) {

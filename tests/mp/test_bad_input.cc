@@ -111,9 +111,9 @@ void badOps(Rank& r) {
                   "op");
   EXPECT_HC_ERROR(hetcclRedOpCreatePreMulSum(&op, nullptr, hetcclFloat32, hetcclScalarHostImmediate, c), kArg, c,
                   "scalar");
-  EXPECT_HC_ERROR(hetcclRedOpCreatePreMulSum(&op, &scalar, static_cast<hetcclDataType_t>(99),
-                                             hetcclScalarHostImmediate, c),
-                  kArg, c, "datatype");
+  EXPECT_HC_ERROR(
+      hetcclRedOpCreatePreMulSum(&op, &scalar, static_cast<hetcclDataType_t>(99), hetcclScalarHostImmediate, c), kArg,
+      c, "datatype");
   EXPECT_HC_ERROR(hetcclRedOpCreatePreMulSum(&op, &scalar, hetcclFloat32, static_cast<hetcclScalarResidence_t>(5), c),
                   kArg, c, "residence");
   HC_ASSERT_OK(hetcclRedOpCreatePreMulSum(&op, &scalar, hetcclFloat32, hetcclScalarHostImmediate, c), c);

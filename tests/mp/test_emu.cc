@@ -72,8 +72,8 @@ TEST_P(Emu, GroupCallsOnDeviceBuffersGiveEveryResult) {
     const int n = r.nranks, me = r.rank;
     const size_t count = (size_t{1} << 18) + 3;  // 1 MiB and a bit of int32
     const int32_t sumOfWeights = n * (n + 1) / 2;
-    DeviceBuffer arIn(r, count * 4), arOut(r, count * 4), agIn(r, 1000 * 4), agOut(r, 1000 * 4 * n),
-        bc(r, count * 4), rsIn(r, 777 * 4 * n), rsOut(r, 777 * 4);
+    DeviceBuffer arIn(r, count * 4), arOut(r, count * 4), agIn(r, 1000 * 4), agOut(r, 1000 * 4 * n), bc(r, count * 4),
+        rsIn(r, 777 * 4 * n), rsOut(r, 777 * 4);
     std::vector<int32_t> ones = iota(count, 0, 1);
     for (auto& x : ones) x *= me + 1;  // rank-weighted
     arIn.upload(ones.data(), count * 4);
@@ -470,7 +470,8 @@ TEST_P(EmuBorderUnequal, AllReduceTakesTheBorderOtherCallsStage) {
       a.upload(in.data(), count * 4);
       std::vector<float> fin(count), fwant(count);
       for (size_t j = 0; j < count; ++j) fin[j] = static_cast<float>(n * ((j % 5) + 1));
-      for (size_t j = 0; j < count; ++j) fwant[j] = static_cast<float>(n * ((j % 5) + 1));  // the average of equal values
+      for (size_t j = 0; j < count; ++j)
+        fwant[j] = static_cast<float>(n * ((j % 5) + 1));  // the average of equal values
       f.upload(fin.data(), count * 4);
       HC_ASSERT_OK(hetcclAllReduce(a.get(), b.get(), count, hetcclInt32, hetcclSum, r.comm, r.stream), r.comm);
       HC_ASSERT_OK(hetcclAllReduce(a.get(), a.get(), count, hetcclInt32, hetcclSum, r.comm, r.stream), r.comm);
@@ -567,8 +568,7 @@ void allocationFailsOnRank1(const char* nth) {
     auto t0 = std::chrono::steady_clock::now();
     if (r.comm) {  // init passed: the first call that needs device memory fails instead
       DeviceBuffer b(r, 4 << 20);
-      hetcclResult_t res =
-          hetcclAllReduce(b.get(), b.get(), 1 << 20, hetcclFloat32, hetcclSum, r.comm, r.stream);
+      hetcclResult_t res = hetcclAllReduce(b.get(), b.get(), 1 << 20, hetcclFloat32, hetcclSum, r.comm, r.stream);
       syncStream(r);
       hetcclResult_t async = hetcclSuccess;
       HC_EXPECT_OK(hetcclCommGetAsyncError(r.comm, &async), r.comm);

@@ -51,8 +51,8 @@ TEST(EmuFlight, CallsAcrossGroupsAreRecordedCompleted) {
     const int peer = 1 - r.rank;
     HC_ASSERT_OK(hetcclGroupStart(), r.comm);
     HC_ASSERT_OK(hetcclSend(big.get(), 1 << 17, hetcclFloat32, peer, r.comm, r.stream), r.comm);
-    HC_ASSERT_OK(hetcclRecv(static_cast<char*>(big.get()) + (1 << 19), 1 << 17, hetcclFloat32, peer, r.comm,
-                            r.stream), r.comm);
+    HC_ASSERT_OK(hetcclRecv(static_cast<char*>(big.get()) + (1 << 19), 1 << 17, hetcclFloat32, peer, r.comm, r.stream),
+                 r.comm);
     HC_ASSERT_OK(hetcclGroupEnd(), r.comm);
     syncStream(r);
     const std::string d = getenv("HETCCL_FLIGHT_DIR");

@@ -57,8 +57,7 @@ TEST(Encrypt, CrossSiteLinksOnlyAndEveryCollectiveRight) {
     // A split keeps each rank's site (the map names the job's four ranks,
     // not the two of each new communicator): one link, across sites.
     hetcclComm_t half = nullptr;
-    ASSERT_EQ(hetcclCommSplit(r.comm, r.rank % 2, r.rank, &half, nullptr), hetcclSuccess)
-        << hetcclGetLastError(r.comm);
+    ASSERT_EQ(hetcclCommSplit(r.comm, r.rank % 2, r.rank, &half, nullptr), hetcclSuccess) << hetcclGetLastError(r.comm);
     hetcclCommInfo_t hi{};
     hi.size = sizeof(hi);
     ASSERT_EQ(hetcclCommGetInfo(half, &hi), hetcclSuccess) << hetcclGetLastError(half);

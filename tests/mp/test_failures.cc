@@ -173,31 +173,51 @@ struct NullCase {
 };
 
 const NullCase kNullCases[] = {
-    {"AllReduce", [](const Rank& r, std::vector<float>&) {
-       HC_ASSERT_OK(hetcclAllReduce(nullptr, nullptr, 0, hetcclFloat32, hetcclSum, r.comm, nullptr), r.comm); }},
-    {"Broadcast", [](const Rank& r, std::vector<float>&) {
-       HC_ASSERT_OK(hetcclBroadcast(nullptr, nullptr, 0, hetcclFloat32, 1, r.comm, nullptr), r.comm); }},
-    {"Reduce", [](const Rank& r, std::vector<float>&) {
-       HC_ASSERT_OK(hetcclReduce(nullptr, nullptr, 0, hetcclFloat32, hetcclSum, 1, r.comm, nullptr), r.comm); }},
-    {"AllGather", [](const Rank& r, std::vector<float>&) {
-       HC_ASSERT_OK(hetcclAllGather(nullptr, nullptr, 0, hetcclFloat32, r.comm, nullptr), r.comm); }},
-    {"ReduceScatter", [](const Rank& r, std::vector<float>&) {
-       HC_ASSERT_OK(hetcclReduceScatter(nullptr, nullptr, 0, hetcclFloat32, hetcclSum, r.comm, nullptr), r.comm); }},
-    {"AlltoAll", [](const Rank& r, std::vector<float>&) {
-       HC_ASSERT_OK(hetcclAlltoAll(nullptr, nullptr, 0, hetcclFloat32, r.comm, nullptr), r.comm); }},
-    {"AlltoAllInPlaceEmptyVector", [](const Rank& r, std::vector<float>& buf) {  // buf is empty: data() may be NULL
-       HC_ASSERT_OK(hetcclAlltoAll(buf.data(), buf.data(), 0, hetcclFloat32, r.comm, nullptr), r.comm); }},
-    {"Gather", [](const Rank& r, std::vector<float>&) {
-       HC_ASSERT_OK(hetcclGather(nullptr, nullptr, 0, hetcclFloat32, 1, r.comm, nullptr), r.comm); }},
-    {"Scatter", [](const Rank& r, std::vector<float>&) {
-       HC_ASSERT_OK(hetcclScatter(nullptr, nullptr, 0, hetcclFloat32, 1, r.comm, nullptr), r.comm); }},
-    {"SendRecv", [](const Rank& r, std::vector<float>&) {
+    {"AllReduce",
+     [](const Rank& r, std::vector<float>&) {
+       HC_ASSERT_OK(hetcclAllReduce(nullptr, nullptr, 0, hetcclFloat32, hetcclSum, r.comm, nullptr), r.comm);
+     }},
+    {"Broadcast",
+     [](const Rank& r, std::vector<float>&) {
+       HC_ASSERT_OK(hetcclBroadcast(nullptr, nullptr, 0, hetcclFloat32, 1, r.comm, nullptr), r.comm);
+     }},
+    {"Reduce",
+     [](const Rank& r, std::vector<float>&) {
+       HC_ASSERT_OK(hetcclReduce(nullptr, nullptr, 0, hetcclFloat32, hetcclSum, 1, r.comm, nullptr), r.comm);
+     }},
+    {"AllGather",
+     [](const Rank& r, std::vector<float>&) {
+       HC_ASSERT_OK(hetcclAllGather(nullptr, nullptr, 0, hetcclFloat32, r.comm, nullptr), r.comm);
+     }},
+    {"ReduceScatter",
+     [](const Rank& r, std::vector<float>&) {
+       HC_ASSERT_OK(hetcclReduceScatter(nullptr, nullptr, 0, hetcclFloat32, hetcclSum, r.comm, nullptr), r.comm);
+     }},
+    {"AlltoAll",
+     [](const Rank& r, std::vector<float>&) {
+       HC_ASSERT_OK(hetcclAlltoAll(nullptr, nullptr, 0, hetcclFloat32, r.comm, nullptr), r.comm);
+     }},
+    {"AlltoAllInPlaceEmptyVector",
+     [](const Rank& r, std::vector<float>& buf) {  // buf is empty: data() may be NULL
+       HC_ASSERT_OK(hetcclAlltoAll(buf.data(), buf.data(), 0, hetcclFloat32, r.comm, nullptr), r.comm);
+     }},
+    {"Gather",
+     [](const Rank& r, std::vector<float>&) {
+       HC_ASSERT_OK(hetcclGather(nullptr, nullptr, 0, hetcclFloat32, 1, r.comm, nullptr), r.comm);
+     }},
+    {"Scatter",
+     [](const Rank& r, std::vector<float>&) {
+       HC_ASSERT_OK(hetcclScatter(nullptr, nullptr, 0, hetcclFloat32, 1, r.comm, nullptr), r.comm);
+     }},
+    {"SendRecv",
+     [](const Rank& r, std::vector<float>&) {
        HC_ASSERT_OK(hetcclGroupStart(), nullptr);
        for (int p = 0; p < r.nranks; ++p) {
          HC_ASSERT_OK(hetcclSend(nullptr, 0, hetcclFloat32, p, r.comm, nullptr), r.comm);
          HC_ASSERT_OK(hetcclRecv(nullptr, 0, hetcclFloat32, p, r.comm, nullptr), r.comm);
        }
-       HC_ASSERT_OK(hetcclGroupEnd(), r.comm); }},
+       HC_ASSERT_OK(hetcclGroupEnd(), r.comm);
+     }},
 };
 
 void PrintTo(const NullCase& c, std::ostream* os) { *os << c.name; }

@@ -43,8 +43,10 @@ void exchange(const Rank& r, const std::vector<P2p>& ops, const std::string& wha
   HC_ASSERT_OK(hetcclGroupStart(), nullptr);
   for (size_t i = 0; i < ops.size(); ++i) {
     const P2p& op = ops[i];
-    if (op.send) HC_ASSERT_OK(hetcclSend(bufs[i].data(), op.count, hetcclInt32, op.peer, r.comm, nullptr), r.comm);
-    else HC_ASSERT_OK(hetcclRecv(bufs[i].data(), op.count, hetcclInt32, op.peer, r.comm, nullptr), r.comm);
+    if (op.send)
+      HC_ASSERT_OK(hetcclSend(bufs[i].data(), op.count, hetcclInt32, op.peer, r.comm, nullptr), r.comm);
+    else
+      HC_ASSERT_OK(hetcclRecv(bufs[i].data(), op.count, hetcclInt32, op.peer, r.comm, nullptr), r.comm);
   }
   HC_ASSERT_OK(hetcclGroupEnd(), r.comm);
   for (size_t i = 0; i < ops.size(); ++i) {

@@ -76,11 +76,14 @@ std::vector<LargeParam> largeParams() {
     for (Coll coll : {Coll::kAllReduce, Coll::kReduceScatter, Coll::kAllGather})
       v.push_back({layout, "shm_chunked", coll});
   // AllReduce with the border folded by the plan (the GPU direct path's).
-  for (const std::string layout : {"a,a,a,b", "a,a,a,b,b,c,c,c"}) v.push_back({layout, "shm_planfold", Coll::kAllReduce});
+  for (const std::string layout : {"a,a,a,b", "a,a,a,b,b,c,c,c"})
+    v.push_back({layout, "shm_planfold", Coll::kAllReduce});
   return v;
 }
 
-void PrintTo(const LargeParam& p, std::ostream* os) { *os << p.layout << " " << p.transport << " " << collName(p.coll); }
+void PrintTo(const LargeParam& p, std::ostream* os) {
+  *os << p.layout << " " << p.transport << " " << collName(p.coll);
+}
 
 INSTANTIATE_TEST_SUITE_P(Layouts, Large, ::testing::ValuesIn(largeParams()),
                          [](const ::testing::TestParamInfo<LargeParam>& i) {

@@ -75,8 +75,10 @@ TEST_P(Torchrun, InitFromEnv) {
     setEnv("LOCAL_WORLD_SIZE", std::to_string(r.nranks));
     setEnv("MASTER_ADDR", "127.0.0.1");
     setEnv("MASTER_PORT", std::to_string(port));
-    if (p.groupMap) setEnv("HETCCL_GROUP_MAP", groupMap(r.layout));
-    else setEnv("HETCCL_GROUP", r.group);
+    if (p.groupMap)
+      setEnv("HETCCL_GROUP_MAP", groupMap(r.layout));
+    else
+      setEnv("HETCCL_GROUP", r.group);
     setEnv("HETCCL_TRANSPORT", r.transport);
     r.progress("hetcclCommInitFromEnv");
     HC_ASSERT_OK(hetcclCommInitFromEnv(&r.comm, nullptr), nullptr);

@@ -41,8 +41,7 @@ void checkSaturation(const Rank& r, hetcclDataType_t dt) {
   if (r.nranks == 1) return;
   for (size_t i = 0; i < count; ++i)
     EXPECT_EQ(loadElem(dt, &out[i]), i % 2 ? -typeInfo(dt).maxFinite : typeInfo(dt).maxFinite)
-        << typeInfo(dt).name << " AllReduce sum of " << r.nranks << " x " << (i % 2 ? -big : big) << ", element "
-        << i;
+        << typeInfo(dt).name << " AllReduce sum of " << r.nranks << " x " << (i % 2 ? -big : big) << ", element " << i;
 }
 
 // PreMulSum with the scalar "on the device" (for host ranks: in the rank's

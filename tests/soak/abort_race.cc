@@ -34,9 +34,7 @@ hetcclComm_t oneRankComm() {
 
 // What a call may return once another thread aborted or destroyed its
 // communicator: success (it ran first) or an error, never a crash.
-bool acceptable(hetcclResult_t r) {
-  return r == hetcclSuccess || r == hetcclInvalidUsage || r == hetcclRemoteError;
-}
+bool acceptable(hetcclResult_t r) { return r == hetcclSuccess || r == hetcclInvalidUsage || r == hetcclRemoteError; }
 
 enum class Ender { kAbort, kDestroy };
 

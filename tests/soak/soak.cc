@@ -75,9 +75,15 @@ struct Options {
 
 size_t typeSize(hetcclDataType_t t) {
   switch (t) {
-    case hetcclInt8: case hetcclUint8: case hetcclFloat8e4m3: case hetcclFloat8e5m2: return 1;
-    case hetcclFloat16: case hetcclBfloat16: return 2;
-    case hetcclInt32: case hetcclUint32: case hetcclFloat32: return 4;
+    case hetcclInt8:
+    case hetcclUint8:
+    case hetcclFloat8e4m3:
+    case hetcclFloat8e5m2: return 1;
+    case hetcclFloat16:
+    case hetcclBfloat16: return 2;
+    case hetcclInt32:
+    case hetcclUint32:
+    case hetcclFloat32: return 4;
     default: return 8;
   }
 }
@@ -140,7 +146,7 @@ double inputValue(long op, int rank, size_t i, hetcclDataType_t t) {
 
 enum Kind { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kReduce, kAlltoAll, kSendRecv, kKinds };
 const char* const kKindNames[kKinds] = {"AllReduce", "AllGather", "ReduceScatter", "Broadcast",
-                                        "Reduce", "AlltoAll", "Send/Recv"};
+                                        "Reduce",    "AlltoAll",  "Send/Recv"};
 
 struct Op {
   Kind kind;
@@ -179,7 +185,9 @@ double combine(hetcclRedOp_t red, double a, double b) {
 // Exact reduction over all ranks of element i (avg as the library defines it).
 double reduced(long opIndex, const Op& op, size_t i) {
   const bool floatAvg = op.red == hetcclAvg && isFloat(op.dt);
-  auto in = [&](int r) { return floatAvg ? inputValue(opIndex, r, i, op.dt) / kRanks : inputValue(opIndex, r, i, op.dt); };
+  auto in = [&](int r) {
+    return floatAvg ? inputValue(opIndex, r, i, op.dt) / kRanks : inputValue(opIndex, r, i, op.dt);
+  };
   double v = in(0);
   for (int r = 1; r < kRanks; ++r) v = combine(op.red, v, in(r));
   if (op.red == hetcclAvg && !isFloat(op.dt)) v = std::trunc(v / kRanks);
@@ -219,14 +227,14 @@ int openFds() {
 
 // ---- one rank ----
 
-#define CALL(expr)                                                                                       \
-  do {                                                                                                   \
-    hetcclResult_t r_ = (expr);                                                                          \
-    if (r_ != hetcclSuccess) {                                                                           \
+#define CALL(expr)                                                                                              \
+  do {                                                                                                          \
+    hetcclResult_t r_ = (expr);                                                                                 \
+    if (r_ != hetcclSuccess) {                                                                                  \
       fprintf(stderr, "soak rank %d op %ld: %s failed: %s: %s\n", rank, index, #expr, hetcclGetErrorString(r_), \
-              hetcclGetLastError(comm));                                                                 \
-      _exit(3);                                                                                          \
-    }                                                                                                    \
+              hetcclGetLastError(comm));                                                                        \
+      _exit(3);                                                                                                 \
+    }                                                                                                           \
   } while (0)
 
 [[noreturn]] void runRank(int rank, const hetcclUniqueId& id, const Options& o) {
@@ -255,7 +263,7 @@ int openFds() {
   long checks = 0, bad = 0, elementsChecked = 0;
   long rssWarm = 0, rssEnd = 0, anonWarm = 0, anonEnd = 0, shmemWarm = 0, shmemEnd = 0;
   long heapWarm = 0, heapEnd = 0;  // malloc'd bytes in use (KiB): growth here is live data, not fragmentation
-  std::vector<void*> leaked;  // --inject-leak rss
+  std::vector<void*> leaked;       // --inject-leak rss
   int fdsWarm = 0, fdsEnd = 0;
   std::vector<long> kindCount(kKinds, 0);
   auto t0 = std::chrono::steady_clock::now();
@@ -297,9 +305,7 @@ int openFds() {
     switch (op.kind) {
       case kAllReduce: CALL(hetcclAllReduce(send.data(), recv.data(), c, op.dt, op.red, comm, nullptr)); break;
       case kAllGather: CALL(hetcclAllGather(send.data(), recv.data(), c, op.dt, comm, nullptr)); break;
-      case kReduceScatter:
-        CALL(hetcclReduceScatter(send.data(), recv.data(), c, op.dt, op.red, comm, nullptr));
-        break;
+      case kReduceScatter: CALL(hetcclReduceScatter(send.data(), recv.data(), c, op.dt, op.red, comm, nullptr)); break;
       case kBroadcast: CALL(hetcclBroadcast(send.data(), recv.data(), c, op.dt, op.root, comm, nullptr)); break;
       case kReduce: CALL(hetcclReduce(send.data(), recv.data(), c, op.dt, op.red, op.root, comm, nullptr)); break;
       case kAlltoAll: CALL(hetcclAlltoAll(send.data(), recv.data(), c, op.dt, comm, nullptr)); break;
@@ -316,7 +322,8 @@ int openFds() {
     for (size_t i = 0; i < nOut; ++i) {
       double v = 0;
       switch (op.kind) {
-        case kAllReduce: case kReduce: v = reduced(index, op, i); break;
+        case kAllReduce:
+        case kReduce: v = reduced(index, op, i); break;
         case kReduceScatter: v = reduced(index, op, rank * c + i); break;
         case kAllGather: v = inputValue(index, static_cast<int>(i / c), i % c, op.dt); break;
         case kBroadcast: v = inputValue(index, op.root, i, op.dt); break;
@@ -348,12 +355,14 @@ int openFds() {
   const long grow = rssEnd - rssWarm;
   const bool rssOk = rssWarm > 0 && grow < o.rssLimitKiB;
   const bool fdsOk = fdsWarm > 0 && fdsEnd == fdsWarm;
-  printf("soak rank %d (group %s, %s): %ld ops in %.1f s (warmup %ld in %.1f s), %ld checked (%ld elements), %ld bad;"
-         " VmRSS after warmup %ld KiB, at end %ld KiB (%+ld KiB, limit <%ld; anon %+ld, shmem %+ld, malloc in use %+ld): %s;"
-         " open fds %d -> %d: %s\n",
-         rank, kGroups[rank], o.transport.c_str(), o.ops, totalS, o.warmup, warmS, checks, elementsChecked, bad, rssWarm,
-         rssEnd, grow, o.rssLimitKiB, anonEnd - anonWarm, shmemEnd - shmemWarm, heapEnd - heapWarm, rssOk ? "ok" : "TOO MUCH", fdsWarm,
-         fdsEnd, fdsOk ? "ok" : "CHANGED");
+  printf(
+      "soak rank %d (group %s, %s): %ld ops in %.1f s (warmup %ld in %.1f s), %ld checked (%ld elements), %ld bad;"
+      " VmRSS after warmup %ld KiB, at end %ld KiB (%+ld KiB, limit <%ld; anon %+ld, shmem %+ld, malloc in use %+ld): "
+      "%s;"
+      " open fds %d -> %d: %s\n",
+      rank, kGroups[rank], o.transport.c_str(), o.ops, totalS, o.warmup, warmS, checks, elementsChecked, bad, rssWarm,
+      rssEnd, grow, o.rssLimitKiB, anonEnd - anonWarm, shmemEnd - shmemWarm, heapEnd - heapWarm,
+      rssOk ? "ok" : "TOO MUCH", fdsWarm, fdsEnd, fdsOk ? "ok" : "CHANGED");
   if (rank == 0) {
     printf("soak: calls by kind:");
     for (int k = 0; k < kKinds; ++k) printf(" %s %ld", kKindNames[k], kindCount[k]);
@@ -368,17 +377,28 @@ bool parseArgs(int argc, char** argv, Options& o) {
     std::string a = argv[i];
     auto next = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
     const char* v = nullptr;
-    if (a == "--transport" && (v = next())) o.transport = v;
-    else if (a == "--ops" && (v = next())) o.ops = atol(v);
-    else if (a == "--warmup" && (v = next())) o.warmup = atol(v);
-    else if (a == "--seed" && (v = next())) o.seed = strtoull(v, nullptr, 0);
-    else if (a == "--check-every" && (v = next())) o.checkEvery = atol(v);
-    else if (a == "--max-count" && (v = next())) o.maxCount = strtoull(v, nullptr, 0);
-    else if (a == "--rss-limit-kib" && (v = next())) o.rssLimitKiB = atol(v);
-    else if (a == "--deadline-s" && (v = next())) o.deadlineS = atoi(v);
-    else if (a == "--inject-leak" && (v = next())) o.injectLeak = v;
-    else if (a == "--default-malloc") o.defaultMalloc = true;
-    else return false;
+    if (a == "--transport" && (v = next()))
+      o.transport = v;
+    else if (a == "--ops" && (v = next()))
+      o.ops = atol(v);
+    else if (a == "--warmup" && (v = next()))
+      o.warmup = atol(v);
+    else if (a == "--seed" && (v = next()))
+      o.seed = strtoull(v, nullptr, 0);
+    else if (a == "--check-every" && (v = next()))
+      o.checkEvery = atol(v);
+    else if (a == "--max-count" && (v = next()))
+      o.maxCount = strtoull(v, nullptr, 0);
+    else if (a == "--rss-limit-kib" && (v = next()))
+      o.rssLimitKiB = atol(v);
+    else if (a == "--deadline-s" && (v = next()))
+      o.deadlineS = atoi(v);
+    else if (a == "--inject-leak" && (v = next()))
+      o.injectLeak = v;
+    else if (a == "--default-malloc")
+      o.defaultMalloc = true;
+    else
+      return false;
   }
   return o.ops > o.warmup && o.warmup >= kKinds && o.checkEvery > 0 && o.maxCount > 0 &&
          (o.transport == "shm" || o.transport == "tcp") &&
@@ -392,11 +412,11 @@ bool selfCheck() {
     double v;
     uint32_t bits;
   } cases[] = {
-      {hetcclFloat16, 1, 0x3c00},      {hetcclFloat16, -2, 0xc000},     {hetcclFloat16, 0.25, 0x3400},
-      {hetcclFloat16, 16, 0x4c00},     {hetcclBfloat16, 1, 0x3f80},     {hetcclBfloat16, -0.5, 0xbf00},
-      {hetcclFloat8e4m3, 1, 0x38},     {hetcclFloat8e4m3, -16, 0xd8},   {hetcclFloat8e4m3, 0.25, 0x28},
-      {hetcclFloat8e4m3, 7, 0x4e},     {hetcclFloat8e5m2, 1, 0x3c},     {hetcclFloat8e5m2, 6, 0x46},
-      {hetcclFloat8e5m2, -0.25, 0xb4}, {hetcclFloat8e5m2, -0.0, 0x80},  {hetcclFloat16, 0, 0},
+      {hetcclFloat16, 1, 0x3c00},      {hetcclFloat16, -2, 0xc000},    {hetcclFloat16, 0.25, 0x3400},
+      {hetcclFloat16, 16, 0x4c00},     {hetcclBfloat16, 1, 0x3f80},    {hetcclBfloat16, -0.5, 0xbf00},
+      {hetcclFloat8e4m3, 1, 0x38},     {hetcclFloat8e4m3, -16, 0xd8},  {hetcclFloat8e4m3, 0.25, 0x28},
+      {hetcclFloat8e4m3, 7, 0x4e},     {hetcclFloat8e5m2, 1, 0x3c},    {hetcclFloat8e5m2, 6, 0x46},
+      {hetcclFloat8e5m2, -0.25, 0xb4}, {hetcclFloat8e5m2, -0.0, 0x80}, {hetcclFloat16, 0, 0},
   };
   for (const auto& c : cases) {
     uint32_t got = 0;
@@ -454,8 +474,10 @@ int main(int argc, char** argv) {
         --left;
         if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
           ++failed;
-          if (WIFSIGNALED(status)) fprintf(stderr, "soak: rank %d killed by signal %d\n", r, WTERMSIG(status));
-          else fprintf(stderr, "soak: rank %d failed (exit %d)\n", r, WEXITSTATUS(status));
+          if (WIFSIGNALED(status))
+            fprintf(stderr, "soak: rank %d killed by signal %d\n", r, WTERMSIG(status));
+          else
+            fprintf(stderr, "soak: rank %d failed (exit %d)\n", r, WEXITSTATUS(status));
         }
       }
       continue;

@@ -357,9 +357,9 @@ TEST_P(TsanProxy, AbortFromAnotherThreadWhileTheProxyWaits) {
     ASSERT_TRUE(rc == hetcclInProgress || rc == hetcclSuccess);
     ASSERT_EQ(waitDone(comms[r]), hetcclSuccess) << hetcclGetLastError(comms[r]);
     if (r < n - 1) {
-      ASSERT_EQ(hetcclAllReduce(bufs[r].data(), bufs[r].data(), bufs[r].size(), hetcclFloat32, hetcclSum, comms[r],
-                                nullptr),
-                hetcclInProgress);
+      ASSERT_EQ(
+          hetcclAllReduce(bufs[r].data(), bufs[r].data(), bufs[r].size(), hetcclFloat32, hetcclSum, comms[r], nullptr),
+          hetcclInProgress);
     }
     queued.fetch_add(1);
   }));
@@ -380,12 +380,11 @@ TEST_P(TsanProxy, AbortFromAnotherThreadWhileTheProxyWaits) {
   EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 10.0);
 }
 
-// Regression: hetcclCommSplit on a non-blocking communicator used to run at once on the caller's thread and uses the bootstrap
-// ring, while the proxy thread runs the queued collectives, which with
-// HETCCL_CHECK_MISMATCH=1 also use the bootstrap ring (one allgather per
-// call). The two byte streams interleave: the split reads a garbage unique
-// id or a wrong member count, and the collectives fail with "collective
-// mismatch ... unknown collective". Without HETCCL_CHECK_MISMATCH it passes.
+// Regression: hetcclCommSplit on a non-blocking communicator used to run at once on the caller's thread and uses the
+// bootstrap ring, while the proxy thread runs the queued collectives, which with HETCCL_CHECK_MISMATCH=1 also use the
+// bootstrap ring (one allgather per call). The two byte streams interleave: the split reads a garbage unique id or a
+// wrong member count, and the collectives fail with "collective mismatch ... unknown collective". Without
+// HETCCL_CHECK_MISMATCH it passes.
 TEST_P(TsanProxy, SplitWhileQueuedCollectivesCheckForMismatch) {
   const int n = 4, calls = 50;
   setenv("HETCCL_CHECK_MISMATCH", "1", 1);
@@ -402,7 +401,8 @@ TEST_P(TsanProxy, SplitWhileQueuedCollectivesCheckForMismatch) {
     hetcclComm_t comm = g.comm;
     ASSERT_EQ(waitDone(comm), hetcclSuccess) << hetcclGetLastError(comm);
     for (auto& v : b)
-      ASSERT_EQ(hetcclAllReduce(v.data(), v.data(), v.size(), hetcclFloat32, hetcclSum, comm, nullptr), hetcclInProgress);
+      ASSERT_EQ(hetcclAllReduce(v.data(), v.data(), v.size(), hetcclFloat32, hetcclSum, comm, nullptr),
+                hetcclInProgress);
     hetcclComm_t sub = nullptr;
     hetcclResult_t rs = hetcclCommSplit(comm, r % 2, r, &sub, nullptr);
     EXPECT_TRUE(rs == hetcclSuccess || rs == hetcclInProgress) << hetcclGetLastError(comm);

@@ -27,13 +27,12 @@ const float kInf = std::numeric_limits<float>::infinity();
 
 TEST(Bf16, RoundsToNearestEven) {
   const std::pair<uint32_t, uint16_t> cases[] = {
-      {0x3f800000, 0x3f80}, {0x3f808000, 0x3f80},  // tie, even stays
-      {0x3f818000, 0x3f82},                        // tie, odd rounds up
-      {0x3f808001, 0x3f81}, {0x3f807fff, 0x3f80},  // either side of the tie
-      {0xbf818000, 0xbf82}, {0x7f7f7fff, 0x7f7f},
-      {0x7f7fffff, 0x7f80},                        // FLT_MAX rounds to infinity
-      {0x7f800000, 0x7f80}, {0xff800000, 0xff80}, {0x00000000, 0x0000}, {0x80000000, 0x8000},
-      {0x00018000, 0x0002}, {0x00008000, 0x0000},  // subnormal ties
+      {0x3f800000, 0x3f80}, {0x3f808000, 0x3f80},                        // tie, even stays
+      {0x3f818000, 0x3f82},                                              // tie, odd rounds up
+      {0x3f808001, 0x3f81}, {0x3f807fff, 0x3f80},                        // either side of the tie
+      {0xbf818000, 0xbf82}, {0x7f7f7fff, 0x7f7f}, {0x7f7fffff, 0x7f80},  // FLT_MAX rounds to infinity
+      {0x7f800000, 0x7f80}, {0xff800000, 0xff80}, {0x00000000, 0x0000},
+      {0x80000000, 0x8000}, {0x00018000, 0x0002}, {0x00008000, 0x0000},  // subnormal ties
   };
   for (auto [in, out] : cases) EXPECT_EQ(floatToBf16(fromBits(in)), out) << std::hex << in;
   EXPECT_TRUE(std::isnan(bf16ToFloat(floatToBf16(kNaN))));
@@ -45,15 +44,20 @@ TEST(Bf16, RoundsToNearestEven) {
 TEST(Half, RoundsToNearestEven) {
   const std::pair<float, uint16_t> cases[] = {
       {1.0f, 0x3c00},
-      {1.0f + std::ldexp(1.0f, -11), 0x3c00},       // tie, even stays
-      {1.0f + 3 * std::ldexp(1.0f, -11), 0x3c02},   // tie, odd rounds up
+      {1.0f + std::ldexp(1.0f, -11), 0x3c00},      // tie, even stays
+      {1.0f + 3 * std::ldexp(1.0f, -11), 0x3c02},  // tie, odd rounds up
       {1.0f + std::ldexp(1.0f, -11) + std::ldexp(1.0f, -20), 0x3c01},
-      {65504.0f, 0x7bff}, {65519.0f, 0x7bff}, {65520.0f, 0x7c00}, {1e6f, 0x7c00}, {-1e6f, 0xfc00},
-      {std::ldexp(1.0f, -24), 0x0001},               // smallest subnormal
-      {std::ldexp(1.0f, -25), 0x0000},               // tie to even (zero)
-      {3 * std::ldexp(1.0f, -25), 0x0002},           // tie to even (2)
+      {65504.0f, 0x7bff},
+      {65519.0f, 0x7bff},
+      {65520.0f, 0x7c00},
+      {1e6f, 0x7c00},
+      {-1e6f, 0xfc00},
+      {std::ldexp(1.0f, -24), 0x0001},      // smallest subnormal
+      {std::ldexp(1.0f, -25), 0x0000},      // tie to even (zero)
+      {3 * std::ldexp(1.0f, -25), 0x0002},  // tie to even (2)
       {std::ldexp(1.0f, -25) + std::ldexp(1.0f, -40), 0x0001},
-      {-0.0f, 0x8000}, {kInf, 0x7c00},
+      {-0.0f, 0x8000},
+      {kInf, 0x7c00},
   };
   for (auto [in, out] : cases) EXPECT_EQ(floatToHalf(in), out) << in;
   EXPECT_TRUE(std::isnan(halfToFloat(floatToHalf(kNaN))));
@@ -63,9 +67,15 @@ TEST(Half, EveryNonNaNValueOfHalfAndBf16RoundTrips) {
   for (uint32_t h = 0; h < 65536; ++h) {
     const uint16_t v = static_cast<uint16_t>(h);
     float f = halfToFloat(v), b = bf16ToFloat(v);
-    if (!std::isnan(f)) { ASSERT_EQ(floatToHalf(f), h) << std::hex << h; }
-    if (!std::isnan(b)) { ASSERT_EQ(floatToBf16(b), h) << std::hex << h; }
-    if (std::isnan(b)) { ASSERT_TRUE(std::isnan(bf16ToFloat(floatToBf16(b)))) << std::hex << h; }
+    if (!std::isnan(f)) {
+      ASSERT_EQ(floatToHalf(f), h) << std::hex << h;
+    }
+    if (!std::isnan(b)) {
+      ASSERT_EQ(floatToBf16(b), h) << std::hex << h;
+    }
+    if (std::isnan(b)) {
+      ASSERT_TRUE(std::isnan(bf16ToFloat(floatToBf16(b)))) << std::hex << h;
+    }
   }
   EXPECT_EQ(halfToFloat(0x3555), 0.333251953125f);
 }
@@ -93,8 +103,12 @@ TEST_P(Fp8, DecodeTableLandmarks) {
     float f = c.decode(static_cast<uint8_t>(v));
     nans += std::isnan(f);
     infs += std::isinf(f);
-    if (!std::isnan(f)) { EXPECT_EQ(std::signbit(f), v >= 0x80) << v; }
-    if (!std::isnan(f) && !std::isinf(f)) { EXPECT_LE(std::fabs(f), c.maxFinite) << v; }
+    if (!std::isnan(f)) {
+      EXPECT_EQ(std::signbit(f), v >= 0x80) << v;
+    }
+    if (!std::isnan(f) && !std::isinf(f)) {
+      EXPECT_LE(std::fabs(f), c.maxFinite) << v;
+    }
   }
   EXPECT_EQ(nans, c.nanCodes);
   EXPECT_EQ(infs, c.hasInf ? 2 : 0);
@@ -110,7 +124,9 @@ TEST_P(Fp8, DecodeTableLandmarks) {
 TEST_P(Fp8, EveryFiniteCodeRoundTrips) {
   for (int v = 0; v < 256; ++v) {
     float f = GetParam().decode(static_cast<uint8_t>(v));
-    if (std::isfinite(f)) { EXPECT_EQ(GetParam().encode(f), v) << GetParam().name << " code " << v << " = " << f; }
+    if (std::isfinite(f)) {
+      EXPECT_EQ(GetParam().encode(f), v) << GetParam().name << " code " << v << " = " << f;
+    }
   }
 }
 
@@ -144,20 +160,34 @@ TEST_P(Fp8, SaturatesNaNStaysTinyFlushes) {
   EXPECT_EQ(c.encode(c.minSubnormal * 0.75f), 0x01);
 }
 
-INSTANTIATE_TEST_SUITE_P(Formats, Fp8, ::testing::ValuesIn(kFp8), [](const auto& i) { return std::string(i.param.name); });
+INSTANTIATE_TEST_SUITE_P(Formats, Fp8, ::testing::ValuesIn(kFp8),
+                         [](const auto& i) { return std::string(i.param.name); });
 
 TEST(Lowp, ElementToDoubleReadsEveryType) {
   struct {
-    int8_t i8 = -5; uint8_t u8 = 250; int32_t i32 = -70000; uint32_t u32 = 4000000000u;
-    int64_t i64 = -(int64_t{1} << 40); uint64_t u64 = uint64_t{1} << 63;
+    int8_t i8 = -5;
+    uint8_t u8 = 250;
+    int32_t i32 = -70000;
+    uint32_t u32 = 4000000000u;
+    int64_t i64 = -(int64_t{1} << 40);
+    uint64_t u64 = uint64_t{1} << 63;
     uint16_t h = 0x3e00, bf = 0x4040;  // 1.5, 3.0
-    float f = 2.25f; double d = -1e300; uint8_t e4 = 0x38, e5 = 0x3c;  // 1.0, 1.0
+    float f = 2.25f;
+    double d = -1e300;
+    uint8_t e4 = 0x38, e5 = 0x3c;  // 1.0, 1.0
   } v;
-  const std::tuple<const void*, DataType, double> cases[] = {
-      {&v.i8, hetcclInt8, -5}, {&v.u8, hetcclUint8, 250}, {&v.i32, hetcclInt32, -70000},
-      {&v.u32, hetcclUint32, 4e9}, {&v.i64, hetcclInt64, -1099511627776.0}, {&v.u64, hetcclUint64, 0x1p63},
-      {&v.h, hetcclFloat16, 1.5}, {&v.f, hetcclFloat32, 2.25}, {&v.d, hetcclFloat64, -1e300},
-      {&v.bf, hetcclBfloat16, 3.0}, {&v.e4, hetcclFloat8e4m3, 1.0}, {&v.e5, hetcclFloat8e5m2, 1.0}};
+  const std::tuple<const void*, DataType, double> cases[] = {{&v.i8, hetcclInt8, -5},
+                                                             {&v.u8, hetcclUint8, 250},
+                                                             {&v.i32, hetcclInt32, -70000},
+                                                             {&v.u32, hetcclUint32, 4e9},
+                                                             {&v.i64, hetcclInt64, -1099511627776.0},
+                                                             {&v.u64, hetcclUint64, 0x1p63},
+                                                             {&v.h, hetcclFloat16, 1.5},
+                                                             {&v.f, hetcclFloat32, 2.25},
+                                                             {&v.d, hetcclFloat64, -1e300},
+                                                             {&v.bf, hetcclBfloat16, 3.0},
+                                                             {&v.e4, hetcclFloat8e4m3, 1.0},
+                                                             {&v.e5, hetcclFloat8e5m2, 1.0}};
   for (auto [p, dt, want] : cases) EXPECT_EQ(elementToDouble(p, dt), want) << dataTypeName(dt);
 }
 
@@ -177,10 +207,10 @@ std::vector<uint8_t> randomElems(DataType dt, size_t n, std::mt19937_64& rng) {
     f *= 1000;
     if (dt == hetcclFloat8e4m3) bits = floatToFp8e4m3(f / 4000);
     if (dt == hetcclFloat8e5m2) bits = floatToFp8e5m2(f / 100);
-    const void* src = dt == hetcclFloat32 ? static_cast<const void*>(&f)
-                      : dt == hetcclFloat64 ? static_cast<const void*>(&d)
+    const void* src = dt == hetcclFloat32                             ? static_cast<const void*>(&f)
+                      : dt == hetcclFloat64                           ? static_cast<const void*>(&d)
                       : (dt == hetcclFloat16 || dt == hetcclBfloat16) ? static_cast<const void*>(&h)
-                                                                       : static_cast<const void*>(&bits);
+                                                                      : static_cast<const void*>(&bits);
     memcpy(out.data() + i * es, src, es);
   }
   return out;
@@ -206,8 +236,10 @@ void refElem(uint8_t* o, const uint8_t* a, const uint8_t* b, RedKind k, V (*ld)(
   S x, y, r;
   memcpy(&x, a, sizeof(S));
   memcpy(&y, b, sizeof(S));
-  if constexpr (std::is_same_v<S, V>) r = refOp(x, y, k);
-  else r = st(refOp(ld(x), ld(y), k));
+  if constexpr (std::is_same_v<S, V>)
+    r = refOp(x, y, k);
+  else
+    r = st(refOp(ld(x), ld(y), k));
   memcpy(o, &r, sizeof(S));
 }
 void refReduce(uint8_t* o, const uint8_t* a, const uint8_t* b, DataType dt, RedKind k) {
@@ -246,8 +278,9 @@ TEST(ReduceArrays, EveryTypeAndOpMatchesTheScalarModel) {
         for (size_t i = 0; i < n; ++i) refReduce(&want[i * es], &a[i * es], &b[i * es], dt, k);
         reduceArrays(out.data(), a.data(), b.data(), n, dt, k);
         for (size_t i = 0; i < n; ++i)
-          ASSERT_TRUE(sameElem(&out[i * es], &want[i * es], dt)) << "element " << i << ": got "
-              << elementToDouble(&out[i * es], dt) << " want " << elementToDouble(&want[i * es], dt);
+          ASSERT_TRUE(sameElem(&out[i * es], &want[i * es], dt))
+              << "element " << i << ": got " << elementToDouble(&out[i * es], dt) << " want "
+              << elementToDouble(&want[i * es], dt);
         EXPECT_EQ(out[n * es], 0xcd) << "wrote past the end";
         // In place, either operand.
         auto a2 = a, b2 = b;
@@ -282,15 +315,15 @@ TEST(ReduceArrays, IntegersWrapAround) {
 }
 
 TEST(ReduceArrays, MaxAndMinPropagateNaNFromEitherSide) {
-  const DataType floats[] = {hetcclFloat16, hetcclFloat32, hetcclFloat64, hetcclBfloat16, hetcclFloat8e4m3,
-                             hetcclFloat8e5m2};
+  const DataType floats[] = {hetcclFloat16,  hetcclFloat32,    hetcclFloat64,
+                             hetcclBfloat16, hetcclFloat8e4m3, hetcclFloat8e5m2};
   const size_t n = 1031;
   std::mt19937_64 rng(7);
   for (DataType dt : floats) {
     const size_t es = dataTypeSize(dt);
     auto a = randomElems(dt, n, rng), b = randomElems(dt, n, rng);
-    const uint64_t nanBits[] = {0, 0x7f, dt == hetcclFloat16 ? 0x7e00u : 0x7fc0u, 0, 0x7fc00000, 0, 0, 0,
-                                0x7ff8000000000000};
+    const uint64_t nanBits[] = {
+        0, 0x7f, dt == hetcclFloat16 ? 0x7e00u : 0x7fc0u, 0, 0x7fc00000, 0, 0, 0, 0x7ff8000000000000};
     std::vector<uint8_t> nan(es);
     memcpy(nan.data(), &nanBits[es], es);
     for (size_t i = 0; i < n; i += 3) memcpy(&(i % 2 ? a : b)[i * es], nan.data(), es);

@@ -157,8 +157,7 @@ TEST_P(HostBackendTest, ReduceScatterAndAllGatherInAndOutOfPlace) {
       int32_t* out = inPlace ? send.data() + me.groupRank * rc : recv.data();
       me.next(CollKind::kReduceScatter);
       me.be->reduceScatter(send.data(), out, rc, hetcclInt32, RedKind::kSum, nullptr);
-      for (size_t i = 0; i < rc; ++i)
-        ASSERT_EQ(out[i], refReduce(n, me.groupRank * rc + i, RedKind::kSum, all)) << i;
+      for (size_t i = 0; i < rc; ++i) ASSERT_EQ(out[i], refReduce(n, me.groupRank * rc + i, RedKind::kSum, all)) << i;
     }
     for (bool inPlace : {false, true}) {
       const size_t sc = 777;
@@ -166,7 +165,8 @@ TEST_P(HostBackendTest, ReduceScatterAndAllGatherInAndOutOfPlace) {
       for (size_t i = 0; i < sc; ++i) mine[i] = (int64_t{me.rank} << 40) + i;
       if (inPlace) memcpy(all64.data() + me.groupRank * sc, mine.data(), sc * 8);
       me.next(CollKind::kAllGather);
-      me.be->allGather(inPlace ? all64.data() + me.groupRank * sc : mine.data(), all64.data(), sc, hetcclInt64, nullptr);
+      me.be->allGather(inPlace ? all64.data() + me.groupRank * sc : mine.data(), all64.data(), sc, hetcclInt64,
+                       nullptr);
       for (int r = 0; r < n; ++r)
         for (size_t i = 0; i < sc; ++i) ASSERT_EQ(all64[r * sc + i], (int64_t{r} << 40) + static_cast<int64_t>(i));
     }
@@ -181,8 +181,10 @@ TEST_P(HostBackendTest, BroadcastAndReduceFromEveryRoot) {
       std::vector<uint8_t> src(bytes), dst(bytes, 0);
       for (size_t i = 0; i < bytes; ++i) src[i] = static_cast<uint8_t>(i * 3 + root);
       me.next(CollKind::kBroadcast);
-      if (me.groupRank == root) me.be->broadcast(src.data(), dst.data(), bytes, hetcclUint8, root, nullptr);
-      else me.be->broadcast(dst.data(), dst.data(), bytes, hetcclUint8, root, nullptr);
+      if (me.groupRank == root)
+        me.be->broadcast(src.data(), dst.data(), bytes, hetcclUint8, root, nullptr);
+      else
+        me.be->broadcast(dst.data(), dst.data(), bytes, hetcclUint8, root, nullptr);
       ASSERT_EQ(dst, src) << "root " << root;
     }
     std::vector<int> all = {0, 1, 2};

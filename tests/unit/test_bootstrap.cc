@@ -208,14 +208,15 @@ struct HandshakeResult {
   PeerHello hello;
 };
 
-HandshakeResult handshake(const Secret& serverSecret, const Secret& clientSecret, uint64_t serverJob,
-                          PeerHello me, Service service) {
+HandshakeResult handshake(const Secret& serverSecret, const Secret& clientSecret, uint64_t serverJob, PeerHello me,
+                          Service service) {
   Socket l = Socket::listen(SockAddr::parse("127.0.0.1:0"));
   HandshakeResult r;
   std::thread server([&] {
     Socket s;
     for (int i = 0; i < 50 && !s.valid(); ++i) s = l.accept(100);
-    r.server = test::catchError([&] { r.hello = serverHandshake(s, serverSecret, serverJob, service, Deadline::in(5)); });
+    r.server =
+        test::catchError([&] { r.hello = serverHandshake(s, serverSecret, serverJob, service, Deadline::in(5)); });
   });  // the server's socket closes when it leaves, as a real server drops a client
   Socket c = Socket::connect(l.boundAddr(), Deadline::in(5), "server");
   r.client = test::catchError([&] { clientHandshake(c, clientSecret, me, Deadline::in(5), "test server"); });
@@ -329,8 +330,10 @@ TEST(Rendezvous, RefusesADuplicateRank) {
   // Exactly one of the two rank-0s is refused; the other waits for rank 1.
   std::future<Table>* refused = nullptr;
   while (!refused) {
-    if (first.wait_for(std::chrono::milliseconds(20)) == std::future_status::ready) refused = &first;
-    else if (second.wait_for(std::chrono::milliseconds(20)) == std::future_status::ready) refused = &second;
+    if (first.wait_for(std::chrono::milliseconds(20)) == std::future_status::ready)
+      refused = &first;
+    else if (second.wait_for(std::chrono::milliseconds(20)) == std::future_status::ready)
+      refused = &second;
   }
   EXPECT_HETCCL_ERROR(refused->get(), hetcclInvalidUsage, "joined twice");
   Table t1 = join(1, 2).get();
@@ -349,8 +352,10 @@ TEST(Rendezvous, RefusesInconsistentNranksAndBadRanks) {
   std::future<Table> three = join(0, 3), four = join(1, 4);
   std::future<Table>* refused = nullptr;
   while (!refused) {
-    if (three.wait_for(std::chrono::milliseconds(20)) == std::future_status::ready) refused = &three;
-    else if (four.wait_for(std::chrono::milliseconds(20)) == std::future_status::ready) refused = &four;
+    if (three.wait_for(std::chrono::milliseconds(20)) == std::future_status::ready)
+      refused = &three;
+    else if (four.wait_for(std::chrono::milliseconds(20)) == std::future_status::ready)
+      refused = &four;
   }
   const bool fixedThree = refused == &four;
   const int n = fixedThree ? 3 : 4, waiting = fixedThree ? 0 : 1;

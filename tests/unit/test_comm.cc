@@ -33,7 +33,7 @@ TEST(FlightRecorder, KeepsTheLastCallsAndHowTheyEnded) {
   EXPECT_EQ(b, 3u);
   f.finish(b, 1, hetcclRemoteError);
   for (int i = 0; i < 3; ++i) f.issue({allReduce(30 + i)});  // seq 4-6: 1 and 2 fall out
-  f.finish(1, 1, hetcclSuccess);  // overwritten since: nothing happens
+  f.finish(1, 1, hetcclSuccess);                             // overwritten since: nothing happens
   EXPECT_EQ(f.size(), 4u);
   const std::string j = f.json(1, 4, "abc", "why \"quoted\"\n");
   EXPECT_EQ(occurrences(j, "\"seq\""), 4u) << j;
@@ -91,18 +91,21 @@ TEST(CallMetrics, CountsCallsAsNcclTestsSizesThem) {
   std::string all;
   for (int fam = 0; fam < CallMetrics::families(); ++fam) m.render(fam, "rank=\"0\"", all, true);
   EXPECT_NE(all.find("hetccl_calls_total{rank=\"0\",collective=\"AllReduce\",size=\"0-1KiB\",status=\"ok\"} 1\n"),
-            std::string::npos) << all;
+            std::string::npos)
+      << all;
   EXPECT_NE(all.find("hetccl_calls_total{rank=\"0\",collective=\"AllGather\",size=\"1KiB-64KiB\",status=\"ok\"} 1\n"),
-            std::string::npos) << all;
+            std::string::npos)
+      << all;
   EXPECT_NE(all.find("collective=\"AllReduce\",size=\"0-1KiB\",status=\"failed\"} 1\n"), std::string::npos) << all;
   EXPECT_NE(all.find("collective=\"AllReduce\",size=\"0-1KiB\",status=\"enqueued\"} 1\n"), std::string::npos) << all;
   // Bytes of calls that ended well, and enqueued ones: 1024 + 4096 + 32.
   EXPECT_NE(all.find("hetccl_bytes_total{rank=\"0\",collective=\"AllReduce\"} 1056\n"), std::string::npos) << all;
   EXPECT_NE(all.find("hetccl_bytes_total{rank=\"0\",collective=\"AllGather\"} 4096\n"), std::string::npos) << all;
   EXPECT_NE(all.find("hetccl_call_duration_seconds_bucket{rank=\"0\",collective=\"AllReduce\",le=\"+Inf\"} 2\n"),
-            std::string::npos) << all;
-  EXPECT_NE(all.find("hetccl_call_duration_seconds_count{rank=\"0\",collective=\"AllReduce\"} 2\n"),
-            std::string::npos) << all;
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find("hetccl_call_duration_seconds_count{rank=\"0\",collective=\"AllReduce\"} 2\n"), std::string::npos)
+      << all;
   EXPECT_NE(all.find("hetccl_errors_total{rank=\"0\",result=\"remote_error\"} 1\n"), std::string::npos) << all;
   EXPECT_NE(all.find("hetccl_errors_total{rank=\"0\",result=\"system_error\"} 0\n"), std::string::npos) << all;
   // AllReduce over 4 ranks: 1024 B x 1.5; AllGather 4096 B x 0.75.

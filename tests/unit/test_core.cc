@@ -64,12 +64,12 @@ TEST(Config, EveryVariableIsDeclaredOnceWithTypeDefaultAllowedValuesAndHelp) {
 // Each handle of settings.h names an entry of the table of its own type.
 TEST(Config, EveryHandleReadsItsEntry) {
   using namespace settings;
-  for (const StringSetting& s : {kDebugSubsys, kCommId, kJobSecret, kSocketIfname, kGroup, kGroupMap, kCudaLib,
-                                 kHipLib, kNcclLib, kRcclLib, kUcxLib, kKernelsLib, settings::kTransport})
+  for (const StringSetting& s : {kDebugSubsys, kCommId, kJobSecret, kSocketIfname, kGroup, kGroupMap, kCudaLib, kHipLib,
+                                 kNcclLib, kRcclLib, kUcxLib, kKernelsLib, settings::kTransport})
     EXPECT_NO_THROW(s.get()) << s.name;
   for (const IntSetting& s : {kTimeoutS, kHostThreads, kSpinUs}) EXPECT_NO_THROW(s.get()) << s.name;
-  for (const BytesSetting& s : {kBuffSize, kShmSlotBytes, kShmMax, kSocketBuffer, kUcxRmaMin, kChunkBytes,
-                                kSmallBytes, kGpuDirectMin, kStagingMax})
+  for (const BytesSetting& s : {kBuffSize, kShmSlotBytes, kShmMax, kSocketBuffer, kUcxRmaMin, kChunkBytes, kSmallBytes,
+                                kGpuDirectMin, kStagingMax})
     EXPECT_NO_THROW(s.get()) << s.name;
   for (const BoolSetting& s : {kShmCma, kCheckMismatch, kPlanFolds}) EXPECT_NO_THROW(s.get()) << s.name;
   for (const ChoiceSetting& s : {kDebug, settings::kDevice, settings::kBackend, kGpuDirect})
@@ -182,8 +182,8 @@ TEST(ParseBytes, PlainAndSuffixes) {
 }
 
 TEST(ParseBytes, GarbageIsInvalidArgumentNamingTheSetting) {
-  for (const char* bad : {"", "abc", "12Q", "1.5M", "-1", "-4K", "4KK", "4 K", "4K ", "0x10", "99999999999999999999",
-                          "17179869184G"}) {
+  for (const char* bad :
+       {"", "abc", "12Q", "1.5M", "-1", "-4K", "4KK", "4 K", "4K ", "0x10", "99999999999999999999", "17179869184G"}) {
     SCOPED_TRACE(std::string("input '") + bad + "'");
     EXPECT_HETCCL_ERROR(parseBytes(bad, "HETCCL_BUFFSIZE"), hetcclInvalidArgument, "HETCCL_BUFFSIZE");
   }
@@ -215,11 +215,11 @@ TEST(DataType, SizesNamesAndFloatness) {
     const char* name;
     bool isFloat;
   };
-  const Row rows[] = {{hetcclInt8, 1, "int8", false},        {hetcclUint8, 1, "uint8", false},
-                      {hetcclInt32, 4, "int32", false},      {hetcclUint32, 4, "uint32", false},
-                      {hetcclInt64, 8, "int64", false},      {hetcclUint64, 8, "uint64", false},
-                      {hetcclFloat16, 2, "half", true},      {hetcclFloat32, 4, "float", true},
-                      {hetcclFloat64, 8, "double", true},    {hetcclBfloat16, 2, "bfloat16", true},
+  const Row rows[] = {{hetcclInt8, 1, "int8", false},          {hetcclUint8, 1, "uint8", false},
+                      {hetcclInt32, 4, "int32", false},        {hetcclUint32, 4, "uint32", false},
+                      {hetcclInt64, 8, "int64", false},        {hetcclUint64, 8, "uint64", false},
+                      {hetcclFloat16, 2, "half", true},        {hetcclFloat32, 4, "float", true},
+                      {hetcclFloat64, 8, "double", true},      {hetcclBfloat16, 2, "bfloat16", true},
                       {hetcclFloat8e4m3, 1, "fp8_e4m3", true}, {hetcclFloat8e5m2, 1, "fp8_e5m2", true}};
   ASSERT_EQ(std::size(rows), static_cast<size_t>(hetcclNumTypes));
   for (const Row& r : rows) {
@@ -238,12 +238,12 @@ TEST(DataType, SizesNamesAndFloatness) {
 
 TEST(DataType, ParseNamesAndAliases) {
   const std::pair<const char*, DataType> ok[] = {
-      {"int8", hetcclInt8},         {"uint8", hetcclUint8},     {"int32", hetcclInt32},
-      {"uint32", hetcclUint32},     {"int64", hetcclInt64},     {"uint64", hetcclUint64},
-      {"half", hetcclFloat16},      {"float16", hetcclFloat16}, {"float", hetcclFloat32},
-      {"float32", hetcclFloat32},   {"double", hetcclFloat64},  {"float64", hetcclFloat64},
-      {"bfloat16", hetcclBfloat16}, {"bf16", hetcclBfloat16},   {"fp8_e4m3", hetcclFloat8e4m3},
-      {"fp8_e5m2", hetcclFloat8e5m2}, {"FLOAT", hetcclFloat32}, {"Int64", hetcclInt64}};
+      {"int8", hetcclInt8},           {"uint8", hetcclUint8},     {"int32", hetcclInt32},
+      {"uint32", hetcclUint32},       {"int64", hetcclInt64},     {"uint64", hetcclUint64},
+      {"half", hetcclFloat16},        {"float16", hetcclFloat16}, {"float", hetcclFloat32},
+      {"float32", hetcclFloat32},     {"double", hetcclFloat64},  {"float64", hetcclFloat64},
+      {"bfloat16", hetcclBfloat16},   {"bf16", hetcclBfloat16},   {"fp8_e4m3", hetcclFloat8e4m3},
+      {"fp8_e5m2", hetcclFloat8e5m2}, {"FLOAT", hetcclFloat32},   {"Int64", hetcclInt64}};
   for (auto [name, want] : ok) {
     DataType dt = hetcclInt8;
     if (want == hetcclInt8) dt = hetcclDouble;
@@ -373,7 +373,6 @@ TEST_F(Log, MessageGoesToStderrWithLevelAndSubsystem) {
   logSetRank(-1);
 }
 
-
 // ---- Proxy: order, sticky failure, and `finally` on every path ----
 
 TEST(Proxy, FinallyRunsAfterSuccessFailureAndDroppedJobs) {
@@ -453,8 +452,7 @@ TEST(Workers, ConcurrentAndNestedJobsFinish) {
   // pool), and parts that submit jobs themselves run them inline.
   std::atomic<long> sum{0};
   auto job = [&] {
-    for (int rep = 0; rep < 50; ++rep)
-      runParts(6, [&](int p) { runParts(3, [&](int q) { sum += p * 3 + q + 1; }); });
+    for (int rep = 0; rep < 50; ++rep) runParts(6, [&](int p) { runParts(3, [&](int q) { sum += p * 3 + q + 1; }); });
   };
   std::thread a(job), b(job);
   a.join();

@@ -123,7 +123,7 @@ TEST(KernelsLoader, AbsentPluginIsNullNotAnError) {
   if (api) {
     EXPECT_STREQ(api->kind, "hip");  // installed system-wide: then it must be valid
   }
-  EXPECT_EQ(loadKernels("hip"), api);      // cached
+  EXPECT_EQ(loadKernels("hip"), api);  // cached
 }
 
 }  // namespace

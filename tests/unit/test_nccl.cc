@@ -265,8 +265,10 @@ TEST(NcclBackendFake, FailuresNameTheFunctionAndTheLibraryText) {
   auto api = fakeApi();
   auto be = connectedFake(api);
   const std::pair<nccl::ncclResult_t, hetcclResult_t> codes[] = {
-      {nccl::ncclUnhandledCudaError, hetcclUnhandledDeviceError}, {nccl::ncclSystemError, hetcclSystemError},
-      {nccl::ncclInternalError, hetcclInternalError},             {nccl::ncclInvalidUsage, hetcclInvalidUsage},
+      {nccl::ncclUnhandledCudaError, hetcclUnhandledDeviceError},
+      {nccl::ncclSystemError, hetcclSystemError},
+      {nccl::ncclInternalError, hetcclInternalError},
+      {nccl::ncclInvalidUsage, hetcclInvalidUsage},
       {nccl::ncclRemoteError, hetcclRemoteError}};
   for (auto [nc, hc] : codes) {
     fake.next = nc;
@@ -312,9 +314,7 @@ TEST(NcclBackendFake, AbortOnceThenNoDestroy) {
     EXPECT_EQ(be->asyncError(), hetcclSuccess);
   }
   EXPECT_EQ(fake.calls, std::vector<std::string>{"abort"});
-  {
-    auto be = connectedFake(api);
-  }
+  { auto be = connectedFake(api); }
   EXPECT_EQ(fake.calls, std::vector<std::string>{"destroy"});
   // Never connected: nothing to destroy or abort.
   fake = FakeNccl{};
@@ -343,9 +343,7 @@ TEST(NcclBackendFake, FailedInitAbortsWhatTheLibraryLeft) {
 // as hetccl's drop-in does under LD_PRELOAD (self_bind.h).
 namespace hetccl::selfbind {
 
-bool has(const std::vector<std::string>& v, const char* name) {
-  return std::find(v.begin(), v.end(), name) != v.end();
-}
+bool has(const std::vector<std::string>& v, const char* name) { return std::find(v.begin(), v.end(), name) != v.end(); }
 
 TEST(NcclSelfBind, NothingToDoWhenNothingComesFirst) {
   void* vendor = dlopen(HETCCL_TEST_EMU_NCCL, RTLD_NOW | RTLD_LOCAL);

@@ -25,7 +25,8 @@ using secure::Aes256Gcm;
 
 std::vector<uint8_t> hex(const std::string& h) {
   std::vector<uint8_t> out;
-  for (size_t i = 0; i + 1 < h.size(); i += 2) out.push_back(static_cast<uint8_t>(std::stoi(h.substr(i, 2), nullptr, 16)));
+  for (size_t i = 0; i + 1 < h.size(); i += 2)
+    out.push_back(static_cast<uint8_t>(std::stoi(h.substr(i, 2), nullptr, 16)));
   return out;
 }
 
@@ -78,7 +79,8 @@ std::vector<std::vector<uint8_t>> sealRecords(int n, size_t len, uint64_t rekey 
 
 // Feeds a stream to an opener in pieces of `step` bytes; returns the
 // plaintext, or throws as the opener does.
-std::vector<uint8_t> openStream(const std::vector<uint8_t>& wire, size_t step = 7, uint64_t rekey = secure::kDefaultRekeyRecords) {
+std::vector<uint8_t> openStream(const std::vector<uint8_t>& wire, size_t step = 7,
+                                uint64_t rekey = secure::kDefaultRekeyRecords) {
   secure::RecordOpener o(testKeys().client, "test peer", rekey);
   std::vector<uint8_t> plain;
   size_t at = 0;

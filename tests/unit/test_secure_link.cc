@@ -72,12 +72,20 @@ class Relay {
       }
       switch (attack_) {
         case Attack::kNone: put(rec.data(), rec.size()); break;
-        case Attack::kFlip: rec[rec.size() / 2] ^= 0x10; put(rec.data(), rec.size()); break;
-        case Attack::kReplay: put(rec.data(), rec.size()); put(rec.data(), rec.size()); break;
+        case Attack::kFlip:
+          rec[rec.size() / 2] ^= 0x10;
+          put(rec.data(), rec.size());
+          break;
+        case Attack::kReplay:
+          put(rec.data(), rec.size());
+          put(rec.data(), rec.size());
+          break;
         case Attack::kDrop: break;
         case Attack::kReorder:
-          if (k == 1) held_ = rec;
-          else put(rec.data(), rec.size()), put(held_.data(), held_.size());
+          if (k == 1)
+            held_ = rec;
+          else
+            put(rec.data(), rec.size()), put(held_.data(), held_.size());
           break;
         case Attack::kTruncate:
           put(rec.data(), rec.size() / 2);
@@ -266,7 +274,8 @@ TEST(SealedSocket, CarriesEveryTransferAndHidesThePayload) {
   auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while ((sent < big.size() || recvd < got.size()) && std::chrono::steady_clock::now() < until) {
     if (sent < big.size()) sent += s.sendSome(big.data() + sent, big.size() - sent, "to client");
-    if (recvd < got.size()) recvd += c.recvSome(got.data() + recvd, std::min<size_t>(1000, got.size() - recvd), "from server");
+    if (recvd < got.size())
+      recvd += c.recvSome(got.data() + recvd, std::min<size_t>(1000, got.size() - recvd), "from server");
   }
   EXPECT_EQ(sent, big.size());
   EXPECT_EQ(got, big);

@@ -36,7 +36,8 @@ TEST(ShmGeometry, DefaultRingsShrinkToTheHostBound) {
 
 TEST(ShmGeometry, AnExplicitRingSizeThatBreaksTheBoundIsRefusedWithTheFormula) {
   EnvGuard a("HETCCL_BUFFSIZE", "4M"), b("HETCCL_SHM_MAX", nullptr);
-  EXPECT_HETCCL_ERROR(shmGeometry(64, size_t{4} << 20), hetcclInvalidArgument, "64 ranks on this host need 64 x 63 rings");
+  EXPECT_HETCCL_ERROR(shmGeometry(64, size_t{4} << 20), hetcclInvalidArgument,
+                      "64 ranks on this host need 64 x 63 rings");
   EXPECT_HETCCL_ERROR(shmGeometry(64, size_t{4} << 20), hetcclInvalidArgument, "HETCCL_SHM_MAX");
   EnvGuard c("HETCCL_BUFFSIZE", nullptr), d("HETCCL_SHM_MAX", "1M");
   EXPECT_HETCCL_ERROR(shmGeometry(64, size_t{4} << 20), hetcclInvalidArgument, "at least 2 slots");

@@ -229,7 +229,8 @@ void checkBorder(const std::vector<int>& labels, size_t count, bool latency) {
         bool same = std::any_of(other.begin(), other.end(), [&](const SplitPiece& q) {
           return q.offset == p.offset && q.count == p.count && q.owners == p.owners;
         });
-        EXPECT_TRUE(same) << "owner " << p.owners[h] << " disagrees about the piece at " << p.offset << " of rank " << r;
+        EXPECT_TRUE(same) << "owner " << p.owners[h] << " disagrees about the piece at " << p.offset << " of rank "
+                          << r;
       }
     }
     for (const SharedPiece& p : a[r].shared) {
@@ -277,7 +278,8 @@ void checkBorder(const std::vector<int>& labels, size_t count, bool latency) {
     for (const PairLists* m : {&rsSend, &rsRecv, &shSend, &shRecv, &agSend, &agRecv})
       for (const auto& [k, v] : *m)
         if (k.first == r || k.second == r) peers.insert(k.first == r ? k.second : k.first);
-    bool tiny = std::any_of(a[r].split.begin(), a[r].split.end(), [&](const SplitPiece& p) { return p.count < size_t(G); });
+    bool tiny =
+        std::any_of(a[r].split.begin(), a[r].split.end(), [&](const SplitPiece& p) { return p.count < size_t(G); });
     if (tiny) {
       EXPECT_GE(borderPeerCount(a[r], r), static_cast<int>(peers.size())) << "rank " << r;
     } else {
@@ -337,21 +339,21 @@ class Border : public ::testing::TestWithParam<BorderCase> {};
 
 TEST_P(Border, EveryCountFromEveryRanksView) {
   for (bool latency : {false, true})
-    for (size_t count : {size_t{0}, size_t{1}, size_t{2}, size_t{3}, size_t{5}, size_t{7}, size_t{1000},
-                         size_t{1000003}})
+    for (size_t count :
+         {size_t{0}, size_t{1}, size_t{2}, size_t{3}, size_t{5}, size_t{7}, size_t{1000}, size_t{1000003}})
       checkBorder(GetParam().labels, count, latency);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Layouts, Border,
-    ::testing::Values(BorderCase{"g1_1", {0, 1}}, BorderCase{"g2_2", {0, 0, 1, 1}}, BorderCase{"g3_1", {0, 0, 0, 1}},
-                      BorderCase{"g1_3", {0, 1, 1, 1}}, BorderCase{"g1_1_2", {0, 1, 2, 2}},
-                      BorderCase{"g3_2_3", {0, 0, 0, 1, 1, 2, 2, 2}},
-                      BorderCase{"interleaved3_3", {0, 1, 0, 1, 1, 0}},
-                      BorderCase{"interleaved2_3", {1, 0, 0, 1, 1}},
-                      BorderCase{"interleaved3_2_3", {0, 1, 2, 0, 2, 2, 1, 0}},
-                      BorderCase{"g4_3_2_1", {0, 0, 0, 0, 1, 1, 1, 2, 2, 3}}),
-    [](const auto& i) { return std::string(i.param.name); });
+INSTANTIATE_TEST_SUITE_P(Layouts, Border,
+                         ::testing::Values(BorderCase{"g1_1", {0, 1}}, BorderCase{"g2_2", {0, 0, 1, 1}},
+                                           BorderCase{"g3_1", {0, 0, 0, 1}}, BorderCase{"g1_3", {0, 1, 1, 1}},
+                                           BorderCase{"g1_1_2", {0, 1, 2, 2}},
+                                           BorderCase{"g3_2_3", {0, 0, 0, 1, 1, 2, 2, 2}},
+                                           BorderCase{"interleaved3_3", {0, 1, 0, 1, 1, 0}},
+                                           BorderCase{"interleaved2_3", {1, 0, 0, 1, 1}},
+                                           BorderCase{"interleaved3_2_3", {0, 1, 2, 0, 2, 2, 1, 0}},
+                                           BorderCase{"g4_3_2_1", {0, 0, 0, 0, 1, 1, 1, 2, 2, 3}}),
+                         [](const auto& i) { return std::string(i.param.name); });
 
 TEST(Border, OneGroupHasNoBorder) {
   Topology t = topoOf({0, 0, 0});

@@ -135,8 +135,10 @@ TEST_P(Transports, AllPairsManySizesAnyOrder) {
     int next = (r + 1) % n, prev = (r + n - 1) % n;
     std::vector<int> a(1000, r), b(1000, -1);
     std::vector<Xfer> s1{Xfer::send(next, a.data(), 4000, tagOf(2))}, r1{Xfer::recv(prev, b.data(), 4000, tagOf(2))};
-    if (r % 2) me.t->run(s1), me.t->run(r1);
-    else me.t->run(r1), me.t->run(s1);
+    if (r % 2)
+      me.t->run(s1), me.t->run(r1);
+    else
+      me.t->run(r1), me.t->run(s1);
     EXPECT_EQ(b, std::vector<int>(1000, prev));
   });
 }
@@ -284,8 +286,10 @@ TEST_P(Transports, SilentPeerTimesOutNamingThePeer) {
         std::vector<uint8_t> buf(64 << 20);
         std::vector<Xfer> x;
         // Rank 1 waits to receive; rank 2 sends more than any buffer holds.
-        if (me.rank == 1) x.push_back(Xfer::recv(0, buf.data(), 1000, tagOf(8)));
-        else x.push_back(Xfer::send(0, buf.data(), buf.size(), tagOf(8)));
+        if (me.rank == 1)
+          x.push_back(Xfer::recv(0, buf.data(), 1000, tagOf(8)));
+        else
+          x.push_back(Xfer::send(0, buf.data(), buf.size(), tagOf(8)));
         auto t0 = Clock::now();
         auto err = test::catchError([&] { me.t->run(x); });
         double took = since(t0);
@@ -440,8 +444,8 @@ TEST(TransportChoice, ParsesEveryFormAndNamesWhatIsWrong) {
   c = parseTransportChoice("inter=tcp", "X");
   EXPECT_EQ(c.intra, "auto");
   EXPECT_EQ(c.inter, "tcp");
-  for (const char* bad : {"", "rdma", "intra=shm,inter=shm", "intra=shm,,inter=tcp", "intra=shm,intra=tcp",
-                          "near=shm", "intra", "intra=tcp,inter=tcp,"}) {
+  for (const char* bad : {"", "rdma", "intra=shm,inter=shm", "intra=shm,,inter=tcp", "intra=shm,intra=tcp", "near=shm",
+                          "intra", "intra=tcp,inter=tcp,"}) {
     try {
       parseTransportChoice(bad, "HETCCL_TRANSPORT");
       ADD_FAILURE() << "accepted '" << bad << "'";

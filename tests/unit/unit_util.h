@@ -24,12 +24,16 @@ class EnvGuard {
   EnvGuard(const char* name, const char* value) : name_(name) {
     const char* old = getenv(name);
     if (old) old_ = old;
-    if (value) setenv(name, value, 1);
-    else unsetenv(name);
+    if (value)
+      setenv(name, value, 1);
+    else
+      unsetenv(name);
   }
   ~EnvGuard() {
-    if (old_) setenv(name_.c_str(), old_->c_str(), 1);
-    else unsetenv(name_.c_str());
+    if (old_)
+      setenv(name_.c_str(), old_->c_str(), 1);
+    else
+      unsetenv(name_.c_str());
   }
   EnvGuard(const EnvGuard&) = delete;
   EnvGuard& operator=(const EnvGuard&) = delete;
@@ -53,16 +57,16 @@ std::optional<Error> catchError(F&& f) {
 inline bool contains(const std::string& s, const std::string& sub) { return s.find(sub) != std::string::npos; }
 
 // Expects `stmt` to throw hetccl::Error with `code` and a message containing `substr`.
-#define EXPECT_HETCCL_ERROR(stmt, expectCode, substr)                                         \
-  do {                                                                                        \
-    auto err_ = ::hetccl::test::catchError([&] { stmt; });                                    \
-    if (!err_) {                                                                              \
-      ADD_FAILURE() << "no hetccl::Error from: " #stmt;                                       \
-    } else {                                                                                  \
-      EXPECT_EQ(err_->code(), (expectCode)) << err_->what();                                  \
-      EXPECT_TRUE(::hetccl::test::contains(err_->what(), (substr)))                           \
-          << "message '" << err_->what() << "' lacks '" << (substr) << "'";                  \
-    }                                                                                         \
+#define EXPECT_HETCCL_ERROR(stmt, expectCode, substr)                       \
+  do {                                                                      \
+    auto err_ = ::hetccl::test::catchError([&] { stmt; });                  \
+    if (!err_) {                                                            \
+      ADD_FAILURE() << "no hetccl::Error from: " #stmt;                     \
+    } else {                                                                \
+      EXPECT_EQ(err_->code(), (expectCode)) << err_->what();                \
+      EXPECT_TRUE(::hetccl::test::contains(err_->what(), (substr)))         \
+          << "message '" << err_->what() << "' lacks '" << (substr) << "'"; \
+    }                                                                       \
   } while (0)
 
 // A fresh job whose rendezvous root listens on loopback.

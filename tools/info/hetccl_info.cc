@@ -26,9 +26,9 @@ void forEachSetting(F&& f) {
 void printRegistry() {
   printf("# settings (environment variables)\n");
   forEachSetting([](const hetcclSetting_t& v) {
-    printf("%-22s = %-10s [%s, %s; default '%s'%s%s]\n    %s\n    allowed: %s\n", v.name,
-           *v.value ? v.value : "''", v.type, v.fromEnvironment ? "env" : "default", v.defaultValue,
-           v.alsoRead ? "; also read: " : "", v.alsoRead ? v.alsoRead : "", v.help, v.allowed);
+    printf("%-22s = %-10s [%s, %s; default '%s'%s%s]\n    %s\n    allowed: %s\n", v.name, *v.value ? v.value : "''",
+           v.type, v.fromEnvironment ? "env" : "default", v.defaultValue, v.alsoRead ? "; also read: " : "",
+           v.alsoRead ? v.alsoRead : "", v.help, v.allowed);
   });
 }
 
@@ -81,10 +81,11 @@ int printTopology() {
           printf("#   group %d '%s': %d ranks, backend %s\n", g, info.groupName[g], info.groupSize[g],
                  info.groupBackend[g]);
       }
-      printf("rank %d: device %s, group '%s' rank %d, border peers %d, border path %s, site '%s', encryption %s "
-             "(%d links encrypted, %d plaintext)\n",
-             info.rank, info.deviceKind, info.groupName[info.myGroup], info.myGroupRank, info.borderPeers,
-             info.borderPath, info.site, info.encrypt, info.encryptedPeers, info.plainPeers);
+      printf(
+          "rank %d: device %s, group '%s' rank %d, border peers %d, border path %s, site '%s', encryption %s "
+          "(%d links encrypted, %d plaintext)\n",
+          info.rank, info.deviceKind, info.groupName[info.myGroup], info.myGroupRank, info.borderPeers, info.borderPath,
+          info.site, info.encrypt, info.encryptedPeers, info.plainPeers);
       fflush(stdout);
     }
     hetcclAllReduce(&one, &sink, 1, hetcclInt32, hetcclSum, comm, nullptr);
@@ -112,10 +113,11 @@ int main(int argc, char** argv) {
       printMarkdown();
       return 0;
     } else {
-      printf("usage: hetccl-info [--settings | --topology | --markdown]\n"
-             "  prints the HETCCL_* settings and what this build can load; under a launcher\n"
-             "  (torchrun, mpirun, srun) or with --topology it also joins the job and prints its topology;\n"
-             "  --markdown prints the settings as the README's table\n");
+      printf(
+          "usage: hetccl-info [--settings | --topology | --markdown]\n"
+          "  prints the HETCCL_* settings and what this build can load; under a launcher\n"
+          "  (torchrun, mpirun, srun) or with --topology it also joins the job and prints its topology;\n"
+          "  --markdown prints the settings as the README's table\n");
       return strcmp(argv[i], "-h") && strcmp(argv[i], "--help") ? 2 : 0;
     }
   }

@@ -76,8 +76,7 @@ void Bench::warmup(size_t bytes) {
   Buffers b(g, es_, toolGpu());
   for (bool inPlace : {false, true}) {
     prepare(g, inPlace, b);
-    for (int i = 0; i < o_.warmup; ++i)
-      runColl(call_, b.sendPtr(g, inPlace, es_), b.recvPtr(g, inPlace, es_), g.count);
+    for (int i = 0; i < o_.warmup; ++i) runColl(call_, b.sendPtr(g, inPlace, es_), b.recvPtr(g, inPlace, es_), g.count);
     if (toolGpu()) toolGpu()->sync();  // before the buffers go
   }
 }

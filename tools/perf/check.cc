@@ -32,15 +32,16 @@ size_t exactRanks(hetcclDataType_t dt, hetcclRedOp_t op) {
       case hetcclHalf: return 15;        // 2^15 < 65504
       case hetcclFloat8e4m3: return 8;   // 2^8 < 448
       case hetcclFloat8e5m2: return 15;  // 2^15 < 57344
-      case hetcclBfloat16: case hetcclFloat: return 127;
+      case hetcclBfloat16:
+      case hetcclFloat: return 127;
       default: return 1023;
     }
   }
   switch (dt) {
-    case hetcclHalf: return 682;            // 3k <= 2048
-    case hetcclBfloat16: return 85;         // 3k <= 256
-    case hetcclFloat8e4m3: return 16;       // |sum| <= 16, inputs in [-1, 1]
-    case hetcclFloat8e5m2: return 8;        // |sum| <= 8
+    case hetcclHalf: return 682;       // 3k <= 2048
+    case hetcclBfloat16: return 85;    // 3k <= 256
+    case hetcclFloat8e4m3: return 16;  // |sum| <= 16, inputs in [-1, 1]
+    case hetcclFloat8e5m2: return 8;   // |sum| <= 8
     case hetcclFloat: return (1u << 24) / 3;
     default: return kAny;
   }
@@ -50,7 +51,8 @@ size_t exactRanks(hetcclDataType_t dt, hetcclRedOp_t op) {
 
 double Reference::avgTolerance(hetcclDataType_t dt) {
   switch (dt) {
-    case hetcclFloat: case hetcclDouble: return 1e-5;
+    case hetcclFloat:
+    case hetcclDouble: return 1e-5;
     case hetcclHalf: return 1e-2;
     case hetcclBfloat16: return 2e-2;
     case hetcclFloat8e4m3: return 0.13;
@@ -124,11 +126,16 @@ int64_t Reference::wrongReduced(int rank, const Geometry& g, const unsigned char
       for (int r = 0; r < nranks_; ++r) {
         double x = stored(smallInt(r, idx));
         absSum += std::fabs(x);
-        if (r == 0) acc = x;
-        else if (op_ == hetcclProd) acc *= x;
-        else if (op_ == hetcclMax) acc = std::max(acc, x);
-        else if (op_ == hetcclMin) acc = std::min(acc, x);
-        else acc += x;
+        if (r == 0)
+          acc = x;
+        else if (op_ == hetcclProd)
+          acc *= x;
+        else if (op_ == hetcclMax)
+          acc = std::max(acc, x);
+        else if (op_ == hetcclMin)
+          acc = std::min(acc, x);
+        else
+          acc += x;
       }
       double limit = 0;
       if (op_ == hetcclAvg) {
@@ -144,11 +151,16 @@ int64_t Reference::wrongReduced(int rank, const Geometry& g, const unsigned char
       for (int r = 0; r < nranks_; ++r) {
         int64_t x = smallInt(r, idx);
         uint64_t ux = static_cast<uint64_t>(x);
-        if (r == 0) acc = ux, best = x;
-        else if (op_ == hetcclProd) acc *= ux;
-        else if (op_ == hetcclMax) best = std::max(best, x);
-        else if (op_ == hetcclMin) best = std::min(best, x);
-        else acc += ux;
+        if (r == 0)
+          acc = ux, best = x;
+        else if (op_ == hetcclProd)
+          acc *= ux;
+        else if (op_ == hetcclMax)
+          best = std::max(best, x);
+        else if (op_ == hetcclMin)
+          best = std::min(best, x);
+        else
+          acc += ux;
       }
       if (op_ == hetcclMax || op_ == hetcclMin) acc = static_cast<uint64_t>(best);
       if (op_ == hetcclAvg) {

@@ -38,8 +38,8 @@ class Reference {
   int nranks_;
   int root_;
   size_t es_;
-  size_t stride_;       // sum, avg, prod: rank r contributes to idx when (r + idx) % stride_ == 0
-  double stored_[18];   // value of the small integers -1..16 once stored in the type
+  size_t stride_;      // sum, avg, prod: rank r contributes to idx when (r + idx) % stride_ == 0
+  double stored_[18];  // value of the small integers -1..16 once stored in the type
 };
 
 }  // namespace perf

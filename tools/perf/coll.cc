@@ -58,13 +58,12 @@ void runColl(const CallArgs& a, const void* send, void* recv, size_t count) {
     case Coll::kAllGather:
       return checkResult(hetcclAllGather(send, recv, count, a.dtype, comm, st), "hetcclAllGather", comm);
     case Coll::kReduceScatter:
-      return checkResult(hetcclReduceScatter(send, recv, count, a.dtype, a.redop, comm, st),
-                         "hetcclReduceScatter", comm);
+      return checkResult(hetcclReduceScatter(send, recv, count, a.dtype, a.redop, comm, st), "hetcclReduceScatter",
+                         comm);
     case Coll::kBroadcast:
       return checkResult(hetcclBroadcast(send, recv, count, a.dtype, a.root, comm, st), "hetcclBroadcast", comm);
     case Coll::kReduce:
-      return checkResult(hetcclReduce(send, recv, count, a.dtype, a.redop, a.root, comm, st), "hetcclReduce",
-                         comm);
+      return checkResult(hetcclReduce(send, recv, count, a.dtype, a.redop, a.root, comm, st), "hetcclReduce", comm);
     case Coll::kAlltoAll:
       return checkResult(hetcclAlltoAll(send, recv, count, a.dtype, comm, st), "hetcclAlltoAll", comm);
     case Coll::kGather:
@@ -111,7 +110,9 @@ T toolAllReduce(hetcclComm_t comm, T v, hetcclDataType_t dt, hetcclRedOp_t op, c
 
 }  // namespace
 
-void barrier(hetcclComm_t comm) { toolAllReduce<float>(comm, 1.0f, hetcclFloat, hetcclSum, "hetcclAllReduce (barrier)"); }
+void barrier(hetcclComm_t comm) {
+  toolAllReduce<float>(comm, 1.0f, hetcclFloat, hetcclSum, "hetcclAllReduce (barrier)");
+}
 
 double allReduceMax(hetcclComm_t comm, double v) {
   return toolAllReduce<double>(comm, v, hetcclFloat64, hetcclMax, "hetcclAllReduce (time)");

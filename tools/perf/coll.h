@@ -33,7 +33,7 @@ struct CallArgs {
   hetcclRedOp_t redop;
   int root;
   hetcclComm_t comm;
-  int rank;    // of comm, for sendrecv's ring
+  int rank;  // of comm, for sendrecv's ring
   int nranks;
   void* stream = nullptr;  // GPU ranks: the stream the calls go on
 };

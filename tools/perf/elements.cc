@@ -23,8 +23,7 @@ struct Format {
                         : (static_cast<uint32_t>(maxField()) << mantBits) | ((1u << mantBits) - 1);
   }
   uint32_t maxFiniteBits() const {
-    return ieeeSpecials ? (static_cast<uint32_t>(maxField() - 1) << mantBits) | ((1u << mantBits) - 1)
-                        : nanBits() - 1;
+    return ieeeSpecials ? (static_cast<uint32_t>(maxField() - 1) << mantBits) | ((1u << mantBits) - 1) : nanBits() - 1;
   }
 };
 
@@ -57,7 +56,8 @@ uint32_t encode(double x, const Format& f) {
   if (std::isnan(x)) return sign | f.nanBits();
   const double maxFinite = decode(f.maxFiniteBits(), f);
   double a = std::fabs(x);
-  if (std::isinf(a)) return f.ieeeSpecials ? sign | (static_cast<uint32_t>(f.maxField()) << f.mantBits) : sign | f.nanBits();
+  if (std::isinf(a))
+    return f.ieeeSpecials ? sign | (static_cast<uint32_t>(f.maxField()) << f.mantBits) : sign | f.nanBits();
   if (a == 0) return sign;
   // Round a to a multiple of the step (ulp) of its binade; below the smallest
   // normal the step stays that of the subnormals. nearbyint rounds ties to even,
@@ -103,9 +103,15 @@ double decodeE5m2(uint8_t bits) { return decode(bits, kE5m2); }
 
 size_t typeSize(hetcclDataType_t dt) {
   switch (dt) {
-    case hetcclInt8: case hetcclUint8: case hetcclFloat8e4m3: case hetcclFloat8e5m2: return 1;
-    case hetcclHalf: case hetcclBfloat16: return 2;
-    case hetcclInt32: case hetcclUint32: case hetcclFloat: return 4;
+    case hetcclInt8:
+    case hetcclUint8:
+    case hetcclFloat8e4m3:
+    case hetcclFloat8e5m2: return 1;
+    case hetcclHalf:
+    case hetcclBfloat16: return 2;
+    case hetcclInt32:
+    case hetcclUint32:
+    case hetcclFloat: return 4;
     default: return 8;
   }
 }
@@ -115,14 +121,14 @@ bool isFloating(hetcclDataType_t dt) {
          dt == hetcclFloat8e4m3 || dt == hetcclFloat8e5m2;
 }
 
-bool isUnsignedInt(hetcclDataType_t dt) {
-  return dt == hetcclUint8 || dt == hetcclUint32 || dt == hetcclUint64;
-}
+bool isUnsignedInt(hetcclDataType_t dt) { return dt == hetcclUint8 || dt == hetcclUint32 || dt == hetcclUint64; }
 
 void storeBits(hetcclDataType_t dt, void* p, uint64_t v) {
   switch (dt) {
-    case hetcclInt8: case hetcclUint8: put(p, static_cast<uint8_t>(v)); return;
-    case hetcclInt32: case hetcclUint32: put(p, static_cast<uint32_t>(v)); return;
+    case hetcclInt8:
+    case hetcclUint8: put(p, static_cast<uint8_t>(v)); return;
+    case hetcclInt32:
+    case hetcclUint32: put(p, static_cast<uint32_t>(v)); return;
     default: put(p, v); return;
   }
 }

@@ -21,8 +21,8 @@ class Gpu {
   void free(void* p);
   void toDevice(void* dst, const void* src, size_t bytes);  // synchronous
   void toHost(void* dst, const void* src, size_t bytes);    // synchronous
-  void sync();  // waits for the tool's stream
-  static int deviceCount(const std::string& kind);  // 0 when no runtime or device
+  void sync();                                              // waits for the tool's stream
+  static int deviceCount(const std::string& kind);          // 0 when no runtime or device
 
  private:
   std::string kind_;

@@ -83,8 +83,8 @@ hetcclConfig_t makeConfig(const Options& o, int rank) {
     _exit(kExitError);
   hetcclResult_t r = hetcclCommInitRankConfig(&comm, o.np, id, rank, &cfg);
   if (r != hetcclSuccess) {
-    fprintf(stderr, "hetccl-perf: rank %d: hetcclCommInitRankConfig failed: %s: %s\n", rank,
-            hetcclGetErrorString(r), hetcclGetLastError(nullptr));
+    fprintf(stderr, "hetccl-perf: rank %d: hetcclCommInitRankConfig failed: %s: %s\n", rank, hetcclGetErrorString(r),
+            hetcclGetLastError(nullptr));
     code = kExitError;
   } else {
     code = runOnComm(comm, rank, body);
@@ -235,7 +235,8 @@ int launchFromEnv(const Options& o, const RankBody& body) {
   hetcclComm_t comm = nullptr;
   hetcclResult_t r = hetcclCommInitFromEnv(&comm, &cfg);
   if (r != hetcclSuccess) {
-    fprintf(stderr, "hetccl-perf: hetcclCommInitFromEnv failed: %s: %s\n(run under torchrun, mpirun or srun, or "
+    fprintf(stderr,
+            "hetccl-perf: hetcclCommInitFromEnv failed: %s: %s\n(run under torchrun, mpirun or srun, or "
             "use --np N to fork N local ranks)\n",
             hetcclGetErrorString(r), hetcclGetLastError(nullptr));
     return kExitError;

@@ -18,19 +18,23 @@ struct Named {
 
 // First name of each value is the one printed; later ones are accepted aliases.
 const Named kTypes[] = {
-    {"int8", hetcclInt8},          {"uint8", hetcclUint8},        {"int32", hetcclInt32},
-    {"uint32", hetcclUint32},      {"int64", hetcclInt64},        {"uint64", hetcclUint64},
-    {"half", hetcclHalf},          {"float", hetcclFloat},        {"double", hetcclDouble},
-    {"bfloat16", hetcclBfloat16},  {"fp8_e4m3", hetcclFloat8e4m3}, {"fp8_e5m2", hetcclFloat8e5m2},
-    {"char", hetcclInt8},          {"int", hetcclInt32},          {"uint", hetcclUint32},
-    {"float16", hetcclHalf},       {"float32", hetcclFloat},      {"float64", hetcclDouble},
-    {"bf16", hetcclBfloat16},      {"f8e4m3", hetcclFloat8e4m3},  {"f8e5m2", hetcclFloat8e5m2},
+    {"int8", hetcclInt8},         {"uint8", hetcclUint8},         {"int32", hetcclInt32},
+    {"uint32", hetcclUint32},     {"int64", hetcclInt64},         {"uint64", hetcclUint64},
+    {"half", hetcclHalf},         {"float", hetcclFloat},         {"double", hetcclDouble},
+    {"bfloat16", hetcclBfloat16}, {"fp8_e4m3", hetcclFloat8e4m3}, {"fp8_e5m2", hetcclFloat8e5m2},
+    {"char", hetcclInt8},         {"int", hetcclInt32},           {"uint", hetcclUint32},
+    {"float16", hetcclHalf},      {"float32", hetcclFloat},       {"float64", hetcclDouble},
+    {"bf16", hetcclBfloat16},     {"f8e4m3", hetcclFloat8e4m3},   {"f8e5m2", hetcclFloat8e5m2},
 };
 const Named kColls[] = {
-    {"allreduce", static_cast<int>(Coll::kAllReduce)}, {"allgather", static_cast<int>(Coll::kAllGather)},
-    {"reducescatter", static_cast<int>(Coll::kReduceScatter)}, {"broadcast", static_cast<int>(Coll::kBroadcast)},
-    {"reduce", static_cast<int>(Coll::kReduce)},       {"alltoall", static_cast<int>(Coll::kAlltoAll)},
-    {"sendrecv", static_cast<int>(Coll::kSendRecv)},   {"gather", static_cast<int>(Coll::kGather)},
+    {"allreduce", static_cast<int>(Coll::kAllReduce)},
+    {"allgather", static_cast<int>(Coll::kAllGather)},
+    {"reducescatter", static_cast<int>(Coll::kReduceScatter)},
+    {"broadcast", static_cast<int>(Coll::kBroadcast)},
+    {"reduce", static_cast<int>(Coll::kReduce)},
+    {"alltoall", static_cast<int>(Coll::kAlltoAll)},
+    {"sendrecv", static_cast<int>(Coll::kSendRecv)},
+    {"gather", static_cast<int>(Coll::kGather)},
     {"scatter", static_cast<int>(Coll::kScatter)},
 };
 const Named kOps[] = {
@@ -58,7 +62,8 @@ const char* const kUsage =
     "                          the launcher's environment: torchrun, mpirun, srun)\n"
     "      --groups a,a,b,b    group name of each rank (with --np)\n"
     "  -g, --gpus N            the first N ranks (with --np) are CUDA ranks, on GPU (rank mod GPUs);\n"
-    "                          under a launcher: HETCCL_DEVICE=cuda (hip, emu) makes a rank a GPU rank (device LOCAL_RANK mod devices)\n"
+    "                          under a launcher: HETCCL_DEVICE=cuda (hip, emu) makes a rank a GPU rank (device "
+    "LOCAL_RANK mod devices)\n"
     "      --devices cuda,host,...  device kind of each rank (with --np), instead of -g:\n"
     "                          host, cuda, hip or emu (the emulated GPU, libhetccl-emu.so)\n"
     "      --transport T       tcp, shm, ucx or auto (default: the library's, HETCCL_TRANSPORT)\n"
@@ -100,9 +105,21 @@ size_t parseSize(const char* text, const char* flag) {
   if (end == text || errno != 0 || text[0] == '-') usageError(std::string(flag) + ": not a size: '" + text + "'");
   unsigned long long mult = 1;
   switch (*end) {
-    case 'K': case 'k': mult = 1ull << 10; ++end; break;
-    case 'M': case 'm': mult = 1ull << 20; ++end; break;
-    case 'G': case 'g': mult = 1ull << 30; ++end; break;
+    case 'K':
+    case 'k':
+      mult = 1ull << 10;
+      ++end;
+      break;
+    case 'M':
+    case 'm':
+      mult = 1ull << 20;
+      ++end;
+      break;
+    case 'G':
+    case 'g':
+      mult = 1ull << 30;
+      ++end;
+      break;
     default: break;
   }
   if (*end == 'B' || *end == 'b') ++end;
@@ -144,18 +161,27 @@ enum LongOnly { kJson = 256, kNp, kGroups, kTransport, kTimeout, kDevices };
 }  // namespace
 
 Options parseOptions(int argc, char** argv) {
-  static const option kLong[] = {
-      {"minbytes", required_argument, nullptr, 'b'}, {"maxbytes", required_argument, nullptr, 'e'},
-      {"stepfactor", required_argument, nullptr, 'f'}, {"stepbytes", required_argument, nullptr, 'i'},
-      {"iters", required_argument, nullptr, 'n'},    {"warmup_iters", required_argument, nullptr, 'w'},
-      {"check", required_argument, nullptr, 'c'},    {"datatype", required_argument, nullptr, 'd'},
-      {"op", required_argument, nullptr, 'o'},       {"redop", required_argument, nullptr, 'r'},
-      {"root", required_argument, nullptr, 'R'},     {"blocking", required_argument, nullptr, 'z'},
-      {"json", required_argument, nullptr, kJson},   {"np", required_argument, nullptr, kNp},
-      {"groups", required_argument, nullptr, kGroups}, {"gpus", required_argument, nullptr, 'g'},
-      {"devices", required_argument, nullptr, kDevices}, {"transport", required_argument, nullptr, kTransport},
-      {"timeout", required_argument, nullptr, kTimeout}, {"help", no_argument, nullptr, 'h'},
-      {nullptr, 0, nullptr, 0}};
+  static const option kLong[] = {{"minbytes", required_argument, nullptr, 'b'},
+                                 {"maxbytes", required_argument, nullptr, 'e'},
+                                 {"stepfactor", required_argument, nullptr, 'f'},
+                                 {"stepbytes", required_argument, nullptr, 'i'},
+                                 {"iters", required_argument, nullptr, 'n'},
+                                 {"warmup_iters", required_argument, nullptr, 'w'},
+                                 {"check", required_argument, nullptr, 'c'},
+                                 {"datatype", required_argument, nullptr, 'd'},
+                                 {"op", required_argument, nullptr, 'o'},
+                                 {"redop", required_argument, nullptr, 'r'},
+                                 {"root", required_argument, nullptr, 'R'},
+                                 {"blocking", required_argument, nullptr, 'z'},
+                                 {"json", required_argument, nullptr, kJson},
+                                 {"np", required_argument, nullptr, kNp},
+                                 {"groups", required_argument, nullptr, kGroups},
+                                 {"gpus", required_argument, nullptr, 'g'},
+                                 {"devices", required_argument, nullptr, kDevices},
+                                 {"transport", required_argument, nullptr, kTransport},
+                                 {"timeout", required_argument, nullptr, kTimeout},
+                                 {"help", no_argument, nullptr, 'h'},
+                                 {nullptr, 0, nullptr, 0}};
   Options o;
   bool sawFactor = false;
   int gpus = -1;
@@ -165,7 +191,10 @@ Options parseOptions(int argc, char** argv) {
     switch (c) {
       case 'b': o.minBytes = parseSize(optarg, "-b"); break;
       case 'e': o.maxBytes = parseSize(optarg, "-e"); break;
-      case 'f': o.stepFactor = static_cast<size_t>(parseInt(optarg, "-f", 2, 1 << 20)); sawFactor = true; break;
+      case 'f':
+        o.stepFactor = static_cast<size_t>(parseInt(optarg, "-f", 2, 1 << 20));
+        sawFactor = true;
+        break;
       case 'i':
         o.stepBytes = parseSize(optarg, "-i");
         if (o.stepBytes == 0) usageError("-i: the step must be at least 1 byte");
@@ -243,9 +272,7 @@ const char* collName(Coll c) { return nameOf(kColls, std::size(kColls), static_c
 const char* typeName(hetcclDataType_t dt) { return nameOf(kTypes, std::size(kTypes), dt); }
 const char* redopName(hetcclRedOp_t op) { return nameOf(kOps, std::size(kOps), op); }
 
-bool collReduces(Coll c) {
-  return c == Coll::kAllReduce || c == Coll::kReduceScatter || c == Coll::kReduce;
-}
+bool collReduces(Coll c) { return c == Coll::kAllReduce || c == Coll::kReduceScatter || c == Coll::kReduce; }
 
 bool collRooted(Coll c) {
   return c == Coll::kBroadcast || c == Coll::kReduce || c == Coll::kGather || c == Coll::kScatter;

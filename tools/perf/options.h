@@ -10,7 +10,17 @@
 
 namespace perf {
 
-enum class Coll { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kReduce, kAlltoAll, kSendRecv, kGather, kScatter };
+enum class Coll {
+  kAllReduce,
+  kAllGather,
+  kReduceScatter,
+  kBroadcast,
+  kReduce,
+  kAlltoAll,
+  kSendRecv,
+  kGather,
+  kScatter
+};
 
 struct Options {
   size_t minBytes = 32u << 20;  // nccl-tests' defaults
@@ -26,11 +36,11 @@ struct Options {
   hetcclRedOp_t redop = hetcclSum;
   int root = 0;
   std::string jsonPath;
-  int np = 0;                       // > 0: fork this many local ranks; 0: one rank per process from the launcher
-  std::vector<std::string> groups;  // group name per rank (with --np)
+  int np = 0;                        // > 0: fork this many local ranks; 0: one rank per process from the launcher
+  std::vector<std::string> groups;   // group name per rank (with --np)
   std::vector<std::string> devices;  // device kind per rank (with --np): host or cuda
-  std::string transport;            // empty: the library's default
-  int timeoutS = 600;               // --np: the parent kills every rank after this long; 0: no limit
+  std::string transport;             // empty: the library's default
+  int timeoutS = 600;                // --np: the parent kills every rank after this long; 0: no limit
 };
 
 // Parses argv. On a bad flag prints why to stderr and exits with status 2;

@@ -39,8 +39,10 @@ std::string jsonString(const std::string& s) {
 
 void jsonResult(FILE* f, const char* key, const Result& r) {
   fprintf(f, "\"%s\":{\"time_us\":%.6g,\"algbw\":%.6g,\"busbw\":%.6g,\"wrong\":", key, r.timeUs, r.algbw, r.busbw);
-  if (r.wrong >= 0) fprintf(f, "%lld}", static_cast<long long>(r.wrong));
-  else fprintf(f, "null}");
+  if (r.wrong >= 0)
+    fprintf(f, "%lld}", static_cast<long long>(r.wrong));
+  else
+    fprintf(f, "null}");
 }
 
 }  // namespace
@@ -70,9 +72,15 @@ void Report::header() const {
   for (int g = 0; g < info_.ngroups; ++g)
     printf("#  group %-12s %3d ranks  backend %s\n", info_.groupName[g], info_.groupSize[g], info_.groupBackend[g]);
   printf("#\n");
-  printf("#                                                              out-of-place                       in-place          \n");
-  printf("#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n");
-  printf("#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)       \n");
+  printf(
+      "#                                                              out-of-place                       in-place      "
+      "    \n");
+  printf(
+      "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw "
+      "#wrong\n");
+  printf(
+      "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)   "
+      "    \n");
   fflush(stdout);
 }
 

@@ -87,8 +87,7 @@ void HostBackend::allGatherTeam(const std::vector<int>& team, int me, void* buf,
   for (int j = 1; j < k; ++j) {
     int to = (me + j) % k, from = (me - j + k) % k;
     x.push_back(Xfer::send(global(team[to]), b + bounds[me] * es, (bounds[me + 1] - bounds[me]) * es, tag()));
-    x.push_back(
-        Xfer::recv(global(team[from]), b + bounds[from] * es, (bounds[from + 1] - bounds[from]) * es, tag()));
+    x.push_back(Xfer::recv(global(team[from]), b + bounds[from] * es, (bounds[from + 1] - bounds[from]) * es, tag()));
   }
   run(x);
 }
@@ -142,7 +141,8 @@ void HostBackend::allReduce(const void* send, void* recv, size_t count, DataType
   allGatherRanges(recv, bounds, dt);
 }
 
-void HostBackend::reduceScatter(const void* send, void* recv, size_t recvcount, DataType dt, const ReduceOp& rop, Stream) {
+void HostBackend::reduceScatter(const void* send, void* recv, size_t recvcount, DataType dt, const ReduceOp& rop,
+                                Stream) {
   const RedKind op = plainKind(rop);
   const int k = nranks();
   std::vector<size_t> bounds(k + 1);
@@ -174,7 +174,8 @@ void HostBackend::broadcast(const void* send, void* recv, size_t count, DataType
   run(x);
 }
 
-void HostBackend::reduce(const void* send, void* recv, size_t count, DataType dt, const ReduceOp& rop, int root, Stream) {
+void HostBackend::reduce(const void* send, void* recv, size_t count, DataType dt, const ReduceOp& rop, int root,
+                         Stream) {
   const RedKind op = plainKind(rop);
   const int k = nranks(), me = rank();
   const size_t bytes = count * dataTypeSize(dt);

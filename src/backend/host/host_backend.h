@@ -21,7 +21,8 @@ class HostBackend : public Backend {
   const char* name() const override { return "host"; }
 
   void allReduce(const void* send, void* recv, size_t count, DataType dt, const ReduceOp& op, Stream s) override;
-  void reduceScatter(const void* send, void* recv, size_t recvcount, DataType dt, const ReduceOp& op, Stream s) override;
+  void reduceScatter(const void* send, void* recv, size_t recvcount, DataType dt, const ReduceOp& op,
+                     Stream s) override;
   void allGather(const void* send, void* recv, size_t sendcount, DataType dt, Stream s) override;
   void broadcast(const void* send, void* recv, size_t count, DataType dt, int root, Stream s) override;
   void reduce(const void* send, void* recv, size_t count, DataType dt, const ReduceOp& op, int root, Stream s) override;
@@ -50,8 +51,8 @@ class HostBackend : public Backend {
   bool hostLevels() const { return !local_.empty(); }
   void allReduceByHost(const void* send, void* recv, size_t count, DataType dt, RedKind op);
 
-  std::vector<int> all_;               // 0..k-1
-  std::vector<int> local_, column_;    // hostLevels(): my host's ranks; the ranks of my index on every host
+  std::vector<int> all_;             // 0..k-1
+  std::vector<int> local_, column_;  // hostLevels(): my host's ranks; the ranks of my index on every host
   int localMe_ = 0, columnMe_ = 0;
   int groupDepth_ = 0;
   std::vector<Xfer> pending_;  // p2p posted inside a group

@@ -20,10 +20,10 @@ namespace hetccl::nccl {
 namespace {
 
 struct Flavor {
-  const char* lib;     // "NCCL"
+  const char* lib;        // "NCCL"
   StringSetting setting;  // HETCCL_NCCL_LIB
   const char* envVar;     // its name
-  const char* soname;  // what to point the variable at
+  const char* soname;     // what to point the variable at
 };
 
 Flavor flavorOf(const std::string& flavor) {
@@ -35,9 +35,7 @@ Flavor flavorOf(const std::string& flavor) {
   throwError(hetcclInternalError, "NCCL-ABI flavor '" + flavor + "' is none of nccl, rccl, emu");
 }
 
-std::string setHint(const Flavor& f) {
-  return std::string("set ") + f.envVar + " to the path of " + f.soname;
-}
+std::string setHint(const Flavor& f) { return std::string("set ") + f.envVar + " to the path of " + f.soname; }
 
 std::string lastDlError() {
   const char* e = dlerror();
@@ -121,8 +119,8 @@ std::unique_ptr<NcclApi> makeTable(void* h, const std::string& path, const std::
   if (!missing.empty()) {
     std::string names;
     for (const auto& n : missing) names += (names.empty() ? "" : ", ") + n;
-    throwError(hetcclInvalidUsage, "'" + path + "'" + source + " is not a usable " + f.lib +
-                                       " library: it lacks " + names + "; " + setHint(f));
+    throwError(hetcclInvalidUsage, "'" + path + "'" + source + " is not a usable " + f.lib + " library: it lacks " +
+                                       names + "; " + setHint(f));
   }
   int v = 0;
   ncclResult_t r = api->getVersion(&v);
@@ -150,16 +148,19 @@ void bindToItself(void* h, const std::string& path) {
     void* own = dlsym(h, "ncclCommGetAsyncError");
     dlerror();
     if (global && own && global != own)
-      throwError(hetcclInvalidUsage, "'" + path + "': another library's ncclCommGetAsyncError comes first in this "
-                                     "process's symbol lookup, and hetccl cannot rebind the vendor library's own "
-                                     "calls on this processor; do not preload an NCCL-ABI library here");
+      throwError(hetcclInvalidUsage, "'" + path +
+                                         "': another library's ncclCommGetAsyncError comes first in this "
+                                         "process's symbol lookup, and hetccl cannot rebind the vendor library's own "
+                                         "calls on this processor; do not preload an NCCL-ABI library here");
     return;
   }
   std::string names;
   for (const auto& n : r.rebound) names += (names.empty() ? "" : " ") + n;
   if (!r.rebound.empty())
-    LOG_INFO(kBackend, "%s: %zu of its calls to its own API were bound to another library (a preloaded "
-             "NCCL-ABI library) and now reach it again: %s", path.c_str(), r.rebound.size(), names.c_str());
+    LOG_INFO(kBackend,
+             "%s: %zu of its calls to its own API were bound to another library (a preloaded "
+             "NCCL-ABI library) and now reach it again: %s",
+             path.c_str(), r.rebound.size(), names.c_str());
 }
 
 // Under cacheMutex. Returns nullptr (and the dlerror text) when dlopen fails.
@@ -198,9 +199,8 @@ const NcclApi& loadFromPath(const std::string& path, const std::string& flavor, 
   std::lock_guard<std::mutex> lock(cacheMutex());
   std::string err;
   if (const NcclApi* api = openCached(path, flavor, source, &err)) return *api;
-  throwError(hetcclSystemError,
-             std::string("cannot load the ") + f.lib + " library '" + path + "'" + source + ": " + err + "; " +
-                 setHint(f));
+  throwError(hetcclSystemError, std::string("cannot load the ") + f.lib + " library '" + path + "'" + source + ": " +
+                                    err + "; " + setHint(f));
 }
 
 std::string dirOf(const std::string& file) {
@@ -241,8 +241,10 @@ std::vector<std::string> defaultPaths(const std::string& flavor) {
 
 std::string ncclVersionString(int code) {
   int major, minor, patch;
-  if (code >= 10000) major = code / 10000, minor = code % 10000 / 100, patch = code % 100;
-  else major = code / 1000, minor = code % 1000 / 100, patch = code % 100;
+  if (code >= 10000)
+    major = code / 10000, minor = code % 10000 / 100, patch = code % 100;
+  else
+    major = code / 1000, minor = code % 1000 / 100, patch = code % 100;
   return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(patch);
 }
 
@@ -267,7 +269,10 @@ const NcclApi& loadNcclApi(const std::string& flavor) {
   }
   throwError(hetcclSystemError, std::string("cannot find the ") + f.lib + " library: tried " + tried + "; " +
                                     setHint(f) + " (the " + flavor + " backend serves " +
-                                    (flavor == "rccl" ? "hip" : flavor == "emu" ? "emu" : "cuda") + " ranks)");
+                                    (flavor == "rccl"  ? "hip"
+                                     : flavor == "emu" ? "emu"
+                                                       : "cuda") +
+                                    " ranks)");
 }
 
 }  // namespace hetccl::nccl

@@ -85,16 +85,16 @@ struct NcclApi {
   ncclResult_t (*commGetAsyncError)(ncclComm_t comm, ncclResult_t* asyncError) = nullptr;
   const char* (*getErrorString)(ncclResult_t result) = nullptr;
   const char* (*getLastError)(ncclComm_t comm) = nullptr;  // optional (NCCL >= 2.13)
-  ncclResult_t (*allReduce)(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                            ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) = nullptr;
+  ncclResult_t (*allReduce)(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+                            ncclComm_t comm, cudaStream_t stream) = nullptr;
   ncclResult_t (*reduceScatter)(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
                                 ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) = nullptr;
   ncclResult_t (*allGather)(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
                             ncclComm_t comm, cudaStream_t stream) = nullptr;
   ncclResult_t (*broadcast)(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
                             ncclComm_t comm, cudaStream_t stream) = nullptr;
-  ncclResult_t (*reduce)(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                         ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) = nullptr;
+  ncclResult_t (*reduce)(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+                         int root, ncclComm_t comm, cudaStream_t stream) = nullptr;
   ncclResult_t (*send)(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
                        cudaStream_t stream) = nullptr;
   ncclResult_t (*recv)(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
@@ -105,8 +105,8 @@ struct NcclApi {
                                        ncclScalarResidence_t residence, ncclComm_t comm) = nullptr;
   ncclResult_t (*redOpDestroy)(ncclRedOp_t op, ncclComm_t comm) = nullptr;
   // Optional: NCCL >= 2.28 names it ncclAlltoAll, RCCL ncclAllToAll.
-  ncclResult_t (*allToAll)(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                           ncclComm_t comm, cudaStream_t stream) = nullptr;
+  ncclResult_t (*allToAll)(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,
+                           cudaStream_t stream) = nullptr;
 
   // Optional (2.14+): init with an ncclConfig_t, e.g. non-blocking.
   ncclResult_t (*commInitRankConfig)(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
@@ -130,8 +130,7 @@ struct NcclApi {
   ncclResult_t (*putSignal)(const void* localbuff, size_t count, ncclDataType_t datatype, int peer, void* peerWin,
                             size_t peerWinOffset, int sigIdx, int ctx, unsigned flags, ncclComm_t comm,
                             cudaStream_t stream) = nullptr;
-  ncclResult_t (*signal)(int peer, int sigIdx, int ctx, unsigned flags, ncclComm_t comm,
-                         cudaStream_t stream) = nullptr;
+  ncclResult_t (*signal)(int peer, int sigIdx, int ctx, unsigned flags, ncclComm_t comm, cudaStream_t stream) = nullptr;
   ncclResult_t (*waitSignal)(int nDesc, void* signalDescs, ncclComm_t comm, cudaStream_t stream) = nullptr;
   void (*resetDebugInit)() = nullptr;
 };
@@ -145,7 +144,6 @@ struct NcclApi {
 const NcclApi& loadNcclApi(const std::string& flavor);
 // The same from an explicit path (tests; tools).
 const NcclApi& loadNcclApiFromPath(const std::string& path, const std::string& flavor);
-
 
 // "2.28.5" for 22805 (and the pre-2.9 scheme: 2708 -> "2.7.8").
 std::string ncclVersionString(int code);

@@ -65,8 +65,7 @@ void NcclBackend::check(ncclResult_t r, const char* fn) const {
 }
 
 ncclComm_t NcclBackend::comm() const {
-  if (aborted_.load())
-    throwError(hetcclInvalidUsage, std::string(name()) + " backend: the communicator was aborted");
+  if (aborted_.load()) throwError(hetcclInvalidUsage, std::string(name()) + " backend: the communicator was aborted");
   ncclComm_t c = comm_.load();
   if (!c) throwError(hetcclInternalError, std::string(name()) + " backend: used before connect");
   return c;
@@ -74,8 +73,8 @@ ncclComm_t NcclBackend::comm() const {
 
 ncclDataType_t NcclBackend::ncclType(DataType dt) const {
   if (!dataTypeValid(dt))
-    throwError(hetcclInvalidArgument, std::string(name()) + " backend: data type " +
-                                          std::to_string(static_cast<int>(dt)) + " is not valid");
+    throwError(hetcclInvalidArgument,
+               std::string(name()) + " backend: data type " + std::to_string(static_cast<int>(dt)) + " is not valid");
   if ((dt == hetcclFloat8e4m3 || dt == hetcclFloat8e5m2) && api_.version < kFp8Version)
     throwError(hetcclInvalidArgument, std::string(dataTypeName(dt)) + " needs " + ncclLibName(api_.flavor) + " " +
                                           ncclVersionString(kFp8Version) + " or newer; the " + name() +
@@ -263,9 +262,8 @@ void NcclBackend::reduceScatter(const void* send, void* recv, size_t recvcount, 
                                 Stream s) {
   ncclComm_t c = comm();
   ncclDataType_t t = ncclType(dt);
-  withOp(op, dt, c, [&](ncclRedOp_t o) {
-    check(api_.reduceScatter(send, recv, recvcount, t, o, c, s), "ncclReduceScatter");
-  });
+  withOp(op, dt, c,
+         [&](ncclRedOp_t o) { check(api_.reduceScatter(send, recv, recvcount, t, o, c, s), "ncclReduceScatter"); });
 }
 
 void NcclBackend::allGather(const void* send, void* recv, size_t sendcount, DataType dt, Stream s) {

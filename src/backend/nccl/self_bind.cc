@@ -52,8 +52,8 @@ bool findMapping(uintptr_t addr, Mapping* out) {
     if (addr < lo || addr >= hi) continue;
     out->lo = lo;
     out->hi = hi;
-    out->prot = (perms[0] == 'r' ? PROT_READ : 0) | (perms[1] == 'w' ? PROT_WRITE : 0) |
-                (perms[2] == 'x' ? PROT_EXEC : 0);
+    out->prot =
+        (perms[0] == 'r' ? PROT_READ : 0) | (perms[1] == 'w' ? PROT_WRITE : 0) | (perms[2] == 'x' ? PROT_EXEC : 0);
     found = true;
     break;
   }
@@ -86,12 +86,12 @@ bool hasPrefix(const char* name, const std::vector<std::string>& prefixes) {
 }
 
 struct DynInfo {
-  const ElfW(Sym)* symtab = nullptr;
+  const ElfW(Sym) * symtab = nullptr;
   const char* strtab = nullptr;
   size_t strsz = 0;
-  const ElfW(Rela)* jmprel = nullptr;
+  const ElfW(Rela) * jmprel = nullptr;
   size_t jmprelBytes = 0;
-  const ElfW(Rela)* rela = nullptr;
+  const ElfW(Rela) * rela = nullptr;
   size_t relaBytes = 0;
   bool pltIsRela = true;
 };
@@ -117,7 +117,7 @@ DynInfo readDynamic(const link_map* lm) {
   return d;
 }
 
-void rebindTable(const link_map* lm, const DynInfo& d, const ElfW(Rela)* rel, size_t bytes,
+void rebindTable(const link_map* lm, const DynInfo& d, const ElfW(Rela) * rel, size_t bytes,
                  const std::vector<std::string>& prefixes, RebindResult* out) {
   if (!rel) return;
   for (size_t i = 0; i < bytes / sizeof(ElfW(Rela)); ++i) {

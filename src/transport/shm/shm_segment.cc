@@ -43,13 +43,14 @@ ShmGeometry shmGeometry(int n, size_t buffBytes) {
                               std::to_string(std::max(n - 1, 1)) + " rings";
   if (total() > maxHost) {
     if (settings::kBuffSize.isSet())
-      throwError(hetcclInvalidArgument, "shm: " + formula + " of HETCCL_BUFFSIZE (" + mib(buffBytes) + " each: " +
-                                            mib(total()) + ") but HETCCL_SHM_MAX is " + mib(maxHost) +
+      throwError(hetcclInvalidArgument, "shm: " + formula + " of HETCCL_BUFFSIZE (" + mib(buffBytes) +
+                                            " each: " + mib(total()) + ") but HETCCL_SHM_MAX is " + mib(maxHost) +
                                             "; lower HETCCL_BUFFSIZE or raise HETCCL_SHM_MAX");
     // Fewer slots, then (HETCCL_SHM_SLOT_BYTES unset) smaller ones.
     const size_t perRing = (maxHost - static_cast<size_t>(n) * kShmInboxHeader) / rings;
     if (perRing > kShmRingHeader)
-      g.slots = static_cast<uint32_t>(std::min<size_t>(g.slots, (perRing - kShmRingHeader) / (kShmSlotHeader + g.slotBytes)));
+      g.slots =
+          static_cast<uint32_t>(std::min<size_t>(g.slots, (perRing - kShmRingHeader) / (kShmSlotHeader + g.slotBytes)));
     if (g.slots < 2 && !settings::kShmSlotBytes.isSet() && perRing > kShmRingHeader + 2 * kShmSlotHeader) {
       g.slots = 2;
       g.slotBytes = std::max<size_t>(4096, ((perRing - kShmRingHeader) / 2 - kShmSlotHeader) & ~size_t{4095});

@@ -64,7 +64,7 @@ constexpr uint64_t kMagic = 0x48544c4353484d31ull;  // "HTLCSHM1"
 constexpr size_t kInboxHeader = kShmInboxHeader;
 constexpr size_t kRingHeader = kShmRingHeader;
 constexpr size_t kCmaStagingBytes = 256 * 1024;  // per part, receive-reduce: stays in cache
-constexpr size_t kCmaMinPart = 512 << 10;         // smallest share of a message a helper thread takes
+constexpr size_t kCmaMinPart = 512 << 10;        // smallest share of a message a helper thread takes
 static_assert(sizeof(ShmInbox) <= kInboxHeader && sizeof(ShmRing) <= kRingHeader, "layout");
 
 int futexWait(std::atomic<uint32_t>* addr, uint32_t expect, int ms) {
@@ -104,12 +104,12 @@ ShmTransport::ShmTransport(const TransportContext& ctx) : ctx_(ctx) {
   for (int r = 0; r < ctx.nranks; ++r) {
     pids_[r] = peers[r].pid;
     if (peers[r].slots != slots_ || peers[r].slotBytes != slotBytes_)
-      throwError(hetcclInvalidUsage, "shm: rank " + std::to_string(r) + " lays its rings out as " +
-                                         std::to_string(peers[r].slots) + " slots of " +
-                                         std::to_string(peers[r].slotBytes) + " bytes but rank " +
-                                         std::to_string(ctx.rank) + " as " + std::to_string(slots_) + " of " +
-                                         std::to_string(slotBytes_) + " (HETCCL_BUFFSIZE, HETCCL_SHM_SLOT_BYTES "
-                                         "and HETCCL_SHM_MAX must agree)");
+      throwError(hetcclInvalidUsage,
+                 "shm: rank " + std::to_string(r) + " lays its rings out as " + std::to_string(peers[r].slots) +
+                     " slots of " + std::to_string(peers[r].slotBytes) + " bytes but rank " + std::to_string(ctx.rank) +
+                     " as " + std::to_string(slots_) + " of " + std::to_string(slotBytes_) +
+                     " (HETCCL_BUFFSIZE, HETCCL_SHM_SLOT_BYTES "
+                     "and HETCCL_SHM_MAX must agree)");
   }
   if (ctx.rank == 0) removeStaleShmSegments();
 
@@ -142,7 +142,8 @@ ShmTransport::ShmTransport(const TransportContext& ctx) : ctx_(ctx) {
     for (int peer : ctx.peers) {
       std::string name = shmSegmentName(pids_[peer], jobId, peer);
       int pfd = shm_open(name.c_str(), O_RDWR, 0600);
-      if (pfd < 0) throwSystemError("shm_open " + name + " (rank " + std::to_string(peer) + " on another host?)", errno);
+      if (pfd < 0)
+        throwSystemError("shm_open " + name + " (rank " + std::to_string(peer) + " on another host?)", errno);
       void* q = mmap(nullptr, segBytes_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, pfd, 0);
       close(pfd);
       if (q == MAP_FAILED) throwSystemError("mmap " + name, errno);
@@ -158,8 +159,9 @@ ShmTransport::ShmTransport(const TransportContext& ctx) : ctx_(ctx) {
   shm_unlink(mine.c_str());
   probeCma();
   threads_ = hostThreadsFor(static_cast<int>(ctx.peers.size()) + 1);
-  LOG_INFO(kTransport, "shm: rank %d mapped %zu peers, %u slots of %zu bytes per ring, single-copy (CMA) %s, %d threads",
-           ctx.rank, ctx.peers.size(), slots_, slotBytes_, cma_ ? "on" : "off", threads_);
+  LOG_INFO(kTransport,
+           "shm: rank %d mapped %zu peers, %u slots of %zu bytes per ring, single-copy (CMA) %s, %d threads", ctx.rank,
+           ctx.peers.size(), slots_, slotBytes_, cma_ ? "on" : "off", threads_);
 }
 
 void ShmTransport::probeCma() {
@@ -196,8 +198,8 @@ void ShmTransport::cmaReadRange(const Xfer& x, uint64_t addr, size_t lo, size_t 
     if (r <= 0) {
       const int e = errno;
       if (!processAlive(pids_[x.peer]))
-        throwError(hetcclRemoteError, "shm: rank " + std::to_string(x.peer) + " (pid " +
-                                          std::to_string(pids_[x.peer]) + ") exited during " + x.tag.describe());
+        throwError(hetcclRemoteError, "shm: rank " + std::to_string(x.peer) + " (pid " + std::to_string(pids_[x.peer]) +
+                                          ") exited during " + x.tag.describe());
       // A peer that failed (and may have freed its buffer since) or left
       // the job explains a bad address better than a wrong count.
       checkNotPoisoned(&x);
@@ -206,11 +208,13 @@ void ShmTransport::cmaReadRange(const Xfer& x, uint64_t addr, size_t lo, size_t 
           throwError(hetcclRemoteError, "shm: rank " + std::to_string(peer) + " (pid " + std::to_string(pids_[peer]) +
                                             ") exited during " + x.tag.describe());
       if (e == EFAULT)
-        throwError(hetcclInvalidArgument, "shm: rank " + std::to_string(x.peer) + "'s buffer (or this rank's) ends "
-                                              "before the " + std::to_string(x.bytes) + " bytes that " +
-                                              x.tag.describe() + " moves: is a count larger than its buffer?");
-      throwError(hetcclRemoteError, "shm: reading rank " + std::to_string(x.peer) + "'s memory in " +
-                                        x.tag.describe() + " failed: " + strerror(e));
+        throwError(hetcclInvalidArgument, "shm: rank " + std::to_string(x.peer) +
+                                              "'s buffer (or this rank's) ends "
+                                              "before the " +
+                                              std::to_string(x.bytes) + " bytes that " + x.tag.describe() +
+                                              " moves: is a count larger than its buffer?");
+      throwError(hetcclRemoteError, "shm: reading rank " + std::to_string(x.peer) + "'s memory in " + x.tag.describe() +
+                                        " failed: " + strerror(e));
     }
     size_t got = static_cast<size_t>(r) / es * es;
     if (reduce) reduceArrays(dst + off, x.operand(off), into, got / es, x.dtype, x.redKind);
@@ -350,8 +354,10 @@ void ShmTransport::progress(std::span<Xfer> xfers, std::vector<std::pair<Xfer, u
             sh->flags = kCma;
             sh->cmaAddr = reinterpret_cast<uint64_t>(x->src);
             x->done = x->bytes;
-            if (x->lazy) lazyAcks_.emplace_back(*x, head);  // drain() waits for it
-            else lanes.acks.emplace_back(x, head);
+            if (x->lazy)
+              lazyAcks_.emplace_back(*x, head);  // drain() waits for it
+            else
+              lanes.acks.emplace_back(x, head);
           } else {
             size_t len = std::min(slotBytes_, x->bytes - x->done);
             sh->len = len;
@@ -369,8 +375,10 @@ void ShmTransport::progress(std::span<Xfer> xfers, std::vector<std::pair<Xfer, u
           progress = true;
         }
         while (!lanes.acks.empty() && lanes.acks.front().second < tail) lanes.acks.pop_front();
-        if (!lanes.send.empty()) waiting = lanes.send.front();
-        else if (!lanes.acks.empty()) waiting = lanes.acks.front().first;
+        if (!lanes.send.empty())
+          waiting = lanes.send.front();
+        else if (!lanes.acks.empty())
+          waiting = lanes.acks.front().first;
       }
       if (!lanes.recv.empty()) {
         ShmRing* r = ringFrom(peer);
@@ -386,8 +394,8 @@ void ShmTransport::progress(std::span<Xfer> xfers, std::vector<std::pair<Xfer, u
           if (!got.sameCall(x->tag) || got.bytes != x->bytes) throwMismatch("shm", ctx_.rank, *x, got);
           bool single = sh->flags == kCma;
           if (off != x->done || len > x->bytes - x->done || (single ? (!cma_ || len != x->bytes) : len > slotBytes_))
-            throwError(hetcclRemoteError, "shm: corrupt slot from rank " + std::to_string(peer) + " in " +
-                                              x->tag.describe());
+            throwError(hetcclRemoteError,
+                       "shm: corrupt slot from rank " + std::to_string(peer) + " in " + x->tag.describe());
           const uint8_t* data = slot + sizeof(SlotHeader);
           uint8_t* dst = static_cast<uint8_t*>(x->dst) + x->done;
           if (len == 0) {
@@ -428,7 +436,8 @@ void ShmTransport::progress(std::span<Xfer> xfers, std::vector<std::pair<Xfer, u
       // about to produce what this rank waits for.
       if (oversubscribed_) sched_yield();
 #if defined(__x86_64__) || defined(__i386__)
-      else __builtin_ia32_pause();
+      else
+        __builtin_ia32_pause();
 #endif
       continue;
     }

@@ -64,8 +64,8 @@ class ShmTransport : public Transport {
   std::vector<ShmInbox*> inbox_;  // by rank; mapped for me and my peers
   std::vector<int> pids_;         // by rank
   int spinUs_ = 0;
-  bool oversubscribed_ = false;     // more ranks than cores: spin by yielding
-  bool cma_ = false;                 // single-copy reads of large messages
+  bool oversubscribed_ = false;  // more ranks than cores: spin by yielding
+  bool cma_ = false;             // single-copy reads of large messages
   // Lazy single-copy sends run() returned before the receiver read them:
   // each is done once the receiver consumed its slot (ring index).
   std::vector<std::pair<Xfer, uint64_t>> lazyAcks_;

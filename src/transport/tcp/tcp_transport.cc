@@ -101,8 +101,7 @@ void TcpTransport::addConn(int peer, Socket s, std::span<const uint8_t> secret, 
 
 TcpTransport::PeerConn& TcpTransport::conn(int peer) {
   auto it = conns_.find(peer);
-  if (it == conns_.end())
-    throwError(hetcclInternalError, "tcp: no connection to rank " + std::to_string(peer));
+  if (it == conns_.end()) throwError(hetcclInternalError, "tcp: no connection to rank " + std::to_string(peer));
   return it->second;
 }
 
@@ -113,9 +112,9 @@ void TcpTransport::poison(const std::string&) {
 // Per peer and direction: the transfers in order and the one in progress.
 struct TcpTransport::Lane {
   std::deque<Xfer*> q;
-  MsgTag hdr;             // send: the header being sent; recv: being received
-  size_t hdrDone = 0;     // header bytes moved
-  uint8_t carry[8];       // recv-reduce: bytes of an element split across reads
+  MsgTag hdr;          // send: the header being sent; recv: being received
+  size_t hdrDone = 0;  // header bytes moved
+  uint8_t carry[8];    // recv-reduce: bytes of an element split across reads
   size_t carryLen = 0;
   const Xfer* last = nullptr;  // send: the last transfer sealed (its record may still be on the way)
 };
@@ -204,8 +203,8 @@ void TcpTransport::run(std::span<Xfer> xfers) {
         if (r < 0) {
           if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) break;
           if (errno == EPIPE || errno == ECONNRESET)
-            throwError(hetcclRemoteError, "tcp: rank " + std::to_string(peer) + " closed the connection during " +
-                                              x->tag.describe());
+            throwError(hetcclRemoteError,
+                       "tcp: rank " + std::to_string(peer) + " closed the connection during " + x->tag.describe());
           throwSystemError("tcp send to rank " + std::to_string(peer), errno);
         }
         size_t moved = static_cast<size_t>(r);
@@ -224,8 +223,8 @@ void TcpTransport::run(std::span<Xfer> xfers) {
       while (!w.recv.q.empty()) {
         Xfer* x = w.recv.q.front();
         if (w.recv.hdrDone < sizeof(MsgTag)) {
-          size_t r = pull(*w.c, reinterpret_cast<uint8_t*>(&w.recv.hdr) + w.recv.hdrDone,
-                          sizeof(MsgTag) - w.recv.hdrDone);
+          size_t r =
+              pull(*w.c, reinterpret_cast<uint8_t*>(&w.recv.hdr) + w.recv.hdrDone, sizeof(MsgTag) - w.recv.hdrDone);
           if (r == 0) break;
           progress = true;
           w.recv.hdrDone += r;
@@ -263,8 +262,10 @@ void TcpTransport::run(std::span<Xfer> xfers) {
           continue;
         }
       }
-      if (!w.send.q.empty()) pending = true, oneWaiting = w.send.q.front();
-      else if (w.c->sec && w.c->sec->pending()) pending = true, oneWaiting = w.send.last;
+      if (!w.send.q.empty())
+        pending = true, oneWaiting = w.send.q.front();
+      else if (w.c->sec && w.c->sec->pending())
+        pending = true, oneWaiting = w.send.last;
       if (!w.recv.q.empty()) pending = true, oneWaiting = w.recv.q.front();
     }
     if (!pending) return;

@@ -20,8 +20,7 @@ class TcpTransport : public Transport {
   // sockets that are already connected, by peer rank; no bootstrap, listener
   // or handshake. Links that ctx.encrypt marks are keyed from `secret` and
   // all-zero nonces (the lower rank is the client).
-  TcpTransport(const TransportContext& ctx, std::map<int, Socket> connected,
-               std::span<const uint8_t> secret = {});
+  TcpTransport(const TransportContext& ctx, std::map<int, Socket> connected, std::span<const uint8_t> secret = {});
   const char* name() const override { return "tcp"; }
   void run(std::span<Xfer> xfers) override;
   // Shuts every connection down: the peers read end-of-stream at once.
@@ -33,7 +32,7 @@ class TcpTransport : public Transport {
  private:
   struct PeerConn {
     Socket sock;
-    std::string what;  // "tcp peer rank N"
+    std::string what;                            // "tcp peer rank N"
     std::unique_ptr<secure::RecordChannel> sec;  // encrypted link (HETCCL_ENCRYPT), else null
   };
   PeerConn& conn(int peer);

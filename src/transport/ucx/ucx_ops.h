@@ -42,13 +42,13 @@ struct UcxTransport::Op {
   uint64_t tag = 0;
   void* buf = nullptr;
   size_t len = 0;
-  size_t off = 0;    // payload offset of a part
-  int slot = -1;     // staging slot of a receive-reduce part
+  size_t off = 0;  // payload offset of a part
+  int slot = -1;   // staging slot of a receive-reduce part
   void* req = nullptr;
   bool posted = false, done = false;
   MsgTag* header = nullptr;  // kHeaderSend / kHeaderRecv
   uint32_t msg = 0;
-  Rma* rma = nullptr;        // RMA path ops
+  Rma* rma = nullptr;  // RMA path ops
   bool sends() const { return kind != kHeaderRecv && kind != kPartRecv && kind != kRtrRecv && kind != kFinRecv; }
 };
 
@@ -60,8 +60,8 @@ struct UcxTransport::Rma {
   void* packed = nullptr;     // receiver: packed rkey (in wire too)
   ucp_rkey_h rkey = nullptr;  // sender: the receiver's unpacked rkey
   uint64_t remoteAddr = 0;
-  uint64_t fin = 0;           // the finish message's body
-  bool partsWanted = false;   // sender: the offer asked for parts
+  uint64_t fin = 0;          // the finish message's body
+  bool partsWanted = false;  // sender: the offer asked for parts
   bool partsAdded = false;
   Rma() = default;
   Rma(const Rma&) = delete;

@@ -84,16 +84,16 @@ void UcxTransport::acceptOffer(Op& op) {
       OfferHead h;
       memcpy(&h, r.wire.data(), sizeof(h));
       if (h.mode == ucx::kOfferRefused)
-        throwError(hetcclRemoteError, "ucx: " + from + " refused " + x.tag.describe() +
-                                          ": it was in another call (its error names both)");
+        throwError(hetcclRemoteError,
+                   "ucx: " + from + " refused " + x.tag.describe() + ": it was in another call (its error names both)");
       if (h.mode == ucx::kOfferParts && h.len == x.bytes) {
         r.partsWanted = true;  // run() adds the parts
         return;
       }
       if (h.mode != ucx::kOfferPut || h.len != x.bytes || h.rkeyLen == 0 || h.rkeyLen > ucx::kOfferBytes - sizeof(h))
         throwError(hetcclRemoteError, "ucx: malformed RMA offer from " + from + " in " + x.tag.describe() +
-                                          " (length " + std::to_string(h.len) + ", rkey " +
-                                          std::to_string(h.rkeyLen) + " bytes)");
+                                          " (length " + std::to_string(h.len) + ", rkey " + std::to_string(h.rkeyLen) +
+                                          " bytes)");
       ucs_status_t st = api_.epRkeyUnpack(eps_[x.peer], r.wire.data() + sizeof(h), &r.rkey);
       if (st != UCS_OK)
         throwError(hetcclRemoteError, "ucx: the rkey " + from + " offered in " + x.tag.describe() +
@@ -113,8 +113,7 @@ void UcxTransport::acceptOffer(Op& op) {
       op.len = sizeof(r.fin);
       op.tag = ucx::makeTag(ctx_.rank, op.msg, ucx::kFinPart);
       break;
-    default:
-      throwError(hetcclInternalError, "ucx: no RMA step follows this one");
+    default: throwError(hetcclInternalError, "ucx: no RMA step follows this one");
   }
   op.done = false;
   op.req = nullptr;

@@ -52,8 +52,7 @@ UcxTransport::UcxTransport(const TransportContext& ctx)
       failed_(ctx.nranks, UCS_OK) {
   if (ctx.nranks > 65535) throwError(hetcclInvalidUsage, "ucx transport: at most 65535 ranks");
   auto ucsCheck = [&](ucs_status_t st, const char* what) {
-    if (st != UCS_OK)
-      throwError(hetcclSystemError, std::string("UCX: ") + what + " failed: " + api_.statusString(st));
+    if (st != UCS_OK) throwError(hetcclSystemError, std::string("UCX: ") + what + " failed: " + api_.statusString(st));
   };
   ucp_config_t* cfg = nullptr;
   ucsCheck(api_.configRead(nullptr, nullptr, &cfg), "ucp_config_read");  // UCX_* variables apply
@@ -93,8 +92,8 @@ UcxTransport::UcxTransport(const TransportContext& ctx)
   for (int peer : ctx.peers) {
     if (peer < 0 || peer >= ctx.nranks || peer == ctx.rank) continue;
     ucp_ep_params_t ep{};
-    ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                    UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    ep.field_mask =
+        UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
     ep.address = reinterpret_cast<const ucp_address_t*>(all.data() + maxLen * peer);
     ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;  // a dead peer fails requests instead of hanging them
     ep.err_handler.cb = epError;
@@ -132,8 +131,7 @@ UcxTransport::UcxTransport(const TransportContext& ctx)
   ctx.bootstrap->barrier();
   LOG_INFO(kTransport, "ucx transport: rank %d, %zu peers, UCX %u.%u, memory types: host%s%s, RMA put from %s",
            ctx.rank, ctx.peers.size(), api_.major, api_.minor, movesDeviceMemory("cuda") ? ", cuda" : "",
-           movesDeviceMemory("hip") ? ", rocm" : "",
-           rmaMin_ ? (std::to_string(rmaMin_) + " bytes").c_str() : "never");
+           movesDeviceMemory("hip") ? ", rocm" : "", rmaMin_ ? (std::to_string(rmaMin_) + " bytes").c_str() : "never");
 }
 
 bool UcxTransport::movesDeviceMemory(const std::string& kind) const {
@@ -172,8 +170,7 @@ void UcxTransport::discard(int peer, uint32_t msg, uint64_t bytes) {
     size_t len = std::min<uint64_t>(pb, bytes - off);
     if (len > staging_.size()) return;
     ucp_request_param_t p{};
-    ucs_status_ptr_t r =
-        api_.tagRecvNbx(worker_, staging_.data(), len, makeTag(peer, msg, part), kFullMask, &p);
+    ucs_status_ptr_t r = api_.tagRecvNbx(worker_, staging_.data(), len, makeTag(peer, msg, part), kFullMask, &p);
     if (UCS_PTR_IS_ERR(r)) return;
     if (r && !waitOrCancel(r, until)) return;
   }
@@ -242,9 +239,9 @@ void UcxTransport::finish(Op& op, ucs_status_t st) {
   Xfer& x = *op.x;
   if (st != UCS_OK) {
     ucs_status_t peerSt = failed_[x.peer];
-    throwError(hetcclRemoteError, "ucx: " + std::string(op.sends() ? "sending to" : "receiving from") +
-                                      " rank " + std::to_string(x.peer) + " in " + x.tag.describe() + " failed: " +
-                                      api_.statusString(peerSt != UCS_OK ? peerSt : st) +
+    throwError(hetcclRemoteError, "ucx: " + std::string(op.sends() ? "sending to" : "receiving from") + " rank " +
+                                      std::to_string(x.peer) + " in " + x.tag.describe() +
+                                      " failed: " + api_.statusString(peerSt != UCS_OK ? peerSt : st) +
                                       (peerSt != UCS_OK ? " (the peer failed or exited)" : ""));
   }
   if (op.kind == Op::kRtrRecv || op.kind == Op::kPut || op.kind == Op::kFlush) return acceptOffer(op);
@@ -303,8 +300,10 @@ void UcxTransport::run(std::span<Xfer> xfers) {
         op.buf = static_cast<uint8_t*>(x.dst) + off;
       }
       ops.push_back(op);
-      if (x.kind == Xfer::Kind::kRecvReduce) waitSlot.push_back(ops.size() - 1);
-      else post(ops.back());
+      if (x.kind == Xfer::Kind::kRecvReduce)
+        waitSlot.push_back(ops.size() - 1);
+      else
+        post(ops.back());
     }
   };
   for (const Xfer& x : xfers)  // before anything is posted: message numbers stay in step
@@ -422,8 +421,7 @@ void UcxTransport::run(std::span<Xfer> xfers) {
         }
         if (failed_[pending->peer] != UCS_OK)
           throwError(hetcclRemoteError, "ucx: rank " + std::to_string(pending->peer) + " failed during " +
-                                            pending->tag.describe() + ": " +
-                                            api_.statusString(failed_[pending->peer]));
+                                            pending->tag.describe() + ": " + api_.statusString(failed_[pending->peer]));
         watch.check(*pending);
       }
       std::this_thread::yield();

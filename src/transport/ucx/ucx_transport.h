@@ -77,15 +77,15 @@ class UcxTransport : public Transport {
   TransportContext ctx_;
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
-  std::vector<ucp_ep_h> eps_;             // by rank
+  std::vector<ucp_ep_h> eps_;                // by rank
   std::vector<uint32_t> sendSeq_, recvSeq_;  // message numbers by peer
-  std::vector<ucs_status_t> failed_;      // UCS_OK, or the error an endpoint reported
-  std::vector<uint8_t> staging_;          // receive-reduce parts
-  std::vector<EpArg> epArgs_;             // by rank
-  std::vector<int> localPid_;             // by rank: pid of a peer on this host, else 0
-  uint64_t memTypes_ = 0;                 // ucp_context_query: bits of ucs_memory_type_t
-  uint64_t rmaMin_ = 0;                   // HETCCL_UCX_RMA_MIN; 0: no RMA path
-  int devMemType_ = -1;                   // ucs_memory_type_t of Xfer::device buffers, -1: none taken
+  std::vector<ucs_status_t> failed_;         // UCS_OK, or the error an endpoint reported
+  std::vector<uint8_t> staging_;             // receive-reduce parts
+  std::vector<EpArg> epArgs_;                // by rank
+  std::vector<int> localPid_;                // by rank: pid of a peer on this host, else 0
+  uint64_t memTypes_ = 0;                    // ucp_context_query: bits of ucs_memory_type_t
+  uint64_t rmaMin_ = 0;                      // HETCCL_UCX_RMA_MIN; 0: no RMA path
+  int devMemType_ = -1;                      // ucs_memory_type_t of Xfer::device buffers, -1: none taken
 };
 
 }  // namespace hetccl
