@@ -62,6 +62,7 @@ class Dom(html.parser.HTMLParser):
         self.straggler = None
         self.in_straggler = False
         self.text = ""
+        self.alltext = ""         # every text of the page
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
@@ -82,6 +83,7 @@ class Dom(html.parser.HTMLParser):
         self.in_straggler = False
 
     def handle_data(self, data):
+        self.alltext += data
         if self.in_straggler:
             self.text += data
 
@@ -169,6 +171,51 @@ def look(browser, page, png, job):
     return dom, size
 
 
+def look_failed(browser, job_bin, tools, png):
+    """A job whose communicator failed (a mismatched Broadcast root): the page
+    shows every rank's row failed with the reason, and errors counted."""
+    with Job(job_bin, calls=20, count=1024, env={"MISMATCH_AT_END": "1"}) as job:
+        job.wait_up()
+        job.wait_done()
+        port = free_ports(1)
+        page = f"http://127.0.0.1:{port}/"
+        dash = subprocess.Popen([sys.executable, os.path.join(tools, "hetccl-dashboard"),
+                                 "--ports", f"{job.port(0)}-{job.port(RANKS - 1)}", "--listen", f"127.0.0.1:{port}"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.time() + 30
+            while True:
+                try:
+                    snap = json.loads(urllib.request.urlopen(page + "api/snapshot", timeout=5).read())
+                    if len(snap.get("job", {}).get("failed", [])) == RANKS:
+                        break
+                except (OSError, ValueError):
+                    snap = None
+                if time.time() > deadline:
+                    fail(f"/api/snapshot never showed {RANKS} failed ranks: {json.dumps(snap)[:1500]}")
+                time.sleep(0.2)
+            dom = Dom()
+            dom.feed(chromium(browser, page, ["--dump-dom"]))
+            states = {r: dom.cells.get(("state", str(r))) for r in range(RANKS)}
+            if any(s != "failed" for s in states.values()):
+                fail(f"the page shows states {states} for a job whose communicator failed on every rank")
+            errors = sum(int(float(dom.cells.get(("errors", str(r))) or 0)) for r in range(RANKS))
+            if errors < RANKS:
+                fail(f"the page counts {errors} errors; every rank failed at least one call")
+            if "Broadcast" not in dom.alltext:
+                fail("the page does not say which call failed (no 'Broadcast' in the failed rows' reasons)")
+            chromium(browser, page, [f"--screenshot={png}", "--window-size=1400,900"])
+            if not os.path.exists(png):
+                fail(f"chromium wrote no screenshot at {png}")
+        finally:
+            dash.terminate()
+            try:
+                dash.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                dash.kill()
+    return errors
+
+
 def main():
     if len(sys.argv) != 4:
         print(__doc__.strip())
@@ -202,10 +249,13 @@ def main():
             except subprocess.TimeoutExpired:
                 dash.kill()
         done = job.wait_done()
+    failed_png = os.path.join(artifacts, "hetccl-dashboard-failed.png")
+    errors = look_failed(browser, job_bin, tools, failed_png)
     calls = [round(number(dom, "calls-per-s", r)) for r in range(RANKS)]
     print(f"check_dashboard: chromium rendered {dom.updates} snapshots of {RANKS} ranks "
           f"(calls/s {calls}, {dom.text.strip() or 'no straggler'}); POST got 405; "
-          f"screenshot {png} ({size} bytes); the ranks made {min(done)} calls, results right; {time.time() - t0:.1f} s")
+          f"screenshot {png} ({size} bytes); the ranks made {min(done)} calls, results right; "
+          f"a failed job: every rank's row failed, {errors} errors, screenshot {failed_png}; {time.time() - t0:.1f} s")
     return 0
 
 

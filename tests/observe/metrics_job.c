@@ -6,7 +6,10 @@
  * With LOOP_S > 0 it instead keeps calling AllReduce for about that long (a
  * live job for the dashboard and hetccl-top), then waits the same way; the
  * ranks agree when to stop (an int32 max AllReduce every 16 calls), so all
- * make the same calls.
+ * make the same calls. With MISMATCH_AT_END=1 in the environment the ranks
+ * end with a Broadcast whose root the last rank names differently (the
+ * communicator fails) and an AllReduce that must then fail on every rank;
+ * the line is "done <n> failed" and the communicator stays alive, failed.
  *
  *   metrics_job CALLS COUNT [LOOP_S]
  * Exit status: 0 right results, 1 wrong results, 2 usage, 3 a library error. */
@@ -63,6 +66,22 @@ int main(int argc, char** argv) {
         fprintf(stderr, "rank %d: element %zu is %g, expected %g\n", rank, i, buf[i], want);
         return 1;
       }
+  }
+  const char* mismatch = getenv("MISMATCH_AT_END");
+  if (mismatch && atoi(mismatch)) {
+    const int root = rank == nranks - 1 ? 1 : 0;
+    hetcclResult_t r = hetcclBroadcast(buf, buf, count, hetcclFloat32, root, comm, NULL);
+    hetcclResult_t after = hetcclAllReduce(buf, buf, count, hetcclFloat32, hetcclSum, comm, NULL);
+    if (after == hetcclSuccess) {
+      fprintf(stderr, "rank %d: the AllReduce after a mismatched Broadcast (%d) succeeded\n", rank, (int)r);
+      return 1;
+    }
+    printf("done %ld failed\n", n);
+    fflush(stdout);
+    char wait[16];
+    (void)!fgets(wait, sizeof(wait), stdin);
+    free(buf);
+    return hetcclCommAbort(comm) == hetcclSuccess ? 0 : 3;
   }
   printf("done %ld\n", n);
   fflush(stdout);
