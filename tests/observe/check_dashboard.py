@@ -11,6 +11,7 @@ the page is kept as ARTIFACT_DIR/hetccl-dashboard.png, and the ranks
   check_dashboard.py METRICS_JOB TOOLS_DIR ARTIFACT_DIR
 Exit status 0 pass, 1 fail, 77 skip (no chromium).
 """
+import contextlib
 import html.parser
 import json
 import os
@@ -171,18 +172,30 @@ def look(browser, page, png, job):
     return dom, size
 
 
+@contextlib.contextmanager
+def serving(tools, job):
+    """hetccl-dashboard reading the job's endpoints, on a free port: yields its page's URL."""
+    port = free_ports(1)
+    dash = subprocess.Popen([sys.executable, os.path.join(tools, "hetccl-dashboard"),
+                             "--ports", f"{job.port(0)}-{job.port(RANKS - 1)}", "--listen", f"127.0.0.1:{port}"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        dash.terminate()
+        try:
+            dash.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            dash.kill()
+
+
 def look_failed(browser, job_bin, tools, png):
     """A job whose communicator failed (a mismatched Broadcast root): the page
     shows every rank's row failed with the reason, and errors counted."""
     with Job(job_bin, calls=20, count=1024, env={"MISMATCH_AT_END": "1"}) as job:
         job.wait_up()
         job.wait_done()
-        port = free_ports(1)
-        page = f"http://127.0.0.1:{port}/"
-        dash = subprocess.Popen([sys.executable, os.path.join(tools, "hetccl-dashboard"),
-                                 "--ports", f"{job.port(0)}-{job.port(RANKS - 1)}", "--listen", f"127.0.0.1:{port}"],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
+        with serving(tools, job) as page:
             deadline = time.time() + 30
             while True:
                 try:
@@ -207,12 +220,6 @@ def look_failed(browser, job_bin, tools, png):
             chromium(browser, page, [f"--screenshot={png}", "--window-size=1400,900"])
             if not os.path.exists(png):
                 fail(f"chromium wrote no screenshot at {png}")
-        finally:
-            dash.terminate()
-            try:
-                dash.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                dash.kill()
     return errors
 
 
@@ -235,19 +242,8 @@ def main():
     # check that their results stayed right while they were watched, and that they exited 0.
     with Job(job_bin, calls=0, count=4096, loop_s=25) as job:
         job.wait_up()
-        port = free_ports(1)
-        page = f"http://127.0.0.1:{port}/"
-        dash = subprocess.Popen([sys.executable, os.path.join(tools, "hetccl-dashboard"),
-                                 "--ports", f"{job.port(0)}-{job.port(RANKS - 1)}", "--listen", f"127.0.0.1:{port}"],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
+        with serving(tools, job) as page:
             dom, size = look(browser, page, png, job)
-        finally:
-            dash.terminate()
-            try:
-                dash.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                dash.kill()
         done = job.wait_done()
     failed_png = os.path.join(artifacts, "hetccl-dashboard-failed.png")
     errors = look_failed(browser, job_bin, tools, failed_png)
