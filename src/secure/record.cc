@@ -85,7 +85,8 @@ size_t RecordSealer::seal(std::span<const Aes256Gcm::Piece> pieces, uint8_t* out
 }
 
 size_t RecordSealer::sealAll(std::span<const PlainRecord> records, uint8_t* out, int threads) {
-  std::vector<size_t> at(records.size() + 1, 0);
+  std::vector<size_t>& at = at_;  // record i's offset in out, reused across calls
+  at.assign(records.size() + 1, 0);
   for (size_t i = 0; i < records.size(); ++i) {
     const size_t len = records[i].bytes();
     if (len == 0 || len > kMaxRecordPlain)
@@ -161,7 +162,8 @@ void RecordOpener::dropFirst() {
 
 size_t RecordOpener::openInto(uint8_t* dst, size_t cap, int threads) {
   if (plainLen_ > 0) return 0;
-  std::vector<size_t> at{head_};  // the records' offsets in buf_
+  std::vector<size_t>& at = at_;  // the records' offsets in buf_, reused across calls
+  at.assign(1, head_);
   size_t total = 0;
   for (size_t k = 0; k < complete_; ++k) {
     const size_t len = recordAt(at.back()) - kRecordOverhead;

@@ -84,6 +84,7 @@ class RecordSealer {
 
  private:
   KeySchedule keys_;
+  std::vector<size_t> at_;  // sealAll's record offsets
 };
 
 // Reassembles records from the stream in order and authenticates and
@@ -127,6 +128,7 @@ class RecordOpener {
   size_t tail_ = 0;                     // the end of the bytes received
   size_t complete_ = 0;                 // complete records in [head_, checked_)
   size_t plainOff_ = 0, plainLen_ = 0;  // the first record, opened in place: taken, in all
+  std::vector<size_t> at_;              // openInto's record offsets
 };
 
 }  // namespace hetccl::secure

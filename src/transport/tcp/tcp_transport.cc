@@ -128,8 +128,8 @@ size_t TcpTransport::pull(PeerConn& c, void* dst, size_t n) {
 bool TcpTransport::pushSealed(PeerConn& c, Lane& lane) {
   bool moved = false;
   auto send = [&c](const uint8_t* p, size_t k) { return c.sock.sendSome(p, k, c.what); };
-  std::array<MsgTag, 16> hdrs;  // the headers that records of this batch begin with
-  std::vector<secure::PlainRecord> batch;
+  std::array<MsgTag, 16> hdrs;                       // the headers that records of this batch begin with
+  std::vector<secure::PlainRecord>& batch = batch_;  // reused across calls
   const size_t most = std::min<size_t>(static_cast<size_t>(threads_), hdrs.size());
   for (;;) {
     if (c.sec->pending()) {

@@ -47,7 +47,8 @@ class TcpTransport : public Transport {
   TransportContext ctx_;
   std::map<int, PeerConn> conns_;
   std::vector<uint8_t> staging_;
-  int threads_ = 1;  // threads that seal and open one link's records
+  int threads_ = 1;                         // threads that seal and open one link's records
+  std::vector<secure::PlainRecord> batch_;  // pushSealed's records
 };
 
 }  // namespace hetccl
