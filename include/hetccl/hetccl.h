@@ -160,6 +160,12 @@ typedef struct hetcclCommInfo_v1 {
   char encrypt[HETCCL_NAME_BYTES]; /* the mode: "off", "cross-site" or "all" */
   int encryptedPeers;              /* peers whose link carries AES-256-GCM records */
   int plainPeers;                  /* peers whose link carries plaintext (same-host shm included) */
+  /* appended: the border cut (HETCCL_BORDER_CUT) */
+  char borderCut[HETCCL_NAME_BYTES]; /* "size" or "bandwidth" */
+  double borderGbps;                 /* bandwidth cut: this rank's border link rate in Gbit/s, as given
+                                        (HETCCL_LINK_GBPS) or measured at init; 0 under the size cut */
+  double borderShare;                /* this rank's part of its group's shards in a large AllReduce across
+                                        groups: 1/k under the size cut (k ranks in the group) */
 } hetcclCommInfo_t;
 
 /* The HETCCL_* settings this library reads (what hetccl-info prints).

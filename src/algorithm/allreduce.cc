@@ -115,6 +115,23 @@ const uint8_t* preScaled(LocalOps& lo, const CollArgs& a, const uint8_t* in, uin
   return buf;
 }
 
+// Every group's shard layout: equal shards (the size cut), or in proportion
+// to the members' border bandwidth where the communicator has weights.
+std::vector<ShardLayout> allReduceLayouts(const Comm& c, size_t n, bool latency) {
+  std::vector<ShardLayout> layouts;
+  const std::vector<double>& w = c.borderWeights();
+  for (const Group& grp : c.topo().groups) {
+    if (w.empty()) {
+      layouts.push_back(shardLayout(n, static_cast<int>(grp.ranks.size()), latency));
+      continue;
+    }
+    std::vector<double> mine;
+    for (int r : grp.ranks) mine.push_back(w[r]);
+    layouts.push_back(weightedShardLayout(n, mine, latency));
+  }
+  return layouts;
+}
+
 // One AllReduce across groups of `n` elements of `in` into `buf`.
 void allReduceAcrossGroups(const PlanContext& p, LocalOps& lo, const CollArgs& a, const uint8_t* in, uint8_t* buf,
                            size_t n) {
@@ -126,13 +143,12 @@ void allReduceAcrossGroups(const PlanContext& p, LocalOps& lo, const CollArgs& a
   // into buf first (the final AllGather fills what this rank does not own).
   const Topology& t = c.topo();
   bool latency = n * es < c.smallBytes();
-  std::vector<ShardLayout> layouts;
-  for (const Group& grp : t.groups) layouts.push_back(shardLayout(n, static_cast<int>(grp.ranks.size()), latency));
+  const std::vector<ShardLayout> layouts = allReduceLayouts(c, n, latency);
   const ShardLayout& mine = layouts[c.myGroup()];
-  const size_t i = static_cast<size_t>(c.groupRank());
+  const int i = c.groupRank();
 
   // Group step: my group's partial of my shard, and of the tail everywhere.
-  if (mine.shard > 0) be.reduceScatter(in, buf + i * mine.shard * es, mine.shard, a.dt, a.op.kind, a.stream);
+  if (mine.sharded()) be.reduceScatterShards(in, buf + mine.lo(i) * es, mine.bounds, a.dt, a.op.kind, a.stream);
   if (mine.mainEnd() < n)
     be.allReduce(in + mine.mainEnd() * es, buf + mine.mainEnd() * es, n - mine.mainEnd(), a.dt, a.op.kind, a.stream);
 
@@ -148,7 +164,7 @@ void allReduceAcrossGroups(const PlanContext& p, LocalOps& lo, const CollArgs& a
   borderReduce(p, lo, assignBorder(t, layouts, c.rank()), buf, a.dt, a.op);
 
   // Group step: everyone's final shards.
-  if (mine.shard > 0) be.allGather(buf + i * mine.shard * es, buf, mine.shard, a.dt, a.stream);
+  if (mine.sharded()) be.allGatherShards(buf, mine.bounds, a.dt, a.stream);
   c.transport().drain();
   drain.done = true;
 }

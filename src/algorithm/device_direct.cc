@@ -79,6 +79,15 @@ class DirectBackend final : public Backend {
     inner_.reduce(send, recv, count, dt, op, root, ds_.stream());
     done("waiting for a group Reduce of the vendor library");
   }
+  void reduceScatterShards(const void* send, void* recv, const std::vector<size_t>& bounds, DataType dt,
+                           const ReduceOp& op, Stream) override {
+    inner_.reduceScatterShards(send, recv, bounds, dt, op, ds_.stream());
+    done("waiting for a group ReduceScatter of the vendor library");
+  }
+  void allGatherShards(void* buf, const std::vector<size_t>& bounds, DataType dt, Stream) override {
+    inner_.allGatherShards(buf, bounds, dt, ds_.stream());
+    done("waiting for a group AllGather of the vendor library");
+  }
   void send(const void* buf, size_t count, DataType dt, int peer, Stream) override {
     inner_.send(buf, count, dt, peer, ds_.stream());
     if (depth_ == 0) done("waiting for a group send of the vendor library");

@@ -62,6 +62,29 @@ void StagedBackend::allGather(const void* send, void* recv, size_t sendcount, Da
   wait("waiting for a group AllGather of the vendor library");
 }
 
+void StagedBackend::reduceScatterShards(const void* send, void* recv, const std::vector<size_t>& bounds, DataType dt,
+                                        const ReduceOp& op, Stream) {
+  const size_t es = dataTypeSize(dt), mine = (bounds[rank() + 1] - bounds[rank()]) * es;
+  if (nranks() == 1) return copyBytes(recv, static_cast<const uint8_t*>(send) + bounds[0] * es, mine);
+  uint8_t* dIn = ds_.scratch().get(kIn, bounds.back() * es);
+  uint8_t* dOut = ds_.scratch().get(kOut, std::max<size_t>(mine, 1));
+  dev_.copy(dIn, send, bounds.back() * es, ds_.stream());
+  inner_.reduceScatterShards(dIn, dOut, bounds, dt, op, ds_.stream());
+  if (mine) dev_.copy(recv, dOut, mine, ds_.stream());
+  wait("waiting for a group ReduceScatter of the vendor library");
+}
+
+void StagedBackend::allGatherShards(void* buf, const std::vector<size_t>& bounds, DataType dt, Stream) {
+  if (nranks() == 1) return;
+  const size_t es = dataTypeSize(dt), lo = bounds[rank()] * es, mine = bounds[rank() + 1] * es - lo;
+  auto* b = static_cast<uint8_t*>(buf);
+  uint8_t* d = ds_.scratch().get(kIn, bounds.back() * es);
+  if (mine) dev_.copy(d + lo, b + lo, mine, ds_.stream());
+  inner_.allGatherShards(d, bounds, dt, ds_.stream());
+  dev_.copy(b, d, bounds.back() * es, ds_.stream());
+  wait("waiting for a group AllGather of the vendor library");
+}
+
 void StagedBackend::broadcast(const void* send, void* recv, size_t count, DataType dt, int root, Stream) {
   size_t bytes = count * dataTypeSize(dt);
   if (nranks() == 1) return copyBytes(recv, send, bytes);

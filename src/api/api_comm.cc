@@ -217,6 +217,16 @@ hetcclResult_t hetcclCommGetInfo(const hetcclComm_t comm, hetcclCommInfo_t* info
     snprintf(out.encrypt, HETCCL_NAME_BYTES, "%s", comm->encryptMode().c_str());
     out.encryptedPeers = comm->encryptedPeers();
     out.plainPeers = comm->nranks() - 1 - out.encryptedPeers;
+    const BorderCut& cut = comm->borderCut();
+    snprintf(out.borderCut, HETCCL_NAME_BYTES, "%s", cut.mode.c_str());
+    const std::vector<int>& mates = t.groups[comm->myGroup()].ranks;
+    out.borderShare = 1.0 / static_cast<double>(mates.size());
+    if (!cut.weight.empty()) {
+      double all = 0;
+      for (int r : mates) all += cut.weight[r];
+      out.borderGbps = cut.gbps[comm->rank()];
+      out.borderShare = cut.weight[comm->rank()] / all;
+    }
     size_t n = info->size < sizeof(out) ? info->size : sizeof(out);
     memcpy(info, &out, n);
     info->size = n;

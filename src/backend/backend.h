@@ -74,6 +74,16 @@ class Backend {
   virtual void broadcast(const void* send, void* recv, size_t count, DataType dt, int root, Stream s) = 0;
   virtual void reduce(const void* send, void* recv, size_t count, DataType dt, const ReduceOp& op, int root,
                       Stream s) = 0;
+  // Uneven shards: member i's shard is [bounds[i], bounds[i+1]) of a vector
+  // of bounds[k] elements. reduceScatterShards reduces every member's `send`
+  // (the whole vector) and writes this member's shard to `recv`;
+  // allGatherShards gives every member's shard of `buf` (the whole vector,
+  // in place) to all. Even bounds run the vendor's ReduceScatter/AllGather;
+  // uneven ones a group of Reduce/Broadcast calls, one per member (NCCL's
+  // idiom for the V forms). Wrappers forward them whole.
+  virtual void reduceScatterShards(const void* send, void* recv, const std::vector<size_t>& bounds, DataType dt,
+                                   const ReduceOp& op, Stream s);
+  virtual void allGatherShards(void* buf, const std::vector<size_t>& bounds, DataType dt, Stream s);
   // Point-to-point inside the group; between groupStart/groupEnd they are
   // issued together (any order, no deadlock).
   virtual void send(const void* buf, size_t count, DataType dt, int peer, Stream s) = 0;

@@ -179,6 +179,7 @@ void Comm::setUp(const PeerInfo& me, const std::string& group) {
     uint8_t hostLevels;
     char encrypt[12];
     uint64_t rekeyRecords;
+    char cut[12];
   };
   std::vector<Agree> all(nranks, Agree{});
   snprintf(all[rank].transport, sizeof(all[rank].transport), "%s", transportName_.c_str());
@@ -187,6 +188,8 @@ void Comm::setUp(const PeerInfo& me, const std::string& group) {
   all[rank].hostLevels = settings::kHostLevels.get() ? 1 : 0;
   snprintf(all[rank].encrypt, sizeof(all[rank].encrypt), "%s", security_.mode.c_str());
   all[rank].rekeyRecords = security_.rekeyRecords;
+  const std::string cutMode = settings::kBorderCut.get();
+  snprintf(all[rank].cut, sizeof(all[rank].cut), "%s", cutMode.c_str());
   bootstrap_->allGather(all.data(), sizeof(Agree));
   const double clockOffsetUs = all[rank].wallUs - all[0].wallUs;
   for (int r = 0; r < nranks; ++r) {
@@ -204,6 +207,10 @@ void Comm::setUp(const PeerInfo& me, const std::string& group) {
                  "HETCCL_ENCRYPT is " + std::string(a.encrypt, strnlen(a.encrypt, sizeof(a.encrypt))) + " on rank " +
                      std::to_string(r) + " but " + security_.mode + " on rank " + std::to_string(rank) +
                      " (every rank must set the same, and the same HETCCL_ENCRYPT_REKEY_RECORDS)");
+    if (strncmp(a.cut, all[rank].cut, sizeof(a.cut)) != 0)
+      throwError(hetcclInvalidUsage, "HETCCL_BORDER_CUT is " + std::string(a.cut, strnlen(a.cut, sizeof(a.cut))) +
+                                         " on rank " + std::to_string(r) + " but " + cutMode + " on rank " +
+                                         std::to_string(rank) + " (every rank must set the same)");
     if (a.chunkBytes != chunkBytes_)
       throwError(hetcclInvalidUsage, "HETCCL_CHUNK_BYTES is " + std::to_string(a.chunkBytes) + " on rank " +
                                          std::to_string(r) + " but " + std::to_string(chunkBytes_) + " on rank " +
@@ -253,6 +260,10 @@ void Comm::setUp(const PeerInfo& me, const std::string& group) {
   if (observing())
     inner = std::make_unique<ObservedTransport>(std::move(inner), metrics_, tracer_.get(), std::move(remoteHost));
   transport_ = std::move(inner);
+  // Bandwidth cut: rates shared or measured now, over the unobserved
+  // transport (the probe is not a border step of any call).
+  borderCut_ = planBorderCut(cutMode, topo_, rank, *bootstrap_, *groupTransport, settings::kBorderProbeBytes.get());
+  if (rank == 0 && topo_.ngroups() > 1) LOG_INFO(kTopo, "%s", borderCut_.describe().c_str());
 
   BackendContext bc;
   bc.ranks = topo_.groupOfRank(rank).ranks;

@@ -15,6 +15,7 @@
 
 #include "backend/backend.h"
 #include "bootstrap/bootstrap.h"
+#include "comm/border_cut.h"
 #include "core/datatype.h"
 #include "comm/call_metrics.h"
 #include "comm/device_border.h"
@@ -144,6 +145,10 @@ class Comm {
   size_t buffBytes() const { return buffBytes_; }
   size_t smallBytes() const { return smallBytes_; }
   size_t chunkBytes() const { return chunkBytes_; }  // HETCCL_CHUNK_BYTES, equal on every rank
+  // HETCCL_BORDER_CUT: by global rank, the weights of the bandwidth cut;
+  // empty under the size cut. Equal on every rank.
+  const std::vector<double>& borderWeights() const { return borderCut_.weight; }
+  const BorderCut& borderCut() const { return borderCut_; }
   bool checkMismatch() const { return checkMismatch_; }
   std::atomic<bool>& abortFlag() { return abort_; }
   // hetcclCommAbort's part, from any thread, also while init runs on the
@@ -219,6 +224,7 @@ class Comm {
   std::string transportName_;          // "shm", "tcp", "ucx", or "shm+tcp" (intra+inter) where both are used
   std::string intraName_, interName_;  // the transports of peers on this host and on others
   LinkSecurity security_;
+  BorderCut borderCut_;
   std::string site_;
   size_t buffBytes_ = 0, smallBytes_ = 0, chunkBytes_ = 0, gpuDirectMin_ = 0;
   bool checkMismatch_ = false;

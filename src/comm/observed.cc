@@ -86,6 +86,13 @@ void ObservedBackend::allGather(const void* send, void* recv, size_t sendcount, 
   observed("AllGather", sendcount * static_cast<size_t>(nranks()), dt,
            [&] { inner_.allGather(send, recv, sendcount, dt, s); });
 }
+void ObservedBackend::reduceScatterShards(const void* send, void* recv, const std::vector<size_t>& bounds, DataType dt,
+                                          const ReduceOp& op, Stream s) {
+  observed("ReduceScatter", bounds.back(), dt, [&] { inner_.reduceScatterShards(send, recv, bounds, dt, op, s); });
+}
+void ObservedBackend::allGatherShards(void* buf, const std::vector<size_t>& bounds, DataType dt, Stream s) {
+  observed("AllGather", bounds.back(), dt, [&] { inner_.allGatherShards(buf, bounds, dt, s); });
+}
 void ObservedBackend::broadcast(const void* send, void* recv, size_t count, DataType dt, int root, Stream s) {
   observed("Broadcast", count, dt, [&] { inner_.broadcast(send, recv, count, dt, root, s); });
 }

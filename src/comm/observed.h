@@ -77,6 +77,9 @@ class ObservedBackend : public Backend {
   void allGather(const void* send, void* recv, size_t sendcount, DataType dt, Stream s) override;
   void broadcast(const void* send, void* recv, size_t count, DataType dt, int root, Stream s) override;
   void reduce(const void* send, void* recv, size_t count, DataType dt, const ReduceOp& op, int root, Stream s) override;
+  void reduceScatterShards(const void* send, void* recv, const std::vector<size_t>& bounds, DataType dt,
+                           const ReduceOp& op, Stream s) override;
+  void allGatherShards(void* buf, const std::vector<size_t>& bounds, DataType dt, Stream s) override;
   void send(const void* buf, size_t count, DataType dt, int peer, Stream s) override;
   void recv(void* buf, size_t count, DataType dt, int peer, Stream s) override;
   void groupStart() override;

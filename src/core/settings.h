@@ -43,6 +43,9 @@ inline constexpr BytesSetting kSmallBytes{"HETCCL_SMALL_BYTES"};
 inline constexpr BoolSetting kCheckMismatch{"HETCCL_CHECK_MISMATCH"};
 inline constexpr BoolSetting kPlanFolds{"HETCCL_PLAN_FOLDS"};
 inline constexpr BoolSetting kHostLevels{"HETCCL_HOST_LEVELS"};
+inline constexpr ChoiceSetting kBorderCut{"HETCCL_BORDER_CUT"};
+inline constexpr StringSetting kLinkGbps{"HETCCL_LINK_GBPS"};
+inline constexpr BytesSetting kBorderProbeBytes{"HETCCL_BORDER_PROBE_BYTES"};
 // GPU ranks
 inline constexpr ChoiceSetting kGpuDirect{"HETCCL_GPU_DIRECT"};
 inline constexpr ChoiceSetting kGpuBorder{"HETCCL_GPU_BORDER"};

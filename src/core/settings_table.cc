@@ -170,6 +170,18 @@ const std::vector<VarSpec>& settingsTable() {
       {"HETCCL_HOST_LEVELS", VarType::kBool, "1", nullptr,
        "a group of host ranks with the same number (two or more) on each of several hosts runs a large AllReduce in "
        "two levels (inside each host, then across); 0: one level over every rank (every rank must set the same)"},
+      {"HETCCL_BORDER_CUT", VarType::kChoice, "size", nullptr,
+       "how AllReduce across groups cuts the vector among a group's ranks, and so what each border link carries: "
+       "size (equal shards) or bandwidth (shards in proportion to each rank's border link rate, from "
+       "HETCCL_LINK_GBPS where every rank has one, else measured at init); every rank must set the same",
+       0, 0, "size|bandwidth"},
+      {"HETCCL_LINK_GBPS", VarType::kString, "", nullptr,
+       "HETCCL_BORDER_CUT=bandwidth: this rank's border link rate in Gbit/s (e.g. 100), or rates by rank (e.g. "
+       "0-3:400,4-7:100, ranks as HETCCL_SITE_MAP numbers them)"},
+      {"HETCCL_BORDER_PROBE_BYTES", VarType::kBytes, "4M", nullptr,
+       "HETCCL_BORDER_CUT=bandwidth without rates: bytes each rank exchanges with each of its border peers, twice, "
+       "to measure its link at init",
+       4096, int64_t{1} << 30},
       {"HETCCL_FLIGHT_RECORDER", VarType::kInt, "2000", nullptr,
        "calls each communicator remembers (each collective and send/recv of a group counts once) for its "
        "flight recorder dump; 0: none",

@@ -5,11 +5,49 @@
 
 namespace hetccl {
 
+bool ShardLayout::even() const {
+  for (int i = 1; i < k && sharded(); ++i)
+    if (size(i) != size(0)) return false;
+  return true;
+}
+
+int ShardLayout::memberAt(size_t at) const {
+  return static_cast<int>(std::upper_bound(bounds.begin(), bounds.end(), at) - bounds.begin()) - 1;
+}
+
 ShardLayout shardLayout(size_t count, int k, bool latency) {
   ShardLayout l;
   l.count = count;
   l.k = k;
-  l.shard = (latency || count < static_cast<size_t>(k)) ? 0 : count / static_cast<size_t>(k);
+  const size_t uk = static_cast<size_t>(k);
+  if (latency || count < uk) return l;
+  for (size_t i = 0; i <= uk; ++i) l.bounds.push_back(count / uk * i);
+  return l;
+}
+
+ShardLayout weightedShardLayout(size_t count, const std::vector<double>& weight, bool latency) {
+  const int k = static_cast<int>(weight.size());
+  const size_t uk = weight.size();
+  const bool equal = std::all_of(weight.begin(), weight.end(), [&](double w) { return w == weight[0]; });
+  if (equal || latency || count < 64 * uk) return shardLayout(count, k, latency);
+  double total = 0;
+  for (double w : weight) total += w;
+  // Cuts on 64-element boundaries keep large shards aligned for the vendor
+  // steps; every weight is at least 1/16 of the largest (HETCCL_BORDER_CUT),
+  // so every shard keeps elements.
+  const size_t align = count / uk >= 4096 ? 64 : 1;
+  ShardLayout l;
+  l.count = count;
+  l.k = k;
+  l.bounds.push_back(0);
+  double below = 0;
+  for (int i = 1; i < k; ++i) {
+    below += weight[i - 1];
+    size_t b = static_cast<size_t>(static_cast<double>(count) * below / total) / align * align;
+    l.bounds.push_back(std::max(b, l.bounds.back() + 1));
+  }
+  if (l.bounds.back() >= count) return shardLayout(count, k, latency);  // weights out of range: the size cut
+  l.bounds.push_back(count);
   return l;
 }
 
@@ -17,7 +55,7 @@ namespace {
 
 // The members of group h holding its partial of the piece starting at `at`.
 std::vector<int> holders(const Group& grp, const ShardLayout& l, size_t at) {
-  if (at < l.mainEnd()) return {grp.ranks[at / l.shard]};
+  if (at < l.mainEnd()) return {grp.ranks[l.memberAt(at)]};
   return grp.ranks;
 }
 
@@ -32,11 +70,12 @@ BorderAssignment assignBorder(const Topology& topo, const std::vector<ShardLayou
   std::set<size_t> cuts{0, n};
   for (int h = 0; h < G; ++h) {
     const ShardLayout& l = layouts[h];
-    for (int j = 1; l.shard > 0 && j <= l.k; ++j) cuts.insert(l.shard * static_cast<size_t>(j));
+    for (size_t b : l.bounds)
+      if (b > 0) cuts.insert(b);
   }
   const ShardLayout& mine = layouts[g];
   std::vector<std::pair<size_t, size_t>> owned;
-  if (mine.shard > 0) owned.emplace_back(mine.shard * i, mine.shard * (i + 1));
+  if (mine.sharded()) owned.emplace_back(mine.lo(i), mine.lo(i + 1));
   if (mine.mainEnd() < n) owned.emplace_back(mine.mainEnd(), n);
 
   for (auto [lo, hi] : owned) {

@@ -1,9 +1,11 @@
 // Border assignment for reductions across groups.
 //
 // After the group step each group holds its partial of [0, count) laid out
-// by a ShardLayout: equal shards [i*shard, (i+1)*shard) owned by member i,
-// and a tail [k*shard, count) that every member holds (shard = 0 puts the
-// whole vector in the tail: the latency plan for small messages).
+// by a ShardLayout: shards [bounds[i], bounds[i+1]) owned by member i, and a
+// tail [bounds[k], count) that every member holds (no bounds put the whole
+// vector in the tail: the latency plan for small messages). Shards are equal
+// (the size cut) or in proportion to the members' border link bandwidth
+// (the bandwidth cut, HETCCL_BORDER_CUT=bandwidth: no tail).
 //
 // The border cuts [0, count) at the union of every group's boundaries.
 // A piece whose owner is a single rank in every group is a SplitPiece: its
@@ -27,12 +29,24 @@ namespace hetccl {
 struct ShardLayout {
   size_t count = 0;
   int k = 1;
-  size_t shard = 0;
-  size_t mainEnd() const { return shard * static_cast<size_t>(k); }
+  std::vector<size_t> bounds;  // k + 1 ascending offsets; empty: no shards, all tail
+  bool sharded() const { return !bounds.empty(); }
+  size_t mainEnd() const { return sharded() ? bounds.back() : 0; }
+  size_t lo(int i) const { return bounds[i]; }
+  size_t size(int i) const { return bounds[i + 1] - bounds[i]; }
+  // Every shard the same size (a vendor ReduceScatter/AllGather runs it).
+  bool even() const;
+  // The member whose shard holds element `at` (< mainEnd()).
+  int memberAt(size_t at) const;
 };
 
-// shard = count / k, or 0 when `latency` (small messages) or count < k.
+// Equal shards of count / k (the tail takes the rest), or none when
+// `latency` (small messages) or count < k.
 ShardLayout shardLayout(size_t count, int k, bool latency);
+// Shards in proportion to `weight` (one per member, > 0), cut at multiples
+// of 64 elements where shards are large, the last ending at count. Equal
+// weights, `latency`, or fewer than 64 elements a member give shardLayout().
+ShardLayout weightedShardLayout(size_t count, const std::vector<double>& weight, bool latency);
 
 struct SplitPiece {
   size_t offset = 0, count = 0;

@@ -102,6 +102,18 @@ struct Child {
     setenv("HETCCL_PLAN_FOLDS", "1", 1);
     r.transport.resize(r.transport.size() - planFold.size());
   }
+  // "..._bwcut": AllReduce across groups cut by border bandwidth, from
+  // rates given per rank (unequal inside every group: uneven shards);
+  // "..._bwprobe": from rates measured at init.
+  for (const char* cut : {"_bwcut", "_bwprobe"}) {
+    const std::string sfx = cut;
+    if (r.transport.size() <= sfx.size() || r.transport.compare(r.transport.size() - sfx.size(), sfx.size(), sfx) != 0)
+      continue;
+    setenv("HETCCL_BORDER_CUT", "bandwidth", 1);
+    setenv("HETCCL_BORDER_PROBE_BYTES", "256K", 1);
+    if (sfx == "_bwcut") setenv("HETCCL_LINK_GBPS", std::to_string(5 + (rank * 11) % 40).c_str(), 1);
+    r.transport.resize(r.transport.size() - sfx.size());
+  }
   // "shm_chunked": shm with 3 threads sharing each single-copy read, and
   // AllReduce across groups in chunks of 1 MiB.
   if (r.transport == "shm_chunked") {

@@ -1,6 +1,7 @@
 #include "layouts.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 namespace hmp {
 
@@ -42,6 +43,12 @@ void expectInfoMatchesLayout(const Rank& r) {
   } else {
     EXPECT_GE(info.borderPeers, 1);
     EXPECT_LE(info.borderPeers, r.nranks - mySize);
+  }
+  // The size cut unless a test asked for the bandwidth one.
+  if (!getenv("HETCCL_BORDER_CUT")) {
+    EXPECT_STREQ(info.borderCut, "size");
+    EXPECT_EQ(info.borderGbps, 0.0);
+    EXPECT_DOUBLE_EQ(info.borderShare, 1.0 / mySize);
   }
 }
 

@@ -36,6 +36,16 @@ const EmuCase kCases[] = {
     {"abab_tcp_direct", "a,b,a,b", "emu,emu,emu,emu", "tcp", {{"HETCCL_GPU_DIRECT", "1"}}},
     {"aaabbccc_shm", "a,a,a,b,b,c,c,c", "emu,emu,emu,emu,emu,emu,emu,emu", "shm", {}},
     {"emu_next_to_host_shm", "a,a,b,b", "emu,emu,host,host", "shm", {}},
+    // Staged, cut by border bandwidth: uneven shards through the vendor
+    // library's grouped Reduce and Broadcast calls.
+    {"aabb_shm_staged_bwcut",
+     "a,a,b,b",
+     "emu,emu,emu,emu",
+     "shm",
+     {{"HETCCL_GPU_DIRECT", "0"},
+      {"HETCCL_GPU_BORDER", "0"},
+      {"HETCCL_BORDER_CUT", "bandwidth"},
+      {"HETCCL_LINK_GBPS", "0:10,1:40,2:10,3:40"}}},
 };
 
 // With the device border from 1 MiB on (as where two ranks share one GPU),

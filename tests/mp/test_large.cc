@@ -6,6 +6,9 @@
 // AllGather run on every layout, the others on two (see largeParams).
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <string>
+
 #include "checks.h"
 #include "layouts.h"
 
@@ -20,7 +23,25 @@ struct LargeParam {
   Coll coll;
 };
 
+// HETCCL_BORDER_CUT=bandwidth: the rates in hetcclCommGetInfo are the ones
+// given (or measured), and each group's shares add up to one.
+void expectBandwidthCut(Rank& r) {
+  hetcclCommInfo_t info{};
+  info.size = sizeof(info);
+  HC_ASSERT_OK(hetcclCommGetInfo(r.comm, &info), r.comm);
+  EXPECT_STREQ(info.borderCut, "bandwidth");
+  if (const char* hint = getenv("HETCCL_LINK_GBPS"))
+    EXPECT_EQ(info.borderGbps, atof(hint));
+  else
+    EXPECT_GT(info.borderGbps, 0.0);
+  EXPECT_GT(info.borderShare, 0.0);
+  double share = info.borderShare, sum = 0;
+  HC_ASSERT_OK(hetcclAllReduce(&share, &sum, 1, hetcclFloat64, hetcclSum, r.comm, nullptr), r.comm);
+  EXPECT_NEAR(sum, info.ngroups, 1e-9) << "shares of every group should add up to one each";
+}
+
 void runLarge(Rank& r, Coll coll) {
+  if (const char* cut = getenv("HETCCL_BORDER_CUT"); cut && std::string(cut) == "bandwidth") expectBandwidthCut(r);
   Checker ck(r);
   uint64_t seed = 100;
   auto run = [&](hetcclDataType_t dt, bool inPlace, Values values = Values::kExact) {
@@ -78,6 +99,13 @@ std::vector<LargeParam> largeParams() {
   // AllReduce with the border folded by the plan (the GPU direct path's).
   for (const std::string layout : {"a,a,a,b", "a,a,a,b,b,c,c,c"})
     v.push_back({layout, "shm_planfold", Coll::kAllReduce});
+  // AllReduce cut by border bandwidth (uneven shards in every group step),
+  // from given rates on three layouts (one with the plan's folds) and from
+  // rates measured at init over tcp.
+  for (const std::string layout : {"a,a,b,b", "a,b,a,b", "a,a,a,b,b,c,c,c"})
+    v.push_back({layout, "shm_bwcut", Coll::kAllReduce});
+  v.push_back({"a,a,a,b", "shm_bwcut_planfold", Coll::kAllReduce});
+  v.push_back({"a,a,b,b", "tcp_bwprobe", Coll::kAllReduce});
   return v;
 }
 

@@ -23,6 +23,12 @@ then a whole host killed and a link cut mid-call.
    with an error naming the call and a peer, abort and exit.
 3. Host 1's link set down mid-call (same layout): every rank fails within
    the same bound and exits.
+4. The border cut by bandwidth: groups a | a | b,b on 3 hosts (ranks 0, 1
+   of group a on hosts 0, 1; group b on host 2), the link host 0 - host 2
+   rate-limited to 100 Mbit/s and host 1 - host 2 to 800 (tc): with
+   HETCCL_BORDER_CUT=bandwidth the probe at init gives the ranks on the slow
+   link the smaller weights, and AllReduce is right (8 B to 4 MiB). (How
+   much faster it is: bench/border_cut.py.)
 Exit status 0 pass, 1 fail, 77 skip (not root, or namespaces unavailable).
 """
 import os
@@ -96,6 +102,29 @@ def border_bytes(cl, metrics_job, gmap, port):
     if job.wait(60) != [0] * 4:
         fail(f"metrics job, groups {gmap}: {job.show()}")
     return local, remote
+
+
+def bandwidth_cut(cl, perf, port):
+    try:
+        cl.limit_link(0, 2, 100)
+        cl.limit_link(1, 2, 800)
+    except Unavailable as e:
+        return f"skipped ({e})"
+    job = cl.launch([0, 1, 2, 2], [perf, "-o", "allreduce", "-b", "8", "-e", "4M", "-f", "16", "-n", "2", "-w", "1"],
+                    env={"HETCCL_GROUP_MAP": "0-1:a,2-3:b", "HETCCL_BORDER_CUT": "bandwidth", "HETCCL_TIMEOUT_S": "60",
+                         "HETCCL_DEBUG": "INFO", "HETCCL_DEBUG_SUBSYS": "TOPO"}, master_port=port)
+    codes = job.wait(120)
+    cl.clear_limits()
+    if codes != [0] * 4 or "# Out of bounds values : 0 OK" not in job.out(0):
+        fail(f"bandwidth cut: exit codes {codes}\n{job.show()}")
+    m = re.search(r"border cut: bandwidth \(rates from probe\): (.*)", job.err(0))
+    if not m:
+        fail(f"bandwidth cut: no 'border cut' line from the probe\n{job.show()}")
+    w = [int(x) for x in re.findall(r"weight (\d+)/16", m.group(1))]
+    if len(w) != 4 or not (w[0] < w[1] and w[2] < w[3]):
+        fail(f"bandwidth cut: the ranks on the 100 Mbit/s link (0, 2) should weigh less than those on the 800 "
+             f"Mbit/s one (1, 3): {m.group(1)}")
+    return m.group(1)
 
 
 def fault(cl, rank_bin, what, port):
@@ -179,6 +208,8 @@ def main():
         if job.wait(60) != [0] * 6 or want not in job.out(0):
             fail(f"hetccl-info --topology does not show '{want}':\n{job.show()}")
         print(f"check_multihost: hetccl-info --topology: {want}")
+        port += 1
+        print(f"check_multihost: bandwidth cut, 100 vs 800 Mbit/s links: {bandwidth_cut(cl, perf, port)}")
         for what in ("kill", "cut"):
             port += 1
             for line in fault(cl, rank_bin, what, port):

@@ -11,6 +11,7 @@ LOCAL_WORLD_SIZE, MASTER_ADDR = host 0's address, MASTER_PORT).
       job = cl.launch([0, 0, 1, 1, 2, 2], ["prog", "arg"], env={...})
       codes = job.wait(timeout=120)
       cl.kill_host(1); cl.cut_link(2)
+      cl.limit_link(0, 2, 100)               # 100 Mbit/s between hosts 0 and 2
 """
 import os
 import shutil
@@ -74,6 +75,7 @@ class Cluster:
         self.work = tempfile.mkdtemp(prefix="hetccl-hosts.")
         self.holders = []  # one process per host holding its UTS/IPC/mount namespaces
         self.hpid = []     # their pids inside (what nsenter -t takes)
+        self.shaped = set()  # hosts whose eth0 has limit_link's qdiscs
         try:
             self._make()
         except subprocess.CalledProcessError as e:
@@ -144,6 +146,31 @@ class Cluster:
                 except ProcessLookupError:
                     pass
         return len(pids) - 1
+
+    def limit_link(self, a, b, mbit):
+        """Rate-limits the traffic between hosts a and b, both ways, to `mbit` Mbit/s (a tbf under an
+        htb class picked by destination address; other traffic is not shaped). Raises Unavailable where
+        the kernel lacks the qdiscs."""
+        for src, dst in ((a, b), (b, a)):
+            tc = ["ip", "netns", "exec", self.ns[src], "tc"]
+            try:
+                if src not in self.shaped:
+                    sh(*tc, "qdisc", "add", "dev", "eth0", "root", "handle", "1:", "htb", "default", "0")
+                    self.shaped.add(src)
+                cid = str(10 + dst)
+                sh(*tc, "class", "add", "dev", "eth0", "parent", "1:", "classid", f"1:{cid}", "htb", "rate", "100gbit")
+                sh(*tc, "qdisc", "add", "dev", "eth0", "parent", f"1:{cid}", "handle", f"{cid}:", "tbf", "rate",
+                   f"{mbit}mbit", "burst", "256kb", "latency", "200ms")
+                sh(*tc, "filter", "add", "dev", "eth0", "parent", "1:", "protocol", "ip", "prio", "1", "u32", "match",
+                   "ip", "dst", f"{self.addr[dst]}/32", "flowid", f"1:{cid}")
+            except subprocess.CalledProcessError as e:
+                raise Unavailable(f"tc: {' '.join(e.cmd)}: {e.stderr.strip()}")
+
+    def clear_limits(self):
+        """Removes every limit_link."""
+        for h in self.shaped:
+            sh("ip", "netns", "exec", self.ns[h], "tc", "qdisc", "del", "dev", "eth0", "root", check=False)
+        self.shaped.clear()
 
     def cut_link(self, host):
         sh("ip", "-n", self.ns[host], "link", "set", "eth0", "down")

@@ -1,5 +1,5 @@
-// The communicator layer's parts that stand alone: the flight recorder and
-// the call counters of the metrics endpoint.
+// The communicator layer's parts that stand alone: the flight recorder, the
+// call counters of the metrics endpoint, and the border cut's weights.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -9,7 +9,10 @@
 #include <sstream>
 #include <string>
 
+#include "comm/border_cut.h"
 #include "comm/flight_recorder.h"
+#include "topology/peer.h"
+#include "unit_util.h"
 
 namespace hetccl {
 namespace {
@@ -132,6 +135,61 @@ TEST(CallMetrics, CountsCallsAsNcclTestsSizesThem) {
   EXPECT_NE(j.find(" \"transport\": \"shm+tcp\",\n \"records\": ["), std::string::npos) << j;
   EXPECT_EQ(occurrences(j, "\"group_us\": 5.0,"), 1u) << j;
   EXPECT_EQ(occurrences(j, "\"border_host_bytes\": 7,"), 1u) << j;
+}
+
+// Groups by rank, all on one host ("g<label>").
+Topology topoOf(const std::vector<int>& labels) {
+  std::vector<PeerInfo> peers(labels.size());
+  for (size_t r = 0; r < labels.size(); ++r) {
+    peers[r].rank = static_cast<int>(r);
+    snprintf(peers[r].deviceKind, sizeof(peers[r].deviceKind), "host");
+    snprintf(peers[r].group, sizeof(peers[r].group), "g%d", labels[r]);
+  }
+  return buildTopology(peers);
+}
+
+TEST(BorderCut, WeightsFollowTheSlowerEndOfEachLinkInSixteenths) {
+  const Topology t = topoOf({0, 0, 1, 1});  // pairs (0,2) and (1,3) under the size cut
+  EXPECT_EQ(sizeCutBorderPeers(t, 0), (std::vector<int>{2}));
+  EXPECT_EQ(sizeCutBorderPeers(t, 3), (std::vector<int>{1}));
+  EXPECT_EQ(borderWeights(t, {1, 4, 1, 4}), (std::vector<double>{4, 16, 4, 16}));
+  // Rank 2 measured its link at 2 but rank 0 at 1: both ends take 1.
+  EXPECT_EQ(borderWeights(t, {1, 4, 2, 4}), (std::vector<double>{4, 16, 4, 16}));
+  // Unknown rates (0) count as the fastest; no weight below 1/16.
+  EXPECT_EQ(borderWeights(t, {0, 100, 100, 0}), (std::vector<double>{16, 16, 16, 16}));
+  EXPECT_EQ(borderWeights(t, {0.001, 100, 0.001, 100}), (std::vector<double>{1, 16, 1, 16}));
+  // A lone rank's weight is its group's whole (one shard).
+  const Topology u = topoOf({0, 0, 0, 1});
+  EXPECT_EQ(sizeCutBorderPeers(u, 3), (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(borderWeights(u, {10, 20, 40, 5}), (std::vector<double>{16, 16, 16, 16}));
+  EXPECT_EQ(borderWeights(u, {10, 20, 40, 50}), (std::vector<double>{4, 8, 16, 16}));
+}
+
+TEST(BorderCut, LinkRateHintsReadAsANumberOrByRank) {
+  test::EnvGuard launcher("RANK", nullptr);
+  {
+    test::EnvGuard e("HETCCL_LINK_GBPS", "12.5");
+    EXPECT_EQ(linkGbpsHint(3), 12.5);
+  }
+  {
+    test::EnvGuard e("HETCCL_LINK_GBPS", "0-1:100,2-3:25");
+    EXPECT_EQ(linkGbpsHint(1), 100);
+    EXPECT_EQ(linkGbpsHint(2), 25);
+    EXPECT_EQ(linkGbpsHint(4), 0);  // not named: none
+  }
+  {
+    test::EnvGuard e("HETCCL_LINK_GBPS", nullptr);
+    EXPECT_EQ(linkGbpsHint(0), 0);
+  }
+  for (const char* bad : {"fast", "-3", "0", "0-1:x"}) {
+    test::EnvGuard e("HETCCL_LINK_GBPS", bad);
+    EXPECT_HETCCL_ERROR(linkGbpsHint(0), hetcclInvalidArgument, "HETCCL_LINK_GBPS");
+  }
+  BorderCut size;
+  EXPECT_EQ(size.describe(), "border cut: size (equal shards)");
+  BorderCut bw{"bandwidth", "probe", {1, 4}, {4, 16}};
+  EXPECT_EQ(bw.describe(),
+            "border cut: bandwidth (rates from probe): rank 0 1 Gb/s weight 4/16, rank 1 4 Gb/s weight 16/16");
 }
 
 }  // namespace

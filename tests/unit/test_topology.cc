@@ -156,12 +156,34 @@ TEST(PeerInfo, SerializeRoundTripAndChecks) {
 
 TEST(ShardLayout, ShardsAndTail) {
   ShardLayout l = shardLayout(10, 3, false);
-  EXPECT_EQ(l.shard, 3u);
+  EXPECT_EQ(l.bounds, (std::vector<size_t>{0, 3, 6, 9}));
   EXPECT_EQ(l.mainEnd(), 9u);
-  EXPECT_EQ(shardLayout(2, 3, false).shard, 0u);
-  EXPECT_EQ(shardLayout(3, 3, false).shard, 1u);
-  EXPECT_EQ(shardLayout(1000, 3, true).shard, 0u);
+  EXPECT_TRUE(l.even());
+  EXPECT_EQ(l.memberAt(5), 1);
+  EXPECT_FALSE(shardLayout(2, 3, false).sharded());
+  EXPECT_EQ(shardLayout(3, 3, false).size(2), 1u);
+  EXPECT_FALSE(shardLayout(1000, 3, true).sharded());
   EXPECT_EQ(shardLayout(0, 2, false).mainEnd(), 0u);
+}
+
+TEST(ShardLayout, WeightedShardsFollowTheWeightsOnAlignedCuts) {
+  // 1:4 over 2^20 elements: the first member holds a fifth, cut on a
+  // multiple of 64; no tail.
+  ShardLayout l = weightedShardLayout(1 << 20, {1, 4}, false);
+  ASSERT_EQ(l.bounds.size(), 3u);
+  EXPECT_EQ(l.bounds[1], (size_t{1} << 20) / 5 / 64 * 64);
+  EXPECT_EQ(l.mainEnd(), size_t{1} << 20);
+  EXPECT_FALSE(l.even());
+  EXPECT_EQ(l.memberAt(l.bounds[1] - 1), 0);
+  EXPECT_EQ(l.memberAt(l.bounds[1]), 1);
+  // Three members 16:1:3 of a small vector: cuts on single elements, every
+  // shard non-empty.
+  ShardLayout s = weightedShardLayout(200, {16, 1, 3}, false);
+  EXPECT_EQ(s.bounds, (std::vector<size_t>{0, 160, 170, 200}));
+  // Equal weights, the latency plan and small vectors take the size cut.
+  EXPECT_EQ(weightedShardLayout(1000, {2, 2}, false).bounds, shardLayout(1000, 2, false).bounds);
+  EXPECT_FALSE(weightedShardLayout(1 << 20, {1, 4}, true).sharded());
+  EXPECT_EQ(weightedShardLayout(100, {1, 4}, false).bounds, shardLayout(100, 2, false).bounds);
 }
 
 struct Msg {
@@ -181,12 +203,17 @@ std::string show(const PairLists& m) {
 }
 
 // Checks the assignment of every rank for one layout and count.
-void checkBorder(const std::vector<int>& labels, size_t count, bool latency) {
-  SCOPED_TRACE("count " + std::to_string(count) + (latency ? " latency" : ""));
+// `weight` by rank (the bandwidth cut), or empty (the size cut).
+void checkBorder(const std::vector<int>& labels, size_t count, bool latency, const std::vector<double>& weight = {}) {
+  SCOPED_TRACE("count " + std::to_string(count) + (latency ? " latency" : "") + (weight.empty() ? "" : " weighted"));
   const Topology t = topoOf(labels);
   const int n = static_cast<int>(labels.size()), G = t.ngroups();
   std::vector<ShardLayout> layouts;
-  for (const Group& g : t.groups) layouts.push_back(shardLayout(count, static_cast<int>(g.ranks.size()), latency));
+  for (const Group& g : t.groups) {
+    std::vector<double> w;
+    for (int r : g.ranks) w.push_back(weight.empty() ? 1.0 : weight[r]);
+    layouts.push_back(weightedShardLayout(count, w, latency));
+  }
   std::vector<BorderAssignment> a;
   for (int r = 0; r < n; ++r) a.push_back(assignBorder(t, layouts, r));
 
@@ -195,7 +222,7 @@ void checkBorder(const std::vector<int>& labels, size_t count, bool latency) {
     const ShardLayout& l = layouts[t.groupOf[r]];
     const size_t i = t.groupRank[r];
     std::vector<std::pair<size_t, size_t>> owned;
-    if (count > 0 && l.shard > 0) owned.emplace_back(l.shard * i, l.shard * (i + 1));
+    if (count > 0 && l.sharded()) owned.emplace_back(l.lo(i), l.lo(i + 1));
     if (count > 0 && l.mainEnd() < count) owned.emplace_back(l.mainEnd(), count);
     std::vector<Msg> pieces;
     for (const auto& p : a[r].split) pieces.push_back({p.offset, p.count});
@@ -342,6 +369,15 @@ TEST_P(Border, EveryCountFromEveryRanksView) {
     for (size_t count :
          {size_t{0}, size_t{1}, size_t{2}, size_t{3}, size_t{5}, size_t{7}, size_t{1000}, size_t{1000003}})
       checkBorder(GetParam().labels, count, latency);
+}
+
+TEST_P(Border, BandwidthCutFromEveryRanksView) {
+  // Weights as borderWeights makes them (whole sixteenths), unequal inside
+  // every group: pieces cut at two sets of unaligned boundaries.
+  const std::vector<int>& labels = GetParam().labels;
+  std::vector<double> w;
+  for (size_t r = 0; r < labels.size(); ++r) w.push_back(1 + static_cast<double>((r * 7 + 3) % 16));
+  for (size_t count : {size_t{7}, size_t{1000}, size_t{4099}, size_t{1000003}}) checkBorder(labels, count, false, w);
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, Border,

@@ -83,9 +83,11 @@ int printTopology() {
       }
       printf(
           "rank %d: device %s, group '%s' rank %d, border peers %d, border path %s, site '%s', encryption %s "
-          "(%d links encrypted, %d plaintext)\n",
+          "(%d links encrypted, %d plaintext), border cut %s (share %.3f of its group's shards",
           info.rank, info.deviceKind, info.groupName[info.myGroup], info.myGroupRank, info.borderPeers, info.borderPath,
-          info.site, info.encrypt, info.encryptedPeers, info.plainPeers);
+          info.site, info.encrypt, info.encryptedPeers, info.plainPeers, info.borderCut, info.borderShare);
+      if (info.borderGbps > 0) printf(", link %.3g Gb/s", info.borderGbps);
+      printf(")\n");
       fflush(stdout);
     }
     hetcclAllReduce(&one, &sink, 1, hetcclInt32, hetcclSum, comm, nullptr);

@@ -160,6 +160,15 @@ void HostBackend::allGather(const void* send, void* recv, size_t sendcount, Data
   allGatherRanges(recv, bounds, dt);
 }
 
+void HostBackend::reduceScatterShards(const void* send, void* recv, const std::vector<size_t>& bounds, DataType dt,
+                                      const ReduceOp& op, Stream) {
+  reduceScatterRanges(send, recv, bounds, dt, plainKind(op));
+}
+
+void HostBackend::allGatherShards(void* buf, const std::vector<size_t>& bounds, DataType dt, Stream) {
+  allGatherRanges(buf, bounds, dt);
+}
+
 void HostBackend::broadcast(const void* send, void* recv, size_t count, DataType dt, int root, Stream) {
   const int k = nranks(), me = rank();
   const size_t bytes = count * dataTypeSize(dt);

@@ -1,0 +1,139 @@
+#include "comm/border_cut.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <set>
+
+#include "bootstrap/bootstrap.h"
+#include "bootstrap/launcher.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/settings.h"
+#include "topology/border.h"
+#include "transport/transport.h"
+
+namespace hetccl {
+namespace {
+
+constexpr int kSteps = 16;  // weights are whole sixteenths of a group's fastest rank
+
+double parseGbps(const std::string& text, const std::string& what) {
+  char* end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(v) || v <= 0)
+    throwError(hetcclInvalidArgument,
+               what + " '" + text + "' is not a positive rate in Gbit/s (e.g. 100, or 0-3:400,4-7:100 by rank)");
+  return v;
+}
+
+// Exchanges `bytes` with every peer at once, twice (the first opens the
+// connections and the windows); the second's rate in Gbit/s per direction.
+double probe(Transport& t, const std::vector<int>& peers, size_t bytes) {
+  if (peers.empty()) return 0;
+  std::vector<uint8_t> out(bytes, 0x5a), in(bytes * peers.size());
+  MsgTag tag;
+  tag.seq = 0;  // no collective has sequence number 0
+  tag.coll = static_cast<uint16_t>(CollKind::kSendRecv);
+  tag.count = bytes;
+  double seconds = 0;
+  for (int round = 0; round < 2; ++round) {
+    std::vector<Xfer> x;
+    for (size_t k = 0; k < peers.size(); ++k) {
+      x.push_back(Xfer::send(peers[k], out.data(), bytes, tag));
+      x.push_back(Xfer::recv(peers[k], in.data() + k * bytes, bytes, tag));
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    t.run(x);
+    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  return static_cast<double>(bytes * peers.size()) * 8 / std::max(seconds, 1e-9) / 1e9;
+}
+
+}  // namespace
+
+double linkGbpsHint(int rank) {
+  if (!settings::kLinkGbps.isSet()) return 0;
+  const std::string v = settings::kLinkGbps.get();
+  if (v.find(':') == std::string::npos) return parseGbps(v, "HETCCL_LINK_GBPS");
+  auto [jobRank, jobSize] = launcherRank();
+  (void)jobSize;
+  if (jobRank < 0) jobRank = rank;
+  std::string mine = groupFromMap(v, jobRank, "HETCCL_LINK_GBPS");
+  return mine.empty() ? 0 : parseGbps(mine, "HETCCL_LINK_GBPS for rank " + std::to_string(jobRank));
+}
+
+std::vector<int> sizeCutBorderPeers(const Topology& topo, int rank) {
+  std::vector<ShardLayout> layouts;
+  for (const Group& g : topo.groups) layouts.push_back(shardLayout(1 << 24, static_cast<int>(g.ranks.size()), false));
+  const BorderAssignment a = assignBorder(topo, layouts, rank);
+  std::set<int> peers;
+  for (const auto& p : a.split)
+    for (int o : p.owners)
+      if (o != rank) peers.insert(o);
+  for (const auto& p : a.shared) {
+    for (int r : p.recvFrom)
+      if (r >= 0) peers.insert(r);
+    peers.insert(p.sendTo.begin(), p.sendTo.end());
+  }
+  return {peers.begin(), peers.end()};
+}
+
+std::vector<double> borderWeights(const Topology& topo, const std::vector<double>& gbps) {
+  const int n = static_cast<int>(gbps.size());
+  double top = 0;
+  for (double g : gbps) top = std::max(top, g);
+  auto known = [&](double g) { return g > 0 ? g : top; };
+  std::vector<double> link(n);
+  for (int r = 0; r < n; ++r) {
+    link[r] = known(gbps[r]);
+    for (int p : sizeCutBorderPeers(topo, r)) link[r] = std::min(link[r], known(gbps[p]));
+  }
+  std::vector<double> w(n, 1);
+  for (const Group& g : topo.groups) {
+    double fastest = 0;
+    for (int r : g.ranks) fastest = std::max(fastest, link[r]);
+    if (fastest <= 0) continue;
+    for (int r : g.ranks) w[r] = std::clamp(std::round(kSteps * link[r] / fastest), 1.0, double{kSteps});
+  }
+  return w;
+}
+
+std::string BorderCut::describe() const {
+  if (weight.empty()) return "border cut: size (equal shards)";
+  char line[160];
+  std::string s = "border cut: bandwidth (rates from " + source + "):";
+  const size_t shown = std::min<size_t>(gbps.size(), 16);
+  for (size_t r = 0; r < shown; ++r) {
+    snprintf(line, sizeof(line), "%s rank %zu %.3g Gb/s weight %.0f/%d", r ? "," : "", r, gbps[r], weight[r], kSteps);
+    s += line;
+  }
+  if (shown < gbps.size()) s += ", ... (" + std::to_string(gbps.size()) + " ranks)";
+  return s;
+}
+
+BorderCut planBorderCut(const std::string& mode, const Topology& topo, int rank, Bootstrap& b, Transport& t,
+                        size_t probeBytes) {
+  BorderCut cut;
+  cut.mode = mode;
+  if (mode != "bandwidth" || topo.ngroups() < 2) return cut;
+  const int n = static_cast<int>(topo.groupOf.size());
+  std::vector<double> rate(n, 0);
+  rate[rank] = linkGbpsHint(rank);
+  b.allGather(rate.data(), sizeof(double));
+  if (std::all_of(rate.begin(), rate.end(), [](double g) { return g > 0; })) {
+    cut.source = "HETCCL_LINK_GBPS";
+  } else {
+    std::fill(rate.begin(), rate.end(), 0.0);
+    rate[rank] = probe(t, sizeCutBorderPeers(topo, rank), probeBytes);
+    b.allGather(rate.data(), sizeof(double));
+    cut.source = "probe";
+  }
+  cut.gbps = rate;
+  cut.weight = borderWeights(topo, rate);
+  return cut;
+}
+
+}  // namespace hetccl
