@@ -1,0 +1,43 @@
+// Helpers shared by the tests of ranks on emulated GPUs (test_emu*.cc).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "harness.h"
+
+namespace hmp {
+
+// base + step * (i mod 4093): distinct small values that stay exact in float.
+inline std::vector<int32_t> iota(size_t n, int32_t base, int32_t step) {
+  std::vector<int32_t> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = base + step * static_cast<int32_t>(i % 4093);
+  return v;
+}
+
+inline std::vector<int32_t> readBack(const DeviceBuffer& b, size_t n) {
+  std::vector<int32_t> v(n);
+  b.download(v.data(), n * 4);
+  return v;
+}
+
+// One AllReduce of one int32, checked: the communicator works.
+inline void warmUp(const Rank& r) {
+  DeviceBuffer b(r, 4);
+  int32_t one = 1;
+  b.upload(&one, 4);
+  HC_ASSERT_OK(hetcclAllReduce(b.get(), b.get(), 1, hetcclInt32, hetcclSum, r.comm, r.stream), r.comm);
+  syncStream(r);
+  b.download(&one, 4);
+  EXPECT_EQ(one, r.nranks);
+}
+
+// Calls go through the device border
+// (comm/device_border.h, 64 KiB chunks) with `border`, else through pinned staging.
+inline void borderEnv(JobOptions& o, bool border) {
+  o.env.emplace_back("HETCCL_GPU_BORDER", border ? "1" : "0");
+  o.env.emplace_back("HETCCL_GPU_BORDER_MIN", "0");
+  o.env.emplace_back("HETCCL_GPU_BORDER_CHUNK", "65536");
+}
+
+}  // namespace hmp
