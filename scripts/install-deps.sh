@@ -22,6 +22,8 @@ pkgs+=(libcivetweb-dev prometheus chromium)
 # Encrypted links: OpenSSL's headers to build, libssl3's libcrypto to run; the
 # wire-capture test reads the loopback with tcpdump.
 pkgs+=(libssl-dev tcpdump)
+# hetccl-plan reads its cluster files with yaml-cpp.
+pkgs+=(libyaml-cpp-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

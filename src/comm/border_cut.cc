@@ -12,13 +12,12 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/settings.h"
+#include "model/cost_model.h"
 #include "topology/border.h"
 #include "transport/transport.h"
 
 namespace hetccl {
 namespace {
-
-constexpr int kSteps = 16;  // weights are whole sixteenths of a group's fastest rank
 
 double parseGbps(const std::string& text, const std::string& what) {
   char* end = nullptr;
@@ -29,27 +28,38 @@ double parseGbps(const std::string& text, const std::string& what) {
   return v;
 }
 
-// Exchanges `bytes` with every peer at once, twice (the first opens the
-// connections and the windows); the second's rate in Gbit/s per direction.
-double probe(Transport& t, const std::vector<int>& peers, size_t bytes) {
-  if (peers.empty()) return 0;
-  std::vector<uint8_t> out(bytes, 0x5a), in(bytes * peers.size());
+// One exchange of `bytes` with every peer at once; its seconds.
+double exchange(Transport& t, const std::vector<int>& peers, size_t bytes, std::vector<uint8_t>& out,
+                std::vector<uint8_t>& in) {
   MsgTag tag;
   tag.seq = 0;  // no collective has sequence number 0
   tag.coll = static_cast<uint16_t>(CollKind::kSendRecv);
   tag.count = bytes;
-  double seconds = 0;
-  for (int round = 0; round < 2; ++round) {
-    std::vector<Xfer> x;
-    for (size_t k = 0; k < peers.size(); ++k) {
-      x.push_back(Xfer::send(peers[k], out.data(), bytes, tag));
-      x.push_back(Xfer::recv(peers[k], in.data() + k * bytes, bytes, tag));
-    }
-    auto t0 = std::chrono::steady_clock::now();
-    t.run(x);
-    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::vector<Xfer> x;
+  for (size_t k = 0; k < peers.size(); ++k) {
+    x.push_back(Xfer::send(peers[k], out.data(), bytes, tag));
+    x.push_back(Xfer::recv(peers[k], in.data() + k * bytes, bytes, tag));
   }
-  return static_cast<double>(bytes * peers.size()) * 8 / std::max(seconds, 1e-9) / 1e9;
+  auto t0 = std::chrono::steady_clock::now();
+  t.run(x);
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// The latency (us: the fastest of five 8-byte exchanges, after one that
+// opens the connections) and, unless `bytes` is 0, the rate (Gbit/s per
+// direction: `bytes` exchanged twice, the second timed) to the peers.
+std::pair<double, double> probe(Transport& t, const std::vector<int>& peers, size_t bytes) {
+  if (peers.empty()) return {0, 0};
+  std::vector<uint8_t> out(std::max<size_t>(bytes, 8), 0x5a), in(std::max<size_t>(bytes, 8) * peers.size());
+  double lat = 1e9;
+  for (int round = 0; round < 6; ++round) {
+    double s = exchange(t, peers, 8, out, in);
+    if (round > 0) lat = std::min(lat, s * 1e6);
+  }
+  if (bytes == 0) return {lat, 0};
+  double seconds = 0;
+  for (int round = 0; round < 2; ++round) seconds = exchange(t, peers, bytes, out, in);
+  return {lat, static_cast<double>(bytes * peers.size()) * 8 / std::max(seconds, 1e-9) / 1e9};
 }
 
 }  // namespace
@@ -93,10 +103,10 @@ std::vector<double> borderWeights(const Topology& topo, const std::vector<double
   }
   std::vector<double> w(n, 1);
   for (const Group& g : topo.groups) {
-    double fastest = 0;
-    for (int r : g.ranks) fastest = std::max(fastest, link[r]);
-    if (fastest <= 0) continue;
-    for (int r : g.ranks) w[r] = std::clamp(std::round(kSteps * link[r] / fastest), 1.0, double{kSteps});
+    std::vector<double> rates;
+    for (int r : g.ranks) rates.push_back(link[r]);
+    const std::vector<double> mine = model::sixteenths(rates);
+    for (size_t i = 0; i < g.ranks.size(); ++i) w[g.ranks[i]] = mine[i];
   }
   return w;
 }
@@ -107,7 +117,7 @@ std::string BorderCut::describe() const {
   std::string s = "border cut: bandwidth (rates from " + source + "):";
   const size_t shown = std::min<size_t>(gbps.size(), 16);
   for (size_t r = 0; r < shown; ++r) {
-    snprintf(line, sizeof(line), "%s rank %zu %.3g Gb/s weight %.0f/%d", r ? "," : "", r, gbps[r], weight[r], kSteps);
+    snprintf(line, sizeof(line), "%s rank %zu %.3g Gb/s weight %.0f/16", r ? "," : "", r, gbps[r], weight[r]);
     s += line;
   }
   if (shown < gbps.size()) s += ", ... (" + std::to_string(gbps.size()) + " ranks)";
@@ -123,13 +133,17 @@ BorderCut planBorderCut(const std::string& mode, const Topology& topo, int rank,
   std::vector<double> rate(n, 0);
   rate[rank] = linkGbpsHint(rank);
   b.allGather(rate.data(), sizeof(double));
-  if (std::all_of(rate.begin(), rate.end(), [](double g) { return g > 0; })) {
-    cut.source = "HETCCL_LINK_GBPS";
-  } else {
-    std::fill(rate.begin(), rate.end(), 0.0);
-    rate[rank] = probe(t, sizeCutBorderPeers(topo, rank), probeBytes);
-    b.allGather(rate.data(), sizeof(double));
-    cut.source = "probe";
+  const bool hinted = std::all_of(rate.begin(), rate.end(), [](double g) { return g > 0; });
+  cut.source = hinted ? "HETCCL_LINK_GBPS" : "probe";
+  // Each rank's latency, and its rate where not given: {latency, rate}.
+  std::vector<double> both(2 * static_cast<size_t>(n), 0);
+  auto [lat, measured] = probe(t, sizeCutBorderPeers(topo, rank), hinted ? 0 : probeBytes);
+  both[2 * rank] = lat;
+  both[2 * rank + 1] = hinted ? rate[rank] : measured;
+  b.allGather(both.data(), 2 * sizeof(double));
+  for (int r = 0; r < n; ++r) {
+    cut.latencyUs.push_back(both[2 * r]);
+    rate[r] = both[2 * r + 1];
   }
   cut.gbps = rate;
   cut.weight = borderWeights(topo, rate);

@@ -6,7 +6,8 @@
 // the time. The bandwidth cut gives each rank a shard in proportion to its
 // border link's rate: from HETCCL_LINK_GBPS where every rank has a rate,
 // else measured at init by a short exchange with its border peers (the
-// ranks it pairs with under the size cut), twice, the second timed.
+// ranks it pairs with under the size cut), twice, the second timed; the
+// latency of the same links by a few 8-byte exchanges.
 //
 // A link is as fast as its slower end: a rank's rate is the lowest of its
 // own and its border peers'. Rates become weights in steps of 1/16 of the
@@ -25,11 +26,12 @@ class Bootstrap;
 class Transport;
 
 struct BorderCut {
-  std::string mode = "size";     // size | bandwidth
-  std::string source;            // bandwidth: "HETCCL_LINK_GBPS" or "probe"
-  std::vector<double> gbps;      // bandwidth: by rank, its rate (Gbit/s) as given or measured
-  std::vector<double> weight;    // bandwidth: by rank, its share weight; empty: the size cut
-  std::string describe() const;  // one line for the INFO log and hetccl-info
+  std::string mode = "size";      // size | bandwidth
+  std::string source;             // bandwidth: "HETCCL_LINK_GBPS" or "probe"
+  std::vector<double> gbps;       // bandwidth: by rank, its rate (Gbit/s) as given or measured
+  std::vector<double> latencyUs;  // bandwidth: by rank, its border latency (us), measured at init
+  std::vector<double> weight;     // bandwidth: by rank, its share weight; empty: the size cut
+  std::string describe() const;   // one line for the INFO log and hetccl-info
 };
 
 // This rank's HETCCL_LINK_GBPS (a number, or a map by launcher rank), 0

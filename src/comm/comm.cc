@@ -17,6 +17,7 @@
 #include "comm/gpu_path.h"
 #include "comm/metrics_server.h"
 #include "comm/observed.h"
+#include "comm/plan_model.h"
 #include "comm/tracer.h"
 #include "transport/routed.h"
 #include "core/json.h"
@@ -264,6 +265,15 @@ void Comm::setUp(const PeerInfo& me, const std::string& group) {
   // transport (the probe is not a border step of any call).
   borderCut_ = planBorderCut(cutMode, topo_, rank, *bootstrap_, *groupTransport, settings::kBorderProbeBytes.get());
   if (rank == 0 && topo_.ngroups() > 1) LOG_INFO(kTopo, "%s", borderCut_.describe().c_str());
+  // With those rates the cost model picks where AllReduce across groups
+  // takes the bandwidth plan (the host backend's own threshold stays).
+  const size_t settingSmallBytes = smallBytes_;
+  if (!settings::kSmallBytes.isSet()) {
+    if (size_t s = modelSmallBytes(topo_, peers, borderCut_)) {
+      smallBytes_ = s;
+      if (rank == 0) LOG_INFO(kTopo, "cost model: AllReduce across groups takes the bandwidth plan from %zu bytes", s);
+    }
+  }
 
   BackendContext bc;
   bc.ranks = topo_.groupOfRank(rank).ranks;
@@ -272,7 +282,7 @@ void Comm::setUp(const PeerInfo& me, const std::string& group) {
   bc.transport = groupTransport;
   bc.device = device_.get();
   bc.callTag = &callTag_;
-  bc.smallBytes = smallBytes_;
+  bc.smallBytes = settingSmallBytes;
   bc.abort = &abort_;
   bc.timeoutS = opts_.timeoutS;
   bc.blocking = opts_.blocking;

@@ -187,7 +187,7 @@ TEST(BorderCut, LinkRateHintsReadAsANumberOrByRank) {
   }
   BorderCut size;
   EXPECT_EQ(size.describe(), "border cut: size (equal shards)");
-  BorderCut bw{"bandwidth", "probe", {1, 4}, {4, 16}};
+  BorderCut bw{"bandwidth", "probe", {1, 4}, {20, 20}, {4, 16}};
   EXPECT_EQ(bw.describe(),
             "border cut: bandwidth (rates from probe): rank 0 1 Gb/s weight 4/16, rank 1 4 Gb/s weight 16/16");
 }
