@@ -25,7 +25,8 @@ struct CollArgs {
   size_t count = 0;  // as the API takes it (per rank for AllGather, ReduceScatter, AlltoAll, Gather, Scatter)
   DataType dt = hetcclFloat32;
   ReduceOp op;
-  int root = -1;        // root, or peer for send/recv
+  int root = -1;        // Broadcast, Reduce, Gather, Scatter: the root; -1 otherwise
+  int peer = -1;        // kSendRecv: the rank this one sends to or receives from; -1 otherwise
   bool isSend = false;  // kSendRecv: a send (buffers may be null when count is 0)
   Stream stream = nullptr;
 };

@@ -30,7 +30,7 @@ struct PairWait {
 
 bool takesBorderPair(Comm& c, const CollArgs& a) {
   if (a.kind != CollKind::kSendRecv || !c.deviceBorder() || !c.kernels() || a.count == 0) return false;
-  return a.count * dataTypeSize(a.dt) >= c.deviceBorder()->minBytes() && borderIndex(c, a.root) >= 0;
+  return a.count * dataTypeSize(a.dt) >= c.deviceBorder()->minBytes() && borderIndex(c, a.peer) >= 0;
 }
 
 std::vector<CollArgs> enqueueBorderPairs(Comm& c, std::vector<CollArgs> calls) {
@@ -49,7 +49,7 @@ std::vector<CollArgs> enqueueBorderPairs(Comm& c, std::vector<CollArgs> calls) {
   std::vector<PairWait> waits;
   size_t bytes = 0;
   for (const CollArgs& a : mine) {
-    const int g = borderIndex(c, a.root);
+    const int g = borderIndex(c, a.peer);
     const size_t total = a.count * dataTypeSize(a.dt), piece = b.partBytes();
     bytes += total;
     for (size_t off = 0; off < total; off += piece) {

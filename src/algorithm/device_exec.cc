@@ -233,9 +233,9 @@ void passThrough(Comm& c, const std::vector<CollArgs>& calls) {
       case CollKind::kSendRecv:
         if (a.count == 0) break;
         if (a.isSend)
-          be.send(s, a.count, a.dt, a.root, a.stream);
+          be.send(s, a.count, a.dt, a.peer, a.stream);
         else
-          be.recv(r, a.count, a.dt, a.root, a.stream);
+          be.recv(r, a.count, a.dt, a.peer, a.stream);
         break;
     }
   }

@@ -14,7 +14,7 @@ namespace hetccl {
 namespace {
 
 struct Exchange {
-  std::vector<CollArgs> ops;  // kind kSendRecv: isSend -> send to root (the peer), else receive
+  std::vector<CollArgs> ops;  // kind kSendRecv: isSend -> send to peer, else receive from it
 };
 
 void addSend(Exchange& e, const void* buf, size_t count, DataType dt, int peer) {
@@ -24,7 +24,7 @@ void addSend(Exchange& e, const void* buf, size_t count, DataType dt, int peer) 
   a.isSend = true;
   a.count = count;
   a.dt = dt;
-  a.root = peer;
+  a.peer = peer;
   e.ops.push_back(a);
 }
 
@@ -34,7 +34,7 @@ void addRecv(Exchange& e, void* buf, size_t count, DataType dt, int peer) {
   a.recv = buf;
   a.count = count;
   a.dt = dt;
-  a.root = peer;
+  a.peer = peer;
   e.ops.push_back(a);
 }
 
@@ -48,7 +48,7 @@ void runExchange(const PlanContext& p, const std::vector<CollArgs>& ops, bool co
   // To self: the i-th send pairs with the i-th receive.
   std::vector<const CollArgs*> selfSend, selfRecv;
   for (const CollArgs& op : ops)
-    if (op.root == c.rank()) (op.isSend ? selfSend : selfRecv).push_back(&op);
+    if (op.peer == c.rank()) (op.isSend ? selfSend : selfRecv).push_back(&op);
   if (selfSend.size() != selfRecv.size())
     throwRefused(hetcclInvalidUsage, std::to_string(selfSend.size()) + " sends to self but " +
                                          std::to_string(selfRecv.size()) + " receives from self in one group call");
@@ -62,31 +62,31 @@ void runExchange(const PlanContext& p, const std::vector<CollArgs>& ops, bool co
   }
   bool any = false;
   for (const CollArgs& op : ops)
-    if (t.groupOf[op.root] == g && op.root != c.rank()) any = true;
+    if (t.groupOf[op.peer] == g && op.peer != c.rank()) any = true;
   if (any) be.groupStart();
   for (const CollArgs& op : ops) {
-    if (op.root == c.rank()) continue;
+    if (op.peer == c.rank()) continue;
     const size_t bytes = op.count * dataTypeSize(op.dt);
     MsgTag tag = p.tag;
     if (!collectiveTags) {
       // Point-to-point: matched per ordered pair by a per-peer counter.
       tag = MsgTag{};
       tag.coll = static_cast<uint16_t>(CollKind::kSendRecv);
-      tag.seq = op.isSend ? c.nextSendSeq(op.root) : c.nextRecvSeq(op.root);
+      tag.seq = op.isSend ? c.nextSendSeq(op.peer) : c.nextRecvSeq(op.peer);
       tag.count = op.count;
       tag.dtype = static_cast<uint8_t>(op.dt);
     }
-    if (t.groupOf[op.root] == g) {
+    if (t.groupOf[op.peer] == g) {
       c.callTag() = tag;
-      int peer = t.groupRank[op.root];
+      int peer = t.groupRank[op.peer];
       if (op.isSend)
         be.send(op.send, op.count, op.dt, peer, op.stream);
       else
         be.recv(op.recv, op.count, op.dt, peer, op.stream);
     } else if (op.isSend) {
-      cross.push_back(Xfer::send(op.root, op.send, bytes, tag));
+      cross.push_back(Xfer::send(op.peer, op.send, bytes, tag));
     } else {
-      cross.push_back(Xfer::recv(op.root, op.recv, bytes, tag));
+      cross.push_back(Xfer::recv(op.peer, op.recv, bytes, tag));
     }
   }
   if (any) be.groupEnd();

@@ -26,7 +26,8 @@ uint64_t recordCalls(hetcclComm& comm, const std::vector<CollArgs>& calls, Fligh
   // A GPU rank's calls inside one group end on the stream, unseen here.
   const bool willEnd = state != FlightRecorder::State::kEnqueued || comm.topo().ngroups() > 1;
   auto of = [](const CollArgs& a) {
-    return FlightRecorder::Call{a.kind, a.isSend, a.count, a.dt, a.op.userOp, a.root};
+    return FlightRecorder::Call{a.kind, a.isSend,    a.count,
+                                a.dt,   a.op.userOp, a.kind == CollKind::kSendRecv ? a.peer : a.root};
   };
   if (calls.size() == 1) {  // the common case, without an allocation
     const FlightRecorder::Call one = of(calls[0]);
@@ -210,14 +211,16 @@ hetcclResult_t submit(hetcclComm* comm, const char* fn, CollArgs a, hetcclRedOp_
   return (r == hetcclSuccess && queued) ? hetcclInProgress : r;
 }
 
-CollArgs args(CollKind k, const void* s, void* r, size_t count, hetcclDataType_t dt, int root, hetcclStream_t st) {
+// `rootOrPeer`: a rooted collective's root, send/recv's peer.
+CollArgs args(CollKind k, const void* s, void* r, size_t count, hetcclDataType_t dt, int rootOrPeer,
+              hetcclStream_t st) {
   CollArgs a;
   a.kind = k;
   a.send = s;
   a.recv = r;
   a.count = count;
   a.dt = dt;
-  a.root = root;
+  (k == CollKind::kSendRecv ? a.peer : a.root) = rootOrPeer;
   a.stream = st;
   return a;
 }

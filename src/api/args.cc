@@ -33,11 +33,13 @@ void checkArgs(hetcclComm* comm, CollArgs& a, hetcclRedOp_t op, bool reduces) {
   HETCCL_CHECK_ARG(a.count <= (size_t{1} << 48), "count " + std::to_string(a.count) + " is larger than 2^48 elements");
   if (reduces) a.op = comm->resolveOp(op, a.dt);
   bool rooted = a.kind == CollKind::kBroadcast || a.kind == CollKind::kReduce || a.kind == CollKind::kGather ||
-                a.kind == CollKind::kScatter || a.kind == CollKind::kSendRecv;
+                a.kind == CollKind::kScatter;
   if (rooted)
-    HETCCL_CHECK_ARG(a.root >= 0 && a.root < n, std::string(a.kind == CollKind::kSendRecv ? "peer " : "root ") +
-                                                    std::to_string(a.root) + " out of range [0, " + std::to_string(n) +
-                                                    ")");
+    HETCCL_CHECK_ARG(a.root >= 0 && a.root < n,
+                     "root " + std::to_string(a.root) + " out of range [0, " + std::to_string(n) + ")");
+  if (a.kind == CollKind::kSendRecv)
+    HETCCL_CHECK_ARG(a.peer >= 0 && a.peer < n,
+                     "peer " + std::to_string(a.peer) + " out of range [0, " + std::to_string(n) + ")");
   HETCCL_CHECK_ARG(a.stream == nullptr || !comm->device().synchronous(),
                    "stream must be NULL on a host rank (device kind host)");
   if (a.count == 0) return;
