@@ -5,7 +5,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <set>
 
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/launcher.h"
@@ -75,21 +74,7 @@ double linkGbpsHint(int rank) {
   return mine.empty() ? 0 : parseGbps(mine, "HETCCL_LINK_GBPS for rank " + std::to_string(jobRank));
 }
 
-std::vector<int> sizeCutBorderPeers(const Topology& topo, int rank) {
-  std::vector<ShardLayout> layouts;
-  for (const Group& g : topo.groups) layouts.push_back(shardLayout(1 << 24, static_cast<int>(g.ranks.size()), false));
-  const BorderAssignment a = assignBorder(topo, layouts, rank);
-  std::set<int> peers;
-  for (const auto& p : a.split)
-    for (int o : p.owners)
-      if (o != rank) peers.insert(o);
-  for (const auto& p : a.shared) {
-    for (int r : p.recvFrom)
-      if (r >= 0) peers.insert(r);
-    peers.insert(p.sendTo.begin(), p.sendTo.end());
-  }
-  return {peers.begin(), peers.end()};
-}
+std::vector<int> sizeCutBorderPeers(const Topology& topo, int rank) { return largeAllReduceBorderPeerList(topo, rank); }
 
 std::vector<double> borderWeights(const Topology& topo, const std::vector<double>& gbps) {
   const int n = static_cast<int>(gbps.size());

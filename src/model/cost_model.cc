@@ -132,21 +132,26 @@ std::vector<double> Model::shardWeights(int g) const {
   return w;
 }
 
+std::map<int, int> Model::ranksPerHost(int g) const {
+  std::map<int, int> n;
+  for (int r : groups_[g]) ++n[rank_[r].host];
+  return n;
+}
+
 // One ReduceScatter or AllGather of `bytes` inside group g.
 double Model::groupStepS(int g, double bytes, bool) const {
   const std::vector<int>& m = groups_[g];
   const int k = static_cast<int>(m.size());
   if (k == 1) return 0;
   const Vendor& v = c_.vendors.at(rank_[m[0]].vendor);
-  std::map<int, int> perHost;
-  for (int r : m) ++perHost[rank_[r].host];
+  const std::map<int, int> perHost = ranksPerHost(g);
   const double part = bytes * (k - 1) / k;
   double lat = 0, slowest = kInf;
   for (int i = 0; i < k; ++i) {
     const int a = m[i], b = m[(i + 1) % k];
     lat = std::max(lat, latencyS(a, b));
     if (v.device) {  // a ring: every rank sends and receives `part` at its next edge's rate
-      slowest = std::min(slowest, rateBps(a, b, {perHost[rank_[a].host], perHost[rank_[b].host], 1, 1}, false));
+      slowest = std::min(slowest, rateBps(a, b, {perHost.at(rank_[a].host), perHost.at(rank_[b].host), 1, 1}, false));
     }
   }
   if (v.device) return (k - 1) * lat + part / slowest;
@@ -154,7 +159,7 @@ double Model::groupStepS(int g, double bytes, bool) const {
   // shm, to the others over the NICs (every rank of the host at once).
   double worst = 0;
   for (int r : m) {
-    const int here = perHost[rank_[r].host];
+    const int here = perHost.at(rank_[r].host);
     const double local = bytes * (here - 1) / k / (bps(v.intra) * coreShare(r));
     double remote = 0;
     for (int q : m)
@@ -174,8 +179,7 @@ double Model::groupAllReduceS(int g, double bytes) const {
   const int k = static_cast<int>(m.size());
   if (k == 1) return 0;
   const Vendor& v = c_.vendors.at(rank_[m[0]].vendor);
-  std::map<int, int> perHost;
-  for (int r : m) ++perHost[rank_[r].host];
+  const std::map<int, int> perHost = ranksPerHost(g);
   const int H = static_cast<int>(perHost.size()), per = perHost.begin()->second;
   bool even = true;
   for (auto [h, n] : perHost) even = even && n == per;

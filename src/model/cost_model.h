@@ -109,6 +109,7 @@ class Model {
   };
   double groupStepS(int g, double bytes, bool gatherOrScatter) const;  // RS or AG of `bytes`
   double groupAllReduceS(int g, double bytes) const;
+  std::map<int, int> ranksPerHost(int g) const;  // host -> ranks of group g on it
   double groupBroadcastS(int g, double bytes) const;
   struct Flow {
     int from, to;

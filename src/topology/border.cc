@@ -116,7 +116,7 @@ BorderAssignment assignBorder(const Topology& topo, const std::vector<ShardLayou
   return out;
 }
 
-int borderPeerCount(const BorderAssignment& a, int rank) {
+std::vector<int> borderPeers(const BorderAssignment& a, int rank) {
   std::set<int> peers;
   for (const auto& p : a.split)
     for (int o : p.owners)
@@ -126,13 +126,19 @@ int borderPeerCount(const BorderAssignment& a, int rank) {
       if (r >= 0) peers.insert(r);
     peers.insert(p.sendTo.begin(), p.sendTo.end());
   }
-  return static_cast<int>(peers.size());
+  return {peers.begin(), peers.end()};
+}
+
+int borderPeerCount(const BorderAssignment& a, int rank) { return static_cast<int>(borderPeers(a, rank).size()); }
+
+std::vector<int> largeAllReduceBorderPeerList(const Topology& t, int rank) {
+  std::vector<ShardLayout> layouts;
+  for (const Group& g : t.groups) layouts.push_back(shardLayout(1 << 24, static_cast<int>(g.ranks.size()), false));
+  return borderPeers(assignBorder(t, layouts, rank), rank);
 }
 
 int largeAllReduceBorderPeers(const Topology& t, int rank) {
-  std::vector<ShardLayout> layouts;
-  for (const Group& g : t.groups) layouts.push_back(shardLayout(1 << 24, static_cast<int>(g.ranks.size()), false));
-  return borderPeerCount(assignBorder(t, layouts, rank), rank);
+  return static_cast<int>(largeAllReduceBorderPeerList(t, rank).size());
 }
 
 }  // namespace hetccl

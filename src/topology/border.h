@@ -77,11 +77,14 @@ struct BorderAssignment {
 // The pieces that `rank` takes part in (sorted by offset).
 BorderAssignment assignBorder(const Topology& topo, const std::vector<ShardLayout>& layouts, int rank);
 
-// Ranks of other groups that `rank` exchanges data with (for hetcclCommGetInfo).
+// Ranks of other groups that `rank` exchanges data with, ascending, and
+// how many (for hetcclCommGetInfo).
+std::vector<int> borderPeers(const BorderAssignment& a, int rank);
 int borderPeerCount(const BorderAssignment& a, int rank);
 
-// How many ranks of other groups `rank` exchanges with in a large AllReduce
-// (hetcclCommGetInfo's borderPeers).
+// The ranks of other groups `rank` exchanges with in a large AllReduce
+// under the size cut, and how many (hetcclCommGetInfo's borderPeers).
+std::vector<int> largeAllReduceBorderPeerList(const Topology& t, int rank);
 int largeAllReduceBorderPeers(const Topology& t, int rank);
 
 }  // namespace hetccl
