@@ -181,6 +181,7 @@ void Comm::setUp(const PeerInfo& me, const std::string& group) {
     char encrypt[12];
     uint64_t rekeyRecords;
     char cut[12];
+    uint64_t smallBytes;  // HETCCL_SMALL_BYTES as set, or ~0 where unset (the default, or the model's)
   };
   std::vector<Agree> all(nranks, Agree{});
   snprintf(all[rank].transport, sizeof(all[rank].transport), "%s", transportName_.c_str());
@@ -191,6 +192,7 @@ void Comm::setUp(const PeerInfo& me, const std::string& group) {
   all[rank].rekeyRecords = security_.rekeyRecords;
   const std::string cutMode = settings::kBorderCut.get();
   snprintf(all[rank].cut, sizeof(all[rank].cut), "%s", cutMode.c_str());
+  all[rank].smallBytes = settings::kSmallBytes.isSet() ? smallBytes_ : ~uint64_t{0};
   bootstrap_->allGather(all.data(), sizeof(Agree));
   const double clockOffsetUs = all[rank].wallUs - all[0].wallUs;
   for (int r = 0; r < nranks; ++r) {
@@ -212,6 +214,12 @@ void Comm::setUp(const PeerInfo& me, const std::string& group) {
       throwError(hetcclInvalidUsage, "HETCCL_BORDER_CUT is " + std::string(a.cut, strnlen(a.cut, sizeof(a.cut))) +
                                          " on rank " + std::to_string(r) + " but " + cutMode + " on rank " +
                                          std::to_string(rank) + " (every rank must set the same)");
+    if (a.smallBytes != all[rank].smallBytes) {
+      auto shown = [](uint64_t v) { return v == ~uint64_t{0} ? std::string("unset") : std::to_string(v); };
+      throwError(hetcclInvalidUsage, "HETCCL_SMALL_BYTES is " + shown(a.smallBytes) + " on rank " + std::to_string(r) +
+                                         " but " + shown(all[rank].smallBytes) + " on rank " + std::to_string(rank) +
+                                         " (every rank must set the same, or none)");
+    }
     if (a.chunkBytes != chunkBytes_)
       throwError(hetcclInvalidUsage, "HETCCL_CHUNK_BYTES is " + std::to_string(a.chunkBytes) + " on rank " +
                                          std::to_string(r) + " but " + std::to_string(chunkBytes_) + " on rank " +

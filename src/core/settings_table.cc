@@ -79,8 +79,10 @@ const std::vector<VarSpec>& settingsTable() {
        "every rank must set the same",
        0, kTiB},
       {"HETCCL_SMALL_BYTES", VarType::kBytes, "64K", nullptr,
-       "AllReduce below this size: group AllReduce plus one direct border exchange (latency plan)", 0,
-       int64_t{1} << 30},
+       "AllReduce across groups below this size: group AllReduce plus one direct border exchange (latency plan); "
+       "unset under HETCCL_BORDER_CUT=bandwidth, the cost model picks it from the measured links; every rank must "
+       "set the same",
+       0, int64_t{1} << 30},
       {"HETCCL_CHECK_MISMATCH", VarType::kBool, "0", nullptr,
        "compare every collective call across all ranks before it runs (one small allgather per call); "
        "border messages are always checked, and rooted calls check their ring neighbours"},

@@ -93,19 +93,27 @@ TEST(BadComm, InitArguments) {
   });
 }
 
-// Ranks that would cut a large AllReduce into different chunks would send
-// messages of different sizes: every rank refuses at init, naming the setting.
-TEST(BadComm, ChunkBytesMustAgreeOnEveryRank) {
+// Ranks that would cut a large AllReduce into different chunks, or take
+// different plans, would send messages of different sizes: every rank
+// refuses at init, naming the setting (one rank sets it, or sets another value).
+void settingMustAgree(const char* name, const char* value, const char* other) {
   JobOptions opt;
   opt.initMayFail = true;
-  opt.beforeInit = [](int rank) {
-    if (rank == 1) setenv("HETCCL_CHUNK_BYTES", "1M", 1);
+  opt.beforeInit = [=](int rank) {
+    if (rank == 1) setenv(name, value, 1);
+    if (rank == 2 && other) setenv(name, other, 1);
   };
-  runJob("a,a,b", opt, [](Rank& r) {
+  runJob("a,a,b", opt, [=](Rank& r) {
     EXPECT_EQ(r.initResult, hetcclInvalidUsage) << r.initError;
-    EXPECT_NE(r.initError.find("HETCCL_CHUNK_BYTES"), std::string::npos) << r.initError;
+    EXPECT_NE(r.initError.find(name), std::string::npos) << r.initError;
     EXPECT_EQ(r.comm, nullptr);
   });
+}
+
+TEST(BadComm, ChunkBytesMustAgreeOnEveryRank) { settingMustAgree("HETCCL_CHUNK_BYTES", "1M", nullptr); }
+TEST(BadComm, SmallBytesMustAgreeOnEveryRank) {
+  settingMustAgree("HETCCL_SMALL_BYTES", "64K", nullptr);  // the default's value, but unset elsewhere
+  settingMustAgree("HETCCL_SMALL_BYTES", "64K", "1M");
 }
 
 // A rank that cannot initialise (here: a bad group map, a bad setting) tells
