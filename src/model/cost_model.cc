@@ -139,7 +139,7 @@ std::map<int, int> Model::ranksPerHost(int g) const {
 }
 
 // One ReduceScatter or AllGather of `bytes` inside group g.
-double Model::groupStepS(int g, double bytes, bool) const {
+double Model::groupStepS(int g, double bytes) const {
   const std::vector<int>& m = groups_[g];
   const int k = static_cast<int>(m.size());
   if (k == 1) return 0;
@@ -196,7 +196,7 @@ double Model::groupAllReduceS(int g, double bytes) const {
     const double cpu = cpuS(m[0], 2 * (bytes * (per - 1) / per + 3 * bytes / per * (H - 1) / H));
     return inside + column + cpu;
   }
-  return 2 * groupStepS(g, bytes, false);
+  return 2 * groupStepS(g, bytes);
 }
 
 double Model::groupBroadcastS(int g, double bytes) const {
@@ -347,7 +347,7 @@ Prediction Model::predict(Coll coll, double bytes) const {
         p.borderUs = latencyBorderS(bytes, &stage) * 1e6;
         p.plan = "latency";
       } else {
-        p.groupUs = maxOver([&](int g) { return groupStepS(g, bytes, true) * 2; }) * 1e6;
+        p.groupUs = maxOver([&](int g) { return groupStepS(g, bytes) * 2; }) * 1e6;
         p.borderUs = borderS(bytes, &stage) * 1e6;
         p.plan = "bandwidth";
       }
@@ -358,7 +358,7 @@ Prediction Model::predict(Coll coll, double bytes) const {
     case Coll::kReduceScatter: {
       p.flatRingUs = flatRingS(bytes, 1) * 1e6;
       if (G == 1) {
-        p.groupUs = groupStepS(0, bytes, true) * 1e6;
+        p.groupUs = groupStepS(0, bytes) * 1e6;
         p.plan = "one group";
         break;
       }
@@ -373,7 +373,7 @@ Prediction Model::predict(Coll coll, double bytes) const {
       double stage = 0;
       p.borderUs = flowsS(flows, &stage) * 1e6;
       p.stageUs = stage * 1e6;
-      p.groupUs = maxOver([&](int g) { return groupStepS(g, bytes, true); }) * 1e6;
+      p.groupUs = maxOver([&](int g) { return groupStepS(g, bytes); }) * 1e6;
       p.plan = "counterparts";
       break;
     }
@@ -418,7 +418,7 @@ double Model::smallBytes() const {
       return t + latencyBorderS(n, &s);
     }();
     double bw = 0;
-    for (int g = 0; g < ngroups(); ++g) bw = std::max(bw, 2 * groupStepS(g, n, true));
+    for (int g = 0; g < ngroups(); ++g) bw = std::max(bw, 2 * groupStepS(g, n));
     bw += borderS(n, &s);
     if (bw <= lat) return n;
   }

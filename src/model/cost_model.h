@@ -107,7 +107,7 @@ class Model {
     std::string vendor;
     int group;
   };
-  double groupStepS(int g, double bytes, bool gatherOrScatter) const;  // RS or AG of `bytes`
+  double groupStepS(int g, double bytes) const;  // one ReduceScatter or AllGather of `bytes`
   double groupAllReduceS(int g, double bytes) const;
   std::map<int, int> ranksPerHost(int g) const;  // host -> ranks of group g on it
   double groupBroadcastS(int g, double bytes) const;
