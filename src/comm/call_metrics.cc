@@ -8,6 +8,10 @@ namespace {
 
 constexpr std::memory_order kRelaxed = std::memory_order_relaxed;
 
+// A call counter's add: one writer at a time (the flight recorder's lock),
+// so a load and a store, without the locked read-modify-write.
+void bump(std::atomic<uint64_t>& a, uint64_t v) { a.store(a.load(kRelaxed) + v, kRelaxed); }
+
 const char* resultName(int r) {
   static const char* names[] = {"success",          "device_error",  "system_error", "internal_error",
                                 "invalid_argument", "invalid_usage", "remote_error", "in_progress"};
@@ -151,31 +155,33 @@ void CallMetrics::callEnded(CollKind k, bool isSend, size_t count, DataType dt, 
   if (i < 0 || i >= kKinds) return;
   const size_t bytes = payloadBytes(k, count, dt);
   const int s = sizeIndex(bytes);
-  ended_.fetch_add(1, kRelaxed);
+  if (seconds < 0) seconds = 0;  // the clock may step back by a microsecond (core/clock.h)
+  bump(ended_, 1);
   if (result != hetcclSuccess) {
-    calls_[i][s][kFailed].fetch_add(1, kRelaxed);
-    errors_[result >= 0 && result < hetcclNumResults ? result : hetcclInternalError].fetch_add(1, kRelaxed);
+    bump(calls_[i][s][kFailed], 1);
+    bump(errors_[result >= 0 && result < hetcclNumResults ? result : hetcclInternalError], 1);
   } else {
-    calls_[i][s][kOk].fetch_add(1, kRelaxed);
-    bytes_[i].fetch_add(bytes, kRelaxed);
-    busBytes_[i].fetch_add(static_cast<uint64_t>(bytes * busFactor(k)), kRelaxed);
+    bump(calls_[i][s][kOk], 1);
+    bump(bytes_[i], bytes);
+    bump(busBytes_[i], static_cast<uint64_t>(bytes * busFactor(k)));
     if (seconds > 0 && bytes > 0) storeDouble(lastBusBw_[i], bytes / seconds * busFactor(k) / 1e9);
   }
   int b = 0;
   while (b < kTimeBounds && seconds > kTimeBound[b]) ++b;
-  timeBucket_[i][b].fetch_add(1, kRelaxed);
-  timeSumNs_[i].fetch_add(static_cast<uint64_t>(seconds * 1e9), kRelaxed);
+  bump(timeBucket_[i][b], 1);
+  bump(timeSumNs_[i], static_cast<uint64_t>(seconds * 1e9));
 }
 
 void CallMetrics::callEnqueued(CollKind k, bool isSend, size_t count, DataType dt) {
   const int i = kindIndex(k, isSend);
   if (i < 0 || i >= kKinds) return;
   const size_t bytes = payloadBytes(k, count, dt);
-  calls_[i][sizeIndex(bytes)][kEnqueued].fetch_add(1, kRelaxed);
-  bytes_[i].fetch_add(bytes, kRelaxed);
+  bump(calls_[i][sizeIndex(bytes)][kEnqueued], 1);
+  bump(bytes_[i], bytes);
 }
 
 void CallMetrics::step(Link link, uint64_t bytes, double seconds) {
+  if (seconds < 0) seconds = 0;
   linkBytes_[link].fetch_add(bytes, kRelaxed);
   linkNs_[link].fetch_add(static_cast<uint64_t>(seconds * 1e9), kRelaxed);
 }

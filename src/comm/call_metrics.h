@@ -7,7 +7,8 @@
 // Writers are the threads that run calls (the flight recorder ends each
 // call here, the observed transport and backend count steps); the reader is
 // the endpoint's thread. Every field is a relaxed atomic: no lock on the
-// call path, and a reader sees each counter whole (fields of one call may be
+// call path (the call counters are added to under the flight recorder's lock,
+// which the call takes anyway), and a reader sees each counter whole (fields of one call may be
 // seen one scrape apart, as with any Prometheus client).
 #pragma once
 
@@ -54,8 +55,10 @@ class CallMetrics {
   // nccl-tests' bus bandwidth factor for n ranks.
   double busFactor(CollKind k) const;
 
+  // The call counters (callsIssued, callEnded, callEnqueued) have one
+  // writer at a time: the flight recorder calls them under its lock.
   // Calls issued that callEnded will end (in flight until then).
-  void callsIssued(size_t n) { issued_.fetch_add(n, std::memory_order_relaxed); }
+  void callsIssued(size_t n) { issued_.store(issued_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed); }
   void callEnded(CollKind k, bool isSend, size_t count, DataType dt, double seconds, hetcclResult_t result);
   // A call whose end this rank never sees: a GPU call inside one group,
   // which ends on its stream, in the vendor library.

@@ -8,15 +8,12 @@
 #include <cstdio>
 #include <cstring>
 
+#include "core/clock.h"
 #include "core/json.h"
 #include "core/log.h"
 
 namespace hetccl {
 namespace {
-
-double steadyUs() {
-  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 double wallUs() {
   return std::chrono::duration<double, std::micro>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -35,19 +32,19 @@ const char* flightStateName(FlightRecorder::State s) {
 }
 
 FlightRecorder::FlightRecorder(size_t capacity, std::string dir, CallMetrics* metrics)
-    : cap_(capacity), dir_(std::move(dir)), metrics_(metrics), t0_(steadyUs()), ring_(capacity) {}
+    : cap_(capacity), dir_(std::move(dir)), metrics_(metrics), t0_(clockUs()), ring_(capacity) {}
 
-double FlightRecorder::nowUs() const { return steadyUs() - t0_; }
+double FlightRecorder::nowUs() const { return clockUs() - t0_; }
 
 uint64_t FlightRecorder::issue(std::span<const Call> calls, State state, bool willEnd) {
   if (cap_ == 0 || calls.empty()) return 0;
+  std::lock_guard<std::mutex> g(mu_);  // also the call counters' (see CallMetrics)
   if (metrics_) {
     if (willEnd)
       metrics_->callsIssued(calls.size());
     else
       for (const Call& c : calls) metrics_->callEnqueued(c.kind, c.isSend, c.count, c.dt);
   }
-  std::lock_guard<std::mutex> g(mu_);
   const uint64_t first = next_;
   const double t = nowUs();
   for (const Call& c : calls) {
@@ -76,7 +73,7 @@ void FlightRecorder::finish(uint64_t first, size_t n, hetcclResult_t result, con
     if (r.seq != s) continue;  // overwritten since
     r.state = result == hetcclSuccess ? State::kCompleted : State::kFailed;
     r.result = result;
-    r.endUs = t;
+    r.endUs = t > r.startUs ? t : r.startUs;  // the clock may step back by a microsecond
     if (steps && s == first) r.steps = *steps;
     if (metrics_) metrics_->callEnded(r.kind, r.isSend, r.count, r.dt, (t - r.startUs) * 1e-6, result);
     if (listener_) listener_(r);

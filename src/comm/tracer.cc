@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "core/clock.h"
 #include "core/json.h"
 #include "core/log.h"
 
@@ -46,9 +47,7 @@ std::string Tracer::sized(const char* what, size_t count, DataType dt) {
   return std::string(what) + " " + formatBytes(count * dataTypeSize(dt));
 }
 
-double Tracer::steadyUs() {
-  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double Tracer::steadyUs() { return clockUs(); }
 
 Tracer::Tracer(FILE* f, int rank, bool streamOrdered)
     : f_(f), rank_(rank), streamOrdered_(streamOrdered), steady0_(steadyUs()), wall0_(wallUs()) {}
@@ -123,7 +122,7 @@ void Tracer::step(const char* cat, const std::string& name, double startUs) {
   const double end = steadyUs();
   char b[96];
   snprintf(b, sizeof(b), "\"pid\": %d, \"tid\": %d, \"ts\": %.1f, \"dur\": %.1f}", rank_, stepTrack(), wallOf(startUs),
-           end - startUs);
+           end > startUs ? end - startUs : 0.0);
   event(std::string("{\"ph\": \"X\", \"cat\": \"") + cat + "\", \"name\": " + jsonQuoted(name) + ", " + b);
 }
 

@@ -3,9 +3,9 @@
 #pragma once
 
 #include <atomic>
-#include <chrono>
 #include <string>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "transport/transport.h"
 
@@ -14,9 +14,9 @@ namespace hetccl {
 class ProgressWatch {
  public:
   ProgressWatch(const std::atomic<bool>* abort, double timeoutS, const char* transport)
-      : abort_(abort), timeout_(timeoutS), transport_(transport), last_(std::chrono::steady_clock::now()) {}
+      : abort_(abort), timeout_(timeoutS), transport_(transport), lastUs_(clockUs()) {}
 
-  void madeProgress() { last_ = std::chrono::steady_clock::now(); }
+  void madeProgress() { lastUs_ = clockUs(); }
 
   // Throws if aborted, or if nothing moved for the timeout; `pending` names
   // one transfer still waiting (peer, direction, tag).
@@ -24,7 +24,7 @@ class ProgressWatch {
     if (abort_ && abort_->load(std::memory_order_relaxed))
       throwError(hetcclRemoteError,
                  std::string(transport_) + ": communicator aborted during " + pending.tag.describe());
-    double idle = std::chrono::duration<double>(std::chrono::steady_clock::now() - last_).count();
+    const double idle = (clockUs() - lastUs_) * 1e-6;
     if (idle >= timeout_)
       throwError(hetcclRemoteError, std::string(transport_) + ": timed out after " +
                                         std::to_string(static_cast<int>(timeout_)) + " s without progress in " +
@@ -40,7 +40,7 @@ class ProgressWatch {
   const std::atomic<bool>* abort_;
   double timeout_;
   const char* transport_;
-  std::chrono::steady_clock::time_point last_;
+  double lastUs_;  // core/clock.h: read several times a call
 };
 
 // Whether process `pid` (of this host) is alive: not gone, not a zombie.

@@ -4,6 +4,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <atomic>
 #include <thread>
@@ -12,6 +14,7 @@
 #include <set>
 #include <string>
 
+#include "core/clock.h"
 #include "core/config.h"
 #include "core/settings.h"
 #include "core/datatype.h"
@@ -500,3 +503,42 @@ TEST(Workers, ThreadCountFromSettingOrCores) {
 
 }  // namespace
 }  // namespace hetccl
+
+// The cheap clock stays on the steady clock's scale: over 300 ms of reads
+// (six of its 50 ms re-anchorings where it reads the TSC) it never strays
+// from std::chrono::steady_clock by more than 50 us, and consecutive reads
+// of one thread never go back by more than a few microseconds.
+TEST(Clock, FollowsTheSteadyClock) {
+  const std::string src = hetccl::clockSource();
+  EXPECT_TRUE(src == "tsc" || src == "steady") << src;
+  auto chronoUs = [] {
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  };
+  const double end = chronoUs() + 300000;
+  double prev = hetccl::clockUs(), worst = 0, back = 0;
+  while (chronoUs() < end) {
+    const double a = chronoUs(), c = hetccl::clockUs(), b = chronoUs();
+    if (b - a < 20) worst = std::max(worst, std::max(a - c, c - b));  // outside [a, b]
+    back = std::max(back, prev - c);
+    prev = c;
+  }
+  EXPECT_LT(worst, 50.0) << src;
+  EXPECT_LT(back, 5.0) << src;
+}
+
+// Threads reading while the anchor moves all see the steady clock's time.
+TEST(Clock, ThreadsReadingTogetherSeeOneClock) {
+  std::atomic<int> bad{0};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 4; ++t)
+    ts.emplace_back([&bad] {
+      for (int i = 0; i < 20000; ++i) {
+        const double a =
+            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
+        const double c = hetccl::clockUs();
+        if (c < a - 50 || c > a + 100000) bad.fetch_add(1);
+      }
+    });
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(bad.load(), 0);
+}
