@@ -39,7 +39,7 @@ for s in $steps; do
       step configure 120 cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo "${gtest[@]}"
       step build 400 cmake --build "$build" -j "$(nproc)" --target hetccl hetccl-perf gpu_matrix test_kernels \
         hetccl-gpu-passthrough unit_device unit_backend unit_nccl hetccl-info nccl_dropin test_dropin hetccl-membw \
-        mp_emu_tests
+        mp_emu_tests hetccl-flight-cost unit_core
       ;;
     unit)
       step unit_device 60 "$build/tests/unit/unit_device"
