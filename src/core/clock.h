@@ -4,7 +4,7 @@
 //
 // Where the CPU has an invariant TSC (x86-64, constant_tsc and nonstop_tsc)
 // and reading it is cheaper than the vDSO's clock_gettime (in a VM whose
-// clock is kvm-clock, 3x cheaper), clockUs() is the TSC scaled onto the
+// clock is kvm-clock, several times cheaper), clockUs() is the TSC scaled onto the
 // steady clock: an anchor (TSC value, steady time, microseconds per tick),
 // moved to a fresh steady-clock reading every 50 ms by whichever reader
 // finds it due, so the scaled clock follows the steady clock's rate (NTP
