@@ -165,8 +165,7 @@ void Comm::setUp(const PeerInfo& me, const std::string& group) {
     bool all = std::all_of(rdma.begin(), rdma.end(), [](uint8_t v) { return v != 0; });
     interName_ = all ? "ucx" : "tcp";
   }
-  security_ =
-      planLinkSecurity(peers, rank, intraName_, interName_, choice.inter != "auto", bootstrap_->id().weakSecret);
+  security_ = planLinkSecurity(peers, rank, intraName_, interName_, bootstrap_->id().weakSecret);
   site_ = me.site;
   transportName_ = topo_.singleHost || intraName_ == interName_ ? intraName_ : intraName_ + "+" + interName_;
   if (transportName_ == "shm" && !topo_.singleHost)

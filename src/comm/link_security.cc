@@ -10,7 +10,7 @@
 namespace hetccl {
 
 LinkSecurity planLinkSecurity(const std::vector<PeerInfo>& peers, int rank, const std::string& intra,
-                              std::string& inter, bool interForced, bool weakSecret) {
+                              const std::string& inter, bool weakSecret) {
   LinkSecurity s;
   s.mode = settings::kEncrypt.get();
   s.rekeyRecords = static_cast<uint64_t>(settings::kEncryptRekeyRecords.get());
@@ -19,29 +19,12 @@ LinkSecurity planLinkSecurity(const std::vector<PeerInfo>& peers, int rank, cons
     return a != b && (s.mode == "all" || (s.mode == "cross-site" && strcmp(peers[a].site, peers[b].site) != 0));
   };
   auto sameHost = [&](int a, int b) { return peers[a].hostHash == peers[b].hostHash; };
-  // Every rank looks at every pair, so all choose the same inter transport.
-  bool crossHostWanted = false;
-  for (int a = 0; a < n && !crossHostWanted; ++a)
-    for (int b = a + 1; b < n; ++b)
-      if (!sameHost(a, b) && wants(a, b)) {
-        crossHostWanted = true;
-        break;
-      }
-  if (crossHostWanted && inter == "ucx") {
-    if (interForced)
-      throwError(hetcclInvalidUsage, "HETCCL_ENCRYPT=" + s.mode +
-                                         " needs tcp between these hosts, but HETCCL_TRANSPORT forces ucx, which "
-                                         "has no encryption (set inter=tcp, or HETCCL_ENCRYPT=off)");
-    LOG_INFO(kTransport, "links between hosts take tcp, not ucx: some of them are encrypted (HETCCL_ENCRYPT=%s)",
-             s.mode.c_str());
-    inter = "tcp";
-  }
   s.encrypt.assign(n, 0);
   int overShm = 0;
   for (int r = 0; r < n; ++r) {
     if (!wants(rank, r)) continue;
     const std::string& t = sameHost(rank, r) ? intra : inter;
-    if (t == "tcp") {
+    if (t == "tcp" || t == "ucx") {
       s.encrypt[r] = 1;
       ++s.encryptedPeers;
     } else {
@@ -58,7 +41,7 @@ LinkSecurity planLinkSecurity(const std::vector<PeerInfo>& peers, int rank, cons
                      "random value on every rank (e.g. openssl rand -hex 32)");
     secure::requireCrypto();
   }
-  LOG_INFO(kTransport, "encryption %s, site '%s': %d of %d peer link(s) encrypted (AES-256-GCM over tcp)",
+  LOG_INFO(kTransport, "encryption %s, site '%s': %d of %d peer link(s) encrypted (AES-256-GCM over tcp and ucx)",
            s.mode.c_str(), peers[rank].site, s.encryptedPeers, n - 1);
   return s;
 }

@@ -1,7 +1,8 @@
 // Which links of a communicator carry encrypted records (HETCCL_ENCRYPT,
 // HETCCL_SITE): decided by every rank alike from the peers' records, so the
-// two ends of a link always agree. Only tcp links encrypt; a link that should
-// and goes over same-host shm stays in this host's memory (docs/security.md).
+// two ends of a link always agree. tcp and ucx links encrypt; a link that
+// should and goes over same-host shm stays in this host's memory
+// (docs/security.md).
 #pragma once
 
 #include <cstdint>
@@ -20,12 +21,10 @@ struct LinkSecurity {
 };
 
 // The links to encrypt. `intra`/`inter` are the transports of same-host and
-// other-host links; an automatic inter choice of ucx becomes tcp where some
-// cross-host link must be encrypted (every rank decides this alike), a
-// forced one is refused. Throws InvalidUsage for a weak secret (derived
-// from launcher variables) where any link is encrypted, and when libcrypto
+// other-host links. Throws InvalidUsage for a weak secret (derived from
+// launcher variables) where any link is encrypted, and when libcrypto
 // cannot be loaded.
 LinkSecurity planLinkSecurity(const std::vector<PeerInfo>& peers, int rank, const std::string& intra,
-                              std::string& inter, bool interForced, bool weakSecret);
+                              const std::string& inter, bool weakSecret);
 
 }  // namespace hetccl

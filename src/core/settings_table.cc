@@ -34,9 +34,9 @@ const std::vector<VarSpec>& settingsTable() {
        "file holding the job secret for hetcclCommInitFromEnv (its first line); it must belong to this user and be "
        "readable by no one else (chmod 600), else init fails"},
       {"HETCCL_ENCRYPT", VarType::kChoice, "cross-site", nullptr,
-       "which tcp links carry AES-256-GCM records (keys from the job secret): off, cross-site (links between ranks of "
-       "different HETCCL_SITE; with no sites set, none) or all; same-host shm is never encrypted; every rank must set "
-       "the same",
+       "which tcp and ucx links carry AES-256-GCM records (keys from the job secret): off, cross-site (links between "
+       "ranks of different HETCCL_SITE; with no sites set, none) or all; same-host shm is never encrypted; every rank "
+       "must set the same",
        0, 0, "off|cross-site|all"},
       {"HETCCL_SITE", VarType::kString, "", nullptr,
        "this rank's site (a trust domain: a data centre, a cloud region); links between sites are encrypted under "
@@ -46,8 +46,9 @@ const std::vector<VarSpec>& settingsTable() {
        "the launcher numbers them (RANK, OMPI_COMM_WORLD_RANK, SLURM_PROCID) where one does, else the communicator's; "
        "communicators made by split and shrink keep their parent's sites"},
       {"HETCCL_ENCRYPT_REKEY_RECORDS", VarType::kInt, "262144", nullptr,
-       "records (at most 256 KiB each) one key seals before both ends derive the next; every rank must set the same", 1,
-       int64_t{1} << 32},
+       "records (at most 256 KiB each) one key seals before both ends derive the next (ucx: a new key every this many "
+       "/ 16 messages); every rank must set the same",
+       1, int64_t{1} << 32},
       {"HETCCL_CRYPTO_LIB", VarType::kString, "libcrypto.so.3", nullptr,
        "path of OpenSSL 3's libcrypto, loaded where a link is encrypted (Debian: libssl3)"},
       {"HETCCL_SOCKET_IFNAME", VarType::kString, "", "NCCL_SOCKET_IFNAME",

@@ -204,6 +204,23 @@ def seeds_record():
           + bytes([250] * 12))
 
 
+# ---- message ----
+# mode (bits 0-1 messages per key - 1, bit 2 raw, bit 3 in place, bits 4-5
+# threads - 1), u16 message, u8 part, u16 length/16, seed, alteration (kind:
+# 0 none, 1 flip, 2 other message, 3 other part, 4 other length, 5 other
+# key; u32 position, xor).
+def seeds_message():
+    alt = lambda kind, pos=0, x=1: u8(kind) + u32(pos) + u8(x)
+    write("message", "intact_one_record", u8(0) + u16(3) + u8(1) + u16(40) + u8(5) + alt(0))
+    write("message", "intact_four_records_three_threads", u8(0x21) + u16(9) + u8(2) + u16(60000) + u8(7) + alt(0))
+    write("message", "flip_in_place", u8(0x1A) + u16(1) + u8(0) + u16(20000) + u8(1) + alt(1, 300000, 4))
+    write("message", "other_message", u8(1) + u16(4) + u8(1) + u16(10) + u8(2) + alt(2, 0, 3))
+    write("message", "other_part", u8(0) + u16(4) + u8(1) + u16(10) + u8(2) + alt(3, 0, 1))
+    write("message", "shorter_on_a_record_boundary", u8(0) + u16(0) + u8(1) + u16(16384) + u8(2) + alt(4, 0, 1))
+    write("message", "other_key", u8(0) + u16(0) + u8(0) + u16(1) + u8(2) + alt(5))
+    write("message", "raw", u8(4) + u16(0) + u8(0) + u16(2) + u8(0) + bytes(range(80)))
+
+
 # ---- shm_slots ----
 # nx-1, per transfer: reduce flag, dtype, op, elements u16, seq, coll-1,
 # count u16; slots (0..4); per slot a mode byte: mode&3 == 0 raw (64-byte
@@ -232,5 +249,5 @@ def seeds_shm_slots():
 if __name__ == "__main__":
     shutil.rmtree(os.path.join(HERE, "corpus"), ignore_errors=True)
     for f in (seeds_unique_id, seeds_server_handshake, seeds_client_handshake, seeds_root, seeds_peer_info, seeds_record,
-              seeds_tcp_recv, seeds_shm_slots):
+              seeds_tcp_recv, seeds_shm_slots, seeds_message):
         f()

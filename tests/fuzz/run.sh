@@ -18,7 +18,7 @@ cd "$(dirname "$0")/../.."
 BUILD=${FUZZ_BUILD:-build-fuzz}
 SECS=${FUZZ_SECONDS:-15}
 JOBS=${JOBS:-1}
-ALL=(unique_id server_handshake client_handshake root peer_info tcp_recv shm_slots record)
+ALL=(unique_id server_handshake client_handshake root peer_info tcp_recv shm_slots record message)
 if [ $# -gt 0 ]; then TARGETS=("$@"); else TARGETS=("${ALL[@]}"); fi
 
 command -v clang++ >/dev/null || { echo "fuzz: clang++ is missing (scripts/install-deps.sh installs it)" >&2; exit 1; }

@@ -84,6 +84,51 @@ TEST(Encrypt, AllLinksWithFrequentRekeysAcrossMixedGroups) {
   });
 }
 
+#if HETCCL_HAVE_UCX
+// The ucx transport seals every message of an encrypted link: every
+// collective, and messages of several parts (6 MiB: two parts, each sealed
+// and opened on 2 threads) folded or copied from the receive slots, with a
+// new key every 2 messages; the RMA path (from 64 KiB here) stays off on
+// sealed links. Over UCX's shared memory and its tcp.
+TEST(Encrypt, UcxSealsEveryMessageOfAnEncryptedLink) {
+  for (const char* tls : {"ucx_sm_rma", "ucx_tcp"}) {
+    JobOptions opt;
+    opt.transport = tls;
+    opt.env = {{"HETCCL_ENCRYPT", "all"},
+               {"HETCCL_ENCRYPT_REKEY_RECORDS", "32"},
+               {"HETCCL_HOST_THREADS", "2"},
+               {"HETCCL_UCX_RMA_MIN", "64K"}};
+    runJob("a,b,a,b", opt, [](Rank& r) {
+      hetcclCommInfo_t info = infoOf(r);
+      EXPECT_EQ(info.encryptedPeers, r.nranks - 1);
+      EXPECT_STREQ(info.transport, "ucx");
+      everyCollective(r);
+      std::vector<float> x(1536 * 1024, 1.0f + r.rank);  // 6 MiB
+      ASSERT_EQ(hetcclAllReduce(x.data(), x.data(), x.size(), hetcclFloat32, hetcclSum, r.comm, nullptr), hetcclSuccess)
+          << hetcclGetLastError(r.comm);
+      EXPECT_EQ(x.front(), 10.0f);
+      EXPECT_EQ(x.back(), 10.0f);
+      std::vector<float> all(x.size() * 4);
+      ASSERT_EQ(hetcclAllGather(x.data(), all.data(), x.size(), hetcclFloat32, r.comm, nullptr), hetcclSuccess);
+      EXPECT_EQ(all[x.size() * 3 + 12345], 10.0f);
+    });
+  }
+}
+
+// Cross-site over ucx: only the links between the sites are sealed.
+TEST(Encrypt, UcxCrossSiteSealsOnlyTheLinksBetweenSites) {
+  JobOptions opt;
+  opt.transport = "ucx_sm";
+  opt.env = {{"HETCCL_SITE_MAP", "0-1:onprem,2-3:cloud"}, {"HETCCL_ENCRYPT", "cross-site"}};
+  runJob("a,a,b,b", opt, [](Rank& r) {
+    hetcclCommInfo_t info = infoOf(r);
+    EXPECT_EQ(info.encryptedPeers, 2);
+    EXPECT_EQ(info.plainPeers, 1);
+    everyCollective(r);
+  });
+}
+#endif
+
 TEST(Encrypt, NoSitesMeansNothingEncryptedAndShmIsNever) {
   JobOptions opt;
   opt.transport = "shm";

@@ -3,10 +3,12 @@ tcp (wire_job: an AllGather of text that names a random marker, group names
 made of another). With HETCCL_ENCRYPT=all and a job secret, neither the
 payload's marker nor the group names (carried by the bootstrap's peer
 records) may appear in the capture; the same job with HETCCL_ENCRYPT=off
-must show both (so the check can fail). Exits 77 (skipped) without tcpdump
-or without the right to capture.
+must show both (so the check can fail). With --ucx the same again over the
+ucx transport on UCX's tcp (UCX_TLS=tcp), where only the payload's marker is
+looked for in the plaintext run (the bootstrap is hetccl's own tcp either
+way). Exits 77 (skipped) without tcpdump or without the right to capture.
 
-  check_wire.py WIRE_JOB
+  check_wire.py WIRE_JOB [--ucx]
 """
 import os
 import secrets
@@ -41,14 +43,16 @@ def free_port_pair():
     raise RuntimeError("no free port pair")
 
 
-def run_job(binary, encrypt, marker, group_tag):
+def run_job(binary, encrypt, marker, group_tag, transport):
     master = free_port_pair()
     secret = secrets.token_hex(32)
     procs = []
     for r in range(4):
         env = dict(os.environ, RANK=str(r), WORLD_SIZE="4", LOCAL_RANK=str(r), MASTER_ADDR="127.0.0.1",
-                   MASTER_PORT=str(master), HETCCL_GROUP=f"{group_tag}{'ab'[r // 2]}", HETCCL_TRANSPORT="tcp",
+                   MASTER_PORT=str(master), HETCCL_GROUP=f"{group_tag}{'ab'[r // 2]}", HETCCL_TRANSPORT=transport,
                    HETCCL_ENCRYPT=encrypt, HETCCL_JOB_SECRET=secret, HETCCL_TIMEOUT_S="60", MARKER=marker)
+        if transport == "ucx":
+            env.update(UCX_TLS="tcp", UCX_WARN_UNUSED_ENV_VARS="n")
         procs.append(subprocess.Popen([binary, str(BYTES)], env=env, stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, text=True))
     outs = []
@@ -60,7 +64,7 @@ def run_job(binary, encrypt, marker, group_tag):
     return outs
 
 
-def capture(binary, encrypt):
+def capture(binary, encrypt, transport):
     marker = "MRK" + secrets.token_hex(6)
     group_tag = "grp" + secrets.token_hex(4)
     with tempfile.TemporaryDirectory() as d:
@@ -72,7 +76,7 @@ def capture(binary, encrypt):
             dump.kill()
             print(f"tcpdump cannot capture here: {line.strip()}")
             sys.exit(77)
-        outs = run_job(binary, encrypt, marker, group_tag)
+        outs = run_job(binary, encrypt, marker, group_tag, transport)
         time.sleep(0.5)
         dump.terminate()
         stats = dump.stderr.read()
@@ -83,9 +87,9 @@ def capture(binary, encrypt):
     return outs, data, marker.encode(), group_tag.encode(), dropped
 
 
-def capture_whole(binary, encrypt, tries=3):
+def capture_whole(binary, encrypt, transport, tries=3):
     for _ in range(tries):
-        got = capture(binary, encrypt)
+        got = capture(binary, encrypt, transport)
         if got[4] == 0:
             return got
         print(f"{encrypt}: the capture dropped {got[4]} packets; again")
@@ -101,22 +105,24 @@ def main():
         print("capturing needs root")
         return 77
     failures = []
-    outs, data, marker, tag, _ = capture_whole(binary, "all")
-    print(f"encrypted run: {outs[0]}; captured {len(data)} bytes; marker seen {data.count(marker)} times, "
-          f"group names seen {data.count(tag)} times")
-    if "encrypted_peers=3" not in outs[0]:
-        failures.append(f"rank 0 reports {outs[0]}, not 3 encrypted peers")
-    if len(data) < 3 * BYTES:  # each rank receives the three other parts
-        failures.append(f"only {len(data)} bytes captured: the capture missed the job")
-    if marker in data:
-        failures.append("the payload's marker is on the wire of an encrypted job")
-    if tag in data:
-        failures.append("group names (bootstrap records) are on the wire of an encrypted job")
-    outs, data, marker, tag, _ = capture_whole(binary, "off")
-    print(f"plaintext run: {outs[0]}; captured {len(data)} bytes; marker seen {data.count(marker)} times, "
-          f"group names seen {data.count(tag)} times")
-    if marker not in data or tag not in data:
-        failures.append("a plaintext job's payload or group names are not in the capture: the check sees nothing")
+    for transport in ["tcp"] + (["ucx"] if "--ucx" in sys.argv[2:] else []):
+        outs, data, marker, tag, _ = capture_whole(binary, "all", transport)
+        print(f"{transport}, encrypted run: {outs[0]}; captured {len(data)} bytes; marker seen {data.count(marker)} "
+              f"times, group names seen {data.count(tag)} times")
+        if "encrypted_peers=3" not in outs[0]:
+            failures.append(f"{transport}: rank 0 reports {outs[0]}, not 3 encrypted peers")
+        if len(data) < 3 * BYTES:  # each rank receives the three other parts
+            failures.append(f"{transport}: only {len(data)} bytes captured: the capture missed the job")
+        if marker in data:
+            failures.append(f"{transport}: the payload's marker is on the wire of an encrypted job")
+        if tag in data:
+            failures.append(f"{transport}: group names (bootstrap records) are on the wire of an encrypted job")
+        outs, data, marker, tag, _ = capture_whole(binary, "off", transport)
+        print(f"{transport}, plaintext run: {outs[0]}; captured {len(data)} bytes; marker seen {data.count(marker)} "
+              f"times, group names seen {data.count(tag)} times")
+        if marker not in data or (transport == "tcp" and tag not in data):
+            failures.append(f"{transport}: a plaintext job's payload or group names are not in the capture: "
+                            "the check sees nothing")
     for f in failures:
         print("FAIL:", f)
     return 1 if failures else 0

@@ -14,6 +14,7 @@
 
 #include "comm/link_security.h"
 #include "secure/aead.h"
+#include "secure/message_cipher.h"
 #include "secure/record.h"
 #include "transport/tcp/tcp_transport.h"
 #include "unit_util.h"
@@ -273,32 +274,87 @@ std::vector<PeerInfo> fourRanks(const char* sites[4], const uint64_t hosts[4]) {
   return p;
 }
 
-TEST(LinkSecurity, CrossSiteLinksOverTcpOnlyAndUcxGivesWay) {
+// Messages sealed by place (the ucx transport's parts, which arrive in any
+// order): a part opens wherever it is opened from, in any order and on any
+// number of threads, but only as the message, part and length it was sealed
+// as, and across key changes (a new key every 3 messages here).
+TEST(MessageCipher, PartsOpenInAnyOrderOnlyAtTheirPlace) {
+  secure::requireCrypto();
+  const secure::LinkKeys keys = testKeys();
+  secure::MessageCipher tx(keys.client, true, 3), rx(keys.client, false, 3);
+  const size_t n = 3 * secure::kMaxRecordPlain + 1000;  // four records, the last short
+  struct Part {
+    uint64_t msg;
+    uint32_t part;
+    std::vector<uint8_t> plain, sealed;
+  };
+  std::vector<Part> parts;
+  for (uint64_t m : {0, 1, 2, 3, 7, 1000}) {
+    for (uint32_t p = 0; p < 2; ++p) {
+      Part x{m, p, std::vector<uint8_t>(n), std::vector<uint8_t>(secure::MessageCipher::sealedBytes(n))};
+      for (size_t i = 0; i < n; ++i) x.plain[i] = static_cast<uint8_t>(i * 7 + m * 13 + p);
+      tx.seal(m, p, x.plain.data(), n, x.sealed.data(), static_cast<int>(m % 3) + 1);
+      parts.push_back(std::move(x));
+    }
+  }
+  EXPECT_EQ(parts[0].sealed.size(), n + 4 * secure::kRecordOverhead);
+  for (size_t k = parts.size(); k-- > 0;) {  // backwards: order is not needed
+    const Part& x = parts[k];
+    std::vector<uint8_t> out(n);
+    EXPECT_TRUE(rx.openInto(x.msg, x.part, x.sealed.data(), n, out.data(), 2)) << x.msg << "/" << x.part;
+    EXPECT_EQ(out, x.plain);
+    std::vector<uint8_t> inPlace = x.sealed, seen(n);
+    std::atomic<size_t> handed{0};
+    EXPECT_TRUE(rx.openInPlace(x.msg, x.part, inPlace.data(), n, 3, [&](size_t off, const uint8_t* d, size_t len) {
+      memcpy(seen.data() + off, d, len);
+      handed += len;
+    }));
+    EXPECT_EQ(handed.load(), n);
+    EXPECT_EQ(seen, x.plain);
+  }
+  std::vector<uint8_t> out(n);
+  const Part& x = parts[4];                                                // message 2, part 0
+  EXPECT_FALSE(rx.openInto(3, 0, x.sealed.data(), n, out.data(), 1));      // another message (another key, too)
+  EXPECT_FALSE(rx.openInto(2, 1, x.sealed.data(), n, out.data(), 1));      // another part
+  EXPECT_FALSE(rx.openInto(5, 0, x.sealed.data(), n, out.data(), 1));      // same place in another key
+  EXPECT_FALSE(rx.openInto(2, 0, x.sealed.data(), n - 1, out.data(), 1));  // cut short
+  for (size_t at : {size_t{0}, size_t{4}, x.sealed.size() / 2, x.sealed.size() - 1}) {  // length, body, tag
+    std::vector<uint8_t> bad = x.sealed;
+    bad[at] ^= 0x10;
+    EXPECT_FALSE(rx.openInto(2, 0, bad.data(), n, out.data(), 2)) << "flipped byte " << at;
+    size_t handed = 0;
+    EXPECT_FALSE(rx.openInPlace(2, 0, bad.data(), n, 1, [&](size_t, const uint8_t*, size_t len) { handed += len; }));
+    EXPECT_LT(handed, n);  // the bad record is never handed on
+  }
+  secure::MessageCipher other(keys.server, false, 3);  // the other direction's key
+  EXPECT_FALSE(other.openInto(2, 0, x.sealed.data(), n, out.data(), 1));
+  EXPECT_EQ(secure::MessageCipher::sealedBytes(1), 1 + secure::kRecordOverhead);
+  EXPECT_EQ(secure::MessageCipher::sealedBytes(secure::kMaxRecordPlain),
+            secure::kMaxRecordPlain + secure::kRecordOverhead);
+}
+
+TEST(LinkSecurity, CrossSiteLinksOverTcpOrUcxOnly) {
   test::EnvGuard mode("HETCCL_ENCRYPT", "cross-site");
   const char* sites[4] = {"onprem", "onprem", "cloud", "cloud"};
   const uint64_t hosts[4] = {1, 1, 2, 2};
   auto peers = fourRanks(sites, hosts);
-  std::string inter = "ucx";
-  LinkSecurity s = planLinkSecurity(peers, 0, "shm", inter, false, false);
-  EXPECT_EQ(inter, "tcp");  // an automatic ucx gives way to tcp between the sites
-  EXPECT_EQ(s.encrypt, (std::vector<uint8_t>{0, 0, 1, 1}));
-  EXPECT_EQ(s.encryptedPeers, 2);
-  inter = "ucx";
-  EXPECT_HETCCL_ERROR(planLinkSecurity(peers, 0, "shm", inter, true, false), hetcclInvalidUsage, "forces ucx");
-  inter = "tcp";
-  EXPECT_HETCCL_ERROR(planLinkSecurity(peers, 0, "shm", inter, false, true), hetcclInvalidUsage,
-                      "HETCCL_JOB_SECRET_FILE");
+  for (const char* inter : {"ucx", "tcp"}) {  // both seal their messages
+    LinkSecurity s = planLinkSecurity(peers, 0, "shm", inter, false);
+    EXPECT_EQ(s.encrypt, (std::vector<uint8_t>{0, 0, 1, 1})) << inter;
+    EXPECT_EQ(s.encryptedPeers, 2);
+  }
+  EXPECT_HETCCL_ERROR(planLinkSecurity(peers, 0, "shm", "tcp", true), hetcclInvalidUsage, "HETCCL_JOB_SECRET_FILE");
   // Two sites on one host over shm: memory of one host, not encrypted.
   const uint64_t oneHost[4] = {1, 1, 1, 1};
   auto local = fourRanks(sites, oneHost);
-  inter = "tcp";
-  EXPECT_EQ(planLinkSecurity(local, 0, "shm", inter, false, true).encryptedPeers, 0);
-  EXPECT_EQ(planLinkSecurity(local, 0, "tcp", inter, false, false).encryptedPeers, 2);
+  EXPECT_EQ(planLinkSecurity(local, 0, "shm", "tcp", true).encryptedPeers, 0);
+  EXPECT_EQ(planLinkSecurity(local, 0, "tcp", "tcp", false).encryptedPeers, 2);
+  EXPECT_EQ(planLinkSecurity(local, 0, "ucx", "ucx", false).encryptedPeers, 2);  // UCX may take tcp, even here
   // No sites named: nothing, so a weak secret is fine.
   const char* none[4] = {"", "", "", ""};
-  EXPECT_EQ(planLinkSecurity(fourRanks(none, hosts), 3, "shm", inter, false, true).encryptedPeers, 0);
+  EXPECT_EQ(planLinkSecurity(fourRanks(none, hosts), 3, "shm", "tcp", true).encryptedPeers, 0);
   test::EnvGuard all("HETCCL_ENCRYPT", "all");
-  EXPECT_EQ(planLinkSecurity(fourRanks(none, hosts), 3, "shm", inter, false, false).encrypt,
+  EXPECT_EQ(planLinkSecurity(fourRanks(none, hosts), 3, "shm", "ucx", false).encrypt,
             (std::vector<uint8_t>{1, 1, 0, 0}));
 }
 

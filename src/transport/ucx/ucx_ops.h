@@ -5,20 +5,32 @@
 #include <cstdint>
 #include <vector>
 
+#include "secure/record.h"
 #include "transport/ucx/ucx_transport.h"
 
 namespace hetccl {
 namespace ucx {
 
 constexpr uint64_t kFullMask = ~uint64_t{0};
+// Payload parts (larger only for messages of more than kMaxParts of these).
+constexpr size_t kPartBytes = size_t{4} << 20;
+// Receive slots (receive-reduce parts, encrypted parts), and as many send
+// slots where a link is encrypted.
+constexpr int kStagingSlots = 4;
+// A staging slot: a part, sealed or not.
+constexpr size_t kSlotBytes = kPartBytes + (kPartBytes / secure::kMaxRecordPlain + 1) * secure::kRecordOverhead;
+// A header sealed as one record.
+constexpr size_t kSealedHeader = sizeof(MsgTag) + secure::kRecordOverhead;
+constexpr const char* kFailedAuth =
+    "failed authentication (altered, replayed, moved or cut data, or a peer with another key)";
 // Tag parts: 0 the header, 1..kMaxParts payload parts, then the RMA path's
 // offer (receiver to sender) and finish (sender to receiver).
 constexpr uint32_t kMaxParts = 65533;
 constexpr uint32_t kRtrPart = 0xFFFE;
 constexpr uint32_t kFinPart = 0xFFFF;
 
-inline uint64_t makeTag(int sender, uint32_t msg, uint32_t part) {
-  return (static_cast<uint64_t>(sender) << 48) | (static_cast<uint64_t>(msg) << 16) | part;
+inline uint64_t makeTag(int sender, uint64_t msg, uint32_t part) {
+  return (static_cast<uint64_t>(sender) << 48) | ((msg & 0xFFFFFFFFu) << 16) | part;
 }
 
 // The receiver's offer: put the payload here (then the packed rkey), send
@@ -41,14 +53,16 @@ struct UcxTransport::Op {
   Xfer* x = nullptr;
   uint64_t tag = 0;
   void* buf = nullptr;
-  size_t len = 0;
-  size_t off = 0;  // payload offset of a part
-  int slot = -1;   // staging slot of a receive-reduce part
+  size_t len = 0;    // bytes on the wire
+  size_t plain = 0;  // payload bytes of a part (len less the records' framing on an encrypted link)
+  size_t off = 0;    // payload offset of a part
+  int slot = -1;     // staging slot of a receive-reduce part or of an encrypted part
   void* req = nullptr;
   bool posted = false, done = false;
-  MsgTag* header = nullptr;  // kHeaderSend / kHeaderRecv
-  uint32_t msg = 0;
-  Rma* rma = nullptr;  // RMA path ops
+  MsgTag* header = nullptr;         // kHeaderSend / kHeaderRecv
+  uint8_t* sealedHeader = nullptr;  // kHeaderRecv on an encrypted link: the header as received
+  uint64_t msg = 0;                 // the message's number (its low 32 bits are in the tag)
+  Rma* rma = nullptr;               // RMA path ops
   bool sends() const { return kind != kHeaderRecv && kind != kPartRecv && kind != kRtrRecv && kind != kFinRecv; }
 };
 

@@ -14,7 +14,7 @@ namespace hetccl {
 
 using ucx::OfferHead;
 
-void UcxTransport::offerBuffer(Xfer& x, uint32_t msg, Rma& rma, std::vector<Op>& ops) {
+void UcxTransport::offerBuffer(Xfer& x, uint64_t msg, Rma& rma, std::vector<Op>& ops) {
   auto ucsCheck = [&](ucs_status_t st, const char* what) {
     if (st != UCS_OK)
       throwError(hetcclSystemError, std::string("ucx: ") + what + " for " + x.tag.describe() + " from rank " +
@@ -46,7 +46,7 @@ void UcxTransport::offerBuffer(Xfer& x, uint32_t msg, Rma& rma, std::vector<Op>&
   postOfferOp(ops, Op::kRtrSend, x, msg, rma, sizeof(h) + packedLen);
 }
 
-void UcxTransport::offerParts(Xfer& x, uint32_t msg, Rma& rma, std::vector<Op>& ops) {
+void UcxTransport::offerParts(Xfer& x, uint64_t msg, Rma& rma, std::vector<Op>& ops) {
   OfferHead h;
   h.len = x.bytes;
   h.mode = ucx::kOfferParts;
@@ -55,7 +55,7 @@ void UcxTransport::offerParts(Xfer& x, uint32_t msg, Rma& rma, std::vector<Op>& 
   postOfferOp(ops, Op::kRtrSend, x, msg, rma, sizeof(h));
 }
 
-void UcxTransport::postOfferOp(std::vector<Op>& ops, int kind, Xfer& x, uint32_t msg, Rma& rma, size_t len) {
+void UcxTransport::postOfferOp(std::vector<Op>& ops, int kind, Xfer& x, uint64_t msg, Rma& rma, size_t len) {
   Op op;
   op.kind = static_cast<Op::Kind>(kind);
   op.x = &x;
@@ -120,7 +120,7 @@ void UcxTransport::acceptOffer(Op& op) {
   post(op);
 }
 
-void UcxTransport::refuseOffer(int peer, uint32_t msg) {
+void UcxTransport::refuseOffer(int peer, uint64_t msg) {
   OfferHead h;
   h.mode = ucx::kOfferRefused;
   ucp_request_param_t p{};

@@ -14,14 +14,18 @@
 #include "core/settings.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/workers.h"
+#include "secure/message_cipher.h"
 #include "topology/peer.h"
 #include "transport/progress.h"
 
 namespace hetccl {
 namespace {
 
-constexpr size_t kPartBytes = size_t{4} << 20;  // payload parts; receive-reduce staging slots
-constexpr int kStagingSlots = 4;
+using ucx::kPartBytes;
+using ucx::kSealedHeader;
+using ucx::kSlotBytes;
+using ucx::kStagingSlots;
 
 // Parts of a message: at most kMaxParts, each a multiple of 8 bytes but the last.
 size_t partBytes(size_t bytes) {
@@ -109,14 +113,17 @@ UcxTransport::UcxTransport(const TransportContext& ctx)
   // Peers on this host: their pids, so that a dead one is noticed even over
   // UCX transports without peer failure detection (shared memory).
   // The RMA threshold too: both sides of a message must agree on its path.
+  // A fresh nonce per rank keys the encrypted links of this communicator.
   struct Who {
     uint64_t host;
     int64_t pid;
     uint64_t rmaMin;
+    std::array<uint8_t, 16> nonce;
   };
   std::vector<Who> who(ctx.nranks);
   rmaMin_ = settings::kUcxRmaMin.get();
-  who[ctx.rank] = {localHostHash(), static_cast<int64_t>(getpid()), rmaMin_};
+  who[ctx.rank] = {localHostHash(), static_cast<int64_t>(getpid()), rmaMin_, {}};
+  randomBytes(who[ctx.rank].nonce.data(), who[ctx.rank].nonce.size());
   ctx.bootstrap->allGather(who.data(), sizeof(Who));
   for (int r = 0; r < ctx.nranks; ++r)
     if (who[r].rmaMin != rmaMin_)
@@ -126,15 +133,24 @@ UcxTransport::UcxTransport(const TransportContext& ctx)
   localPid_.assign(ctx.nranks, 0);
   for (int r = 0; r < ctx.nranks; ++r)
     if (r != ctx.rank && who[r].host == who[ctx.rank].host) localPid_[r] = static_cast<int>(who[r].pid);
-  staging_.resize(kStagingSlots * kPartBytes);
+  std::vector<std::array<uint8_t, 16>> nonces(ctx.nranks);
+  for (int r = 0; r < ctx.nranks; ++r) nonces[r] = who[r].nonce;
+  setUpSealing(nonces);
+  staging_.resize(kStagingSlots * kSlotBytes);
   if (movesDeviceMemory(ctx.deviceKind)) devMemType_ = memTypeOf(ctx.deviceKind);
   ctx.bootstrap->barrier();
-  LOG_INFO(kTransport, "ucx transport: rank %d, %zu peers, UCX %u.%u, memory types: host%s%s, RMA put from %s",
-           ctx.rank, ctx.peers.size(), api_.major, api_.minor, movesDeviceMemory("cuda") ? ", cuda" : "",
-           movesDeviceMemory("hip") ? ", rocm" : "", rmaMin_ ? (std::to_string(rmaMin_) + " bytes").c_str() : "never");
+  size_t nSealed = 0;
+  for (const auto& c : sealTo_) nSealed += c ? 1 : 0;
+  LOG_INFO(kTransport,
+           "ucx transport: rank %d, %zu peers (%zu encrypted, %d crypto threads), UCX %u.%u, memory types: host%s%s, "
+           "RMA put from %s",
+           ctx.rank, ctx.peers.size(), nSealed, nSealed ? threads_ : 0, api_.major, api_.minor,
+           movesDeviceMemory("cuda") ? ", cuda" : "", movesDeviceMemory("hip") ? ", rocm" : "",
+           rmaMin_ ? (std::to_string(rmaMin_) + " bytes").c_str() : "never");
 }
 
 bool UcxTransport::movesDeviceMemory(const std::string& kind) const {
+  if (!sendStaging_.empty()) return false;  // encrypted links seal host memory
   const int t = memTypeOf(kind);
   return t >= 0 && (memTypes_ & (uint64_t{1} << t)) != 0;
 }
@@ -159,7 +175,7 @@ void UcxTransport::drainRequests(std::vector<void*>& reqs) {
   }
 }
 
-void UcxTransport::discard(int peer, uint32_t msg, uint64_t bytes) {
+void UcxTransport::discard(int peer, uint64_t msg, uint64_t bytes) {
   if (rmaMin_ && bytes >= rmaMin_) return refuseOffer(peer, msg);  // the sender waits for an offer
   // The sender's synchronous sends complete only when matched: take its
   // payload (into staging, dropped) so that it is not left hanging on us.
@@ -167,7 +183,7 @@ void UcxTransport::discard(int peer, uint32_t msg, uint64_t bytes) {
   auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   uint32_t part = 1;
   for (uint64_t off = 0; off < bytes && std::chrono::steady_clock::now() < until; off += pb, ++part) {
-    size_t len = std::min<uint64_t>(pb, bytes - off);
+    size_t len = wireBytes(peer, std::min<uint64_t>(pb, bytes - off));
     if (len > staging_.size()) return;
     ucp_request_param_t p{};
     ucs_status_ptr_t r = api_.tagRecvNbx(worker_, staging_.data(), len, makeTag(peer, msg, part), kFullMask, &p);
@@ -246,7 +262,8 @@ void UcxTransport::finish(Op& op, ucs_status_t st) {
   }
   if (op.kind == Op::kRtrRecv || op.kind == Op::kPut || op.kind == Op::kFlush) return acceptOffer(op);
   if (op.kind == Op::kFinSend || op.kind == Op::kFinRecv) x.done = x.bytes;
-  if (op.kind == Op::kPartSend) x.done += op.len;
+  if (op.kind == Op::kPartSend) x.done += op.plain;
+  if (op.kind == Op::kPartRecv && sealed(x.peer)) return openPart(op);
   if (op.kind == Op::kPartRecv) {
     if (x.kind == Xfer::Kind::kRecvReduce) {
       const size_t es = dataTypeSize(x.dtype);
@@ -278,13 +295,20 @@ void UcxTransport::run(std::span<Xfer> xfers) {
   ops.reserve(maxOps);
   std::vector<Rma> rma(xfers.size());  // registrations and rkeys of the RMA path, released on return
   for (Rma& r : rma) r.api = &api_, r.context = context_;
-  auto offered = [this](const Xfer& x) { return rmaMin_ && x.bytes >= rmaMin_; };  // sent after the receiver's offer
+  // Sent after the receiver's offer (never on an encrypted link).
+  auto offered = [this](const Xfer& x) { return rmaMin_ && x.bytes >= rmaMin_ && !sealed(x.peer); };
   std::vector<MsgTag> headers(xfers.size());
-  std::deque<size_t> waitSlot;  // receive-reduce parts waiting for a staging slot
-  std::vector<int> freeSlots;
-  for (int s = kStagingSlots - 1; s >= 0; --s) freeSlots.push_back(s);
-  auto addParts = [&](Xfer& x, uint32_t msg) {
+  std::vector<std::array<uint8_t, kSealedHeader>> sealedHeaders(sendStaging_.empty() ? 0 : xfers.size());
+  std::deque<size_t> waitSlot;  // receive-reduce and encrypted receive parts waiting for a receive slot
+  std::deque<size_t> waitSend;  // encrypted send parts waiting for a send slot
+  std::vector<int> freeSlots, freeSendSlots;
+  for (int s = kStagingSlots - 1; s >= 0; --s) {
+    freeSlots.push_back(s);
+    if (!sendStaging_.empty()) freeSendSlots.push_back(s);
+  }
+  auto addParts = [&](Xfer& x, uint64_t msg) {
     const size_t pb = partBytes(x.bytes);
+    const bool seal = sealed(x.peer);
     uint32_t part = 1;
     for (size_t off = 0; off < x.bytes; off += pb, ++part) {
       Op op;
@@ -292,7 +316,8 @@ void UcxTransport::run(std::span<Xfer> xfers) {
       op.x = &x;
       op.tag = makeTag(x.kind == Xfer::Kind::kSend ? ctx_.rank : x.peer, msg, part);
       op.off = off;
-      op.len = std::min(pb, x.bytes - off);
+      op.plain = std::min(pb, x.bytes - off);
+      op.len = wireBytes(x.peer, op.plain);
       op.msg = msg;
       if (x.kind == Xfer::Kind::kSend) {
         op.buf = const_cast<uint8_t*>(static_cast<const uint8_t*>(x.src) + off);
@@ -300,16 +325,23 @@ void UcxTransport::run(std::span<Xfer> xfers) {
         op.buf = static_cast<uint8_t*>(x.dst) + off;
       }
       ops.push_back(op);
-      if (x.kind == Xfer::Kind::kRecvReduce)
+      if (seal && x.kind == Xfer::Kind::kSend)
+        waitSend.push_back(ops.size() - 1);
+      else if (seal || x.kind == Xfer::Kind::kRecvReduce)
         waitSlot.push_back(ops.size() - 1);
       else
         post(ops.back());
     }
   };
-  for (const Xfer& x : xfers)  // before anything is posted: message numbers stay in step
+  for (const Xfer& x : xfers) {  // before anything is posted: message numbers stay in step
     if (x.device && (devMemType_ < 0 || x.kind == Xfer::Kind::kRecvReduce))
       throwError(hetcclInternalError, "ucx: a " + ctx_.deviceKind + " memory transfer to/from rank " +
                                           std::to_string(x.peer) + " this transport cannot take as it is");
+    if (sealed(x.peer) && partBytes(x.bytes) > kPartBytes)
+      throwError(hetcclInvalidUsage, "ucx: a message of " + std::to_string(x.bytes) + " bytes to/from rank " +
+                                         std::to_string(x.peer) + " on an encrypted link (at most " +
+                                         std::to_string(kPartBytes * ucx::kMaxParts) + ")");
+  }
   try {
     for (size_t i = 0; i < xfers.size(); ++i) {
       Xfer& x = xfers[i];
@@ -319,7 +351,7 @@ void UcxTransport::run(std::span<Xfer> xfers) {
       headers[i] = x.tag;
       headers[i].bytes = x.bytes;
       const bool send = x.kind == Xfer::Kind::kSend;
-      const uint32_t msg = send ? sendSeq_[x.peer]++ : recvSeq_[x.peer]++;
+      const uint64_t msg = send ? sendSeq_[x.peer]++ : recvSeq_[x.peer]++;
       Op op;
       op.kind = send ? Op::kHeaderSend : Op::kHeaderRecv;
       op.x = &x;
@@ -328,6 +360,15 @@ void UcxTransport::run(std::span<Xfer> xfers) {
       op.len = sizeof(MsgTag);
       op.header = &headers[i];
       op.msg = msg;
+      if (sealed(x.peer)) {  // the header as part 0 of the message
+        op.buf = sealedHeaders[i].data();
+        op.len = kSealedHeader;
+        if (send)
+          sealTo_[x.peer]->seal(msg, 0, reinterpret_cast<const uint8_t*>(&headers[i]), sizeof(MsgTag),
+                                sealedHeaders[i].data(), 1);
+        else
+          op.sealedHeader = sealedHeaders[i].data();
+      }
       ops.push_back(op);
       post(ops.back());
       if (send && offered(x)) {  // wait for the receiver's offer
@@ -360,6 +401,11 @@ void UcxTransport::run(std::span<Xfer> xfers) {
           finish(op, st);
         }
         if (op.kind == Op::kHeaderRecv && op.header) {  // completed (now or when posted): check it once
+          if (op.sealedHeader && !openFrom_[op.x->peer]->openInto(op.msg, 0, op.sealedHeader, sizeof(MsgTag),
+                                                                  reinterpret_cast<uint8_t*>(op.header), 1))
+            throwError(hetcclRemoteError, "ucx: the header of encrypted message " + std::to_string(op.msg) +
+                                              " from rank " + std::to_string(op.x->peer) + " (in " +
+                                              op.x->tag.describe() + ") " + ucx::kFailedAuth);
           const MsgTag got = *op.header;
           op.header = nullptr;
           if (!got.sameCall(op.x->tag) || got.bytes != op.x->bytes) {
@@ -383,24 +429,36 @@ void UcxTransport::run(std::span<Xfer> xfers) {
           addParts(*op.x, op.msg);
           progress = true;
         }
-        if (op.kind == Op::kPartRecv && op.slot >= 0) {
-          freeSlots.push_back(op.slot);
+        if ((op.kind == Op::kPartRecv || op.kind == Op::kPartSend) && op.slot >= 0) {
+          (op.kind == Op::kPartRecv ? freeSlots : freeSendSlots).push_back(op.slot);
           op.slot = -1;
           progress = true;
         }
+      }
+      while (!waitSend.empty() && !freeSendSlots.empty()) {  // seal the next parts as slots free
+        Op& op = ops[waitSend.front()];
+        waitSend.pop_front();
+        op.slot = freeSendSlots.back();
+        freeSendSlots.pop_back();
+        op.buf = sendStaging_.data() + static_cast<size_t>(op.slot) * kSlotBytes;
+        sealTo_[op.x->peer]->seal(op.msg, static_cast<uint32_t>(op.tag & 0xFFFF),
+                                  static_cast<const uint8_t*>(op.x->src) + op.off, op.plain,
+                                  static_cast<uint8_t*>(op.buf), threads_);
+        post(op);
+        progress = true;
       }
       while (!waitSlot.empty() && !freeSlots.empty()) {
         Op& op = ops[waitSlot.front()];
         waitSlot.pop_front();
         op.slot = freeSlots.back();
         freeSlots.pop_back();
-        op.buf = staging_.data() + static_cast<size_t>(op.slot) * kPartBytes;
+        op.buf = staging_.data() + static_cast<size_t>(op.slot) * kSlotBytes;
         post(op);
         progress = true;
       }
       // Done when every op completed and was processed (headers checked,
       // parts added, staging slots returned).
-      if (waitSlot.empty() && std::all_of(ops.begin(), ops.end(), [](const Op& o) {
+      if (waitSlot.empty() && waitSend.empty() && std::all_of(ops.begin(), ops.end(), [](const Op& o) {
             return o.done && !(o.kind == Op::kHeaderRecv && o.header) && o.slot < 0 &&
                    !(o.kind == Op::kRtrRecv && o.rma->partsWanted && !o.rma->partsAdded);
           }))

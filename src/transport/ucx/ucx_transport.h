@@ -14,6 +14,16 @@
 // rank's GPU memory where UCX reports that memory type (the payload parts,
 // puts and registrations then name it; receive-reduces stay host memory).
 //
+// Encrypted links (TransportContext::encrypt): every message to or from the
+// peer is sealed (secure/message_cipher.h), its header as part 0 and each
+// payload part as the records of its part number, so parts may complete in
+// any order; keys per direction from the job secret and both ranks'
+// nonces (exchanged at init). Sends seal into bounded staging slots and go
+// out as they are sealed; receives land in the receive slots and are opened
+// into the buffer (or folded, for receive-reduce). Such links take tagged
+// parts only (no RMA put, no device memory: GPU ranks stage through host
+// memory).
+//
 // With HETCCL_UCX_RMA_MIN set (the same on every rank, checked at init),
 // messages of that size and up wait for the receiver's offer (part
 // kRtrPart), sent once it has checked the header. A plain receive registers
@@ -24,14 +34,19 @@
 // fails at once rather than at its timeout.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "transport/transport.h"
 #include "transport/ucx/ucx_api.h"
 
 namespace hetccl {
+namespace secure {
+class MessageCipher;
+}
 
 class UcxTransport : public Transport {
  public:
@@ -54,13 +69,13 @@ class UcxTransport : public Transport {
   void post(Op& op);
   // RMA path (ucx_rma.cc): the receiver's offer after a good header, the
   // sender's put once the offer arrives, the refusal of a mismatched one.
-  void offerBuffer(Xfer& x, uint32_t msg, Rma& rma, std::vector<Op>& ops);
-  void offerParts(Xfer& x, uint32_t msg, Rma& rma, std::vector<Op>& ops);
+  void offerBuffer(Xfer& x, uint64_t msg, Rma& rma, std::vector<Op>& ops);
+  void offerParts(Xfer& x, uint64_t msg, Rma& rma, std::vector<Op>& ops);
   // Appends and posts one message of the offer protocol: kind is Op::kRtrSend
   // (len bytes of rma.wire), Op::kRtrRecv (into rma.wire) or Op::kFinRecv.
-  void postOfferOp(std::vector<Op>& ops, int kind, Xfer& x, uint32_t msg, Rma& rma, size_t len);
+  void postOfferOp(std::vector<Op>& ops, int kind, Xfer& x, uint64_t msg, Rma& rma, size_t len);
   void acceptOffer(Op& op);
-  void refuseOffer(int peer, uint32_t msg);
+  void refuseOffer(int peer, uint64_t msg);
   void finish(Op& op, ucs_status_t st);
   void cancelAll(std::vector<Op>& ops);
   void closeEndpoints();
@@ -71,21 +86,31 @@ class UcxTransport : public Transport {
   // deadline passes (then cancels and drains it: false).
   bool waitOrCancel(void* req, std::chrono::steady_clock::time_point until);
   // Receives and drops a mismatched message's payload (bounded in time).
-  void discard(int peer, uint32_t msg, uint64_t bytes);
+  void discard(int peer, uint64_t msg, uint64_t bytes);
+  // Encrypted links: keys from the job secret and every rank's nonce.
+  void setUpSealing(const std::vector<std::array<uint8_t, 16>>& nonces);
+  bool sealed(int peer) const { return peer >= 0 && static_cast<size_t>(peer) < sealTo_.size() && sealTo_[peer]; }
+  // Wire bytes of a payload part of `plain` bytes to or from `peer`.
+  size_t wireBytes(int peer, size_t plain) const;
+  // An encrypted part that arrived: opened into the buffer or folded.
+  void openPart(Op& op);
 
   const ucx::UcxApi& api_;
   TransportContext ctx_;
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
   std::vector<ucp_ep_h> eps_;                // by rank
-  std::vector<uint32_t> sendSeq_, recvSeq_;  // message numbers by peer
+  std::vector<uint64_t> sendSeq_, recvSeq_;  // message numbers by peer
   std::vector<ucs_status_t> failed_;         // UCS_OK, or the error an endpoint reported
-  std::vector<uint8_t> staging_;             // receive-reduce parts
-  std::vector<EpArg> epArgs_;                // by rank
-  std::vector<int> localPid_;                // by rank: pid of a peer on this host, else 0
-  uint64_t memTypes_ = 0;                    // ucp_context_query: bits of ucs_memory_type_t
-  uint64_t rmaMin_ = 0;                      // HETCCL_UCX_RMA_MIN; 0: no RMA path
-  int devMemType_ = -1;                      // ucs_memory_type_t of Xfer::device buffers, -1: none taken
+  std::vector<uint8_t> staging_;             // receive slots: receive-reduce parts, encrypted parts
+  std::vector<uint8_t> sendStaging_;         // send slots: encrypted parts (empty where no link is)
+  std::vector<std::unique_ptr<secure::MessageCipher>> sealTo_, openFrom_;  // by rank; null: plaintext
+  int threads_ = 1;                                                        // sealing and opening (HETCCL_HOST_THREADS)
+  std::vector<EpArg> epArgs_;                                              // by rank
+  std::vector<int> localPid_;  // by rank: pid of a peer on this host, else 0
+  uint64_t memTypes_ = 0;      // ucp_context_query: bits of ucs_memory_type_t
+  uint64_t rmaMin_ = 0;        // HETCCL_UCX_RMA_MIN; 0: no RMA path
+  int devMemType_ = -1;        // ucs_memory_type_t of Xfer::device buffers, -1: none taken
 };
 
 }  // namespace hetccl
