@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# What encrypted links cost: AllReduce (float) over tcp with 4 ranks in
+# What encrypted links cost: AllReduce (float) over tcp (TRANSPORT=ucx: the
+# ucx transport, on UCX's own choice of transports; UCX_TLS narrows it) with 4 ranks in
 # groups a,a,b,b (NP, GROUPS_LAYOUT and SITE_MAP override; PERF_ARGS adds
 # hetccl-perf options, e.g. "--devices cuda,host,host,host"), plaintext vs HETCCL_ENCRYPT=cross-site
 # with the groups on two sites (only border links encrypted) vs
@@ -23,7 +24,7 @@ run() {  # mode bytes iters -> "time_us busbw"
     cross-site) env=(HETCCL_ENCRYPT=cross-site HETCCL_SITE_MAP="$sites") ;;
     all) env=(HETCCL_ENCRYPT=all) ;;
   esac
-  env "${env[@]}" "$build/tools/hetccl-perf" --np "$np" --groups "$groups" --transport tcp -o allreduce -d float \
+  env "${env[@]}" "$build/tools/hetccl-perf" --np "$np" --groups "$groups" --transport "${TRANSPORT:-tcp}" -o allreduce -d float \
     -b "$2" -e "$2" -n "$3" -w $(( $3 / 5 + 1 )) -c 0 ${PERF_ARGS:-} | awk '$1 ~ /^[0-9]+$/ {print $6, $8}'
 }
 declare -A best_t best_bw
