@@ -31,6 +31,7 @@ struct BorderAllReduce : BorderCall {
   // One round on the caller's stream: everyone's whole share out, every
   // peer's in, the fold on every rank.
   void small(Stream s) {
+    markStart(s);
     const size_t bytes = len * es;
     int slot = 0;
     const uint64_t seq = take(&slot);

@@ -34,6 +34,18 @@ Event BorderCall::event(Stream s) {
   return e;
 }
 
+void BorderCall::markStart(Stream caller) {
+  if (timedStart) return;
+  timedStart = c.stagingState()->takeTimedEvent();
+  d.recordEvent(timedStart, caller);
+}
+
+void BorderCall::markEnd(Stream caller) {
+  if (!timedStart) return;
+  if (!timedEnd) timedEnd = c.stagingState()->takeTimedEvent();
+  d.recordEvent(timedEnd, caller);  // again at a later join: the last one counts
+}
+
 void BorderCall::fold(uint8_t* out, const uint8_t* mine, size_t n, Stream s) {
   if (n == 0) return;
   auto v = [&](int g) -> const uint8_t* { return g == me() ? mine : scratchOf(g); };
@@ -62,6 +74,7 @@ uint64_t BorderCall::take(int* slot) {
 }
 
 void BorderCall::fork(Stream caller) {
+  markStart(caller);
   Event start = event(caller);
   d.streamWaitEvent(b.outStream(), start);
   d.streamWaitEvent(b.inStream(), start);
@@ -70,6 +83,7 @@ void BorderCall::fork(Stream caller) {
 void BorderCall::join(Stream caller) {
   d.streamWaitEvent(caller, event(b.outStream()));
   d.streamWaitEvent(caller, event(b.inStream()));
+  markEnd(caller);
 }
 
 void BorderCall::watch(Stream caller, const char* what, size_t bytes, uint64_t firstSeq, int writer, bool results) {
@@ -84,13 +98,16 @@ void BorderCall::watch(Stream caller, const char* what, size_t bytes, uint64_t f
 }
 
 void BorderCall::watch(Stream caller, const char* what, size_t bytes, std::function<int(bool*)> behind) {
-  Event end = event(caller);
   StagingState& ds = *c.stagingState();
+  if (timedStart && !timedEnd) markEnd(caller);
+  const Event start = timedStart, stop = timedEnd;
+  timedStart = timedEnd = nullptr;  // the watch owns them now
+  Event end = event(caller);
   Comm& comm = c;
   DeviceBorder& border = b;
   std::string name = what;
   c.proxy().submit(
-      [&comm, &border, end, behind = std::move(behind), name, bytes, sent = sent] {
+      [&comm, &border, start, stop, end, behind = std::move(behind), name, bytes, sent = sent] {
         try {
           waitEvent(comm.device(), end, comm.options().timeoutS, &comm.abortFlag(),
                     ("waiting for a device border " + name).c_str());
@@ -125,9 +142,14 @@ void BorderCall::watch(Stream caller, const char* what, size_t bytes, std::funct
           throwError(hetcclRemoteError, "device border " + name + ": rank " + std::to_string(failed) +
                                             "'s communicator failed (" + why + "); the result is not valid");
         countBorderBytes(comm.metrics(), CallMetrics::kBorderHost, sent);  // the border is this host's memory
+        if (start) countBorderTime(comm.metrics(), CallMetrics::kBorderHost, comm.device().elapsedUs(start, stop));
       },
-      [&ds, events = events] {
+      [&ds, events = events, start, stop] {
         for (Event e : events) ds.giveEvent(e);
+        if (start) {
+          ds.giveTimedEvent(start);
+          ds.giveTimedEvent(stop);
+        }
       });
 }
 

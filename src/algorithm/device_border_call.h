@@ -25,7 +25,10 @@ struct BorderCall {
   RedKind kind;
   size_t es;
   std::vector<Event> events;  // given back when the call is over
-  size_t sent = 0;            // bytes this rank stored for the other groups (watch() counts them)
+  // The border's first and last work on the caller's stream (timed events;
+  // watch() hands them to the proxy, which counts the time between them).
+  Event timedStart = nullptr, timedEnd = nullptr;
+  size_t sent = 0;  // bytes this rank stored for the other groups (watch() counts them)
 
   int G() const { return b.peers(); }
   int me() const { return b.me(); }
@@ -48,6 +51,11 @@ struct BorderCall {
   }
   // An event recorded on s now (from the pool; back when the call is over).
   Event event(Stream s);
+  // Before the border's first work on `caller` (fork() does it; paths
+  // without one call it), and after its last (join(); else watch()): timed
+  // events, so that the proxy counts the border step's time on the device.
+  void markStart(Stream caller);
+  void markEnd(Stream caller);
   // out[0, n) = v(0) op v(1) op ... op v(G-1), left to right on every rank
   // (the same bits everywhere), where v(me) = mine and v(g) = scratchOf(g).
   // mine may be out: the running value then stays in scratch until the last

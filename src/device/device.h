@@ -53,6 +53,11 @@ class DeviceRuntime {
   virtual Stream createStream();
   virtual void destroyStream(Stream s);
   virtual Event createEvent();
+  // An event whose completion time is kept (for elapsedUs); destroyEvent frees it.
+  virtual Event createTimedEvent();
+  // Microseconds between the completions of two timed events (both done);
+  // negative where the runtime cannot tell.
+  virtual double elapsedUs(Event start, Event end);
   virtual void destroyEvent(Event e);
   virtual void recordEvent(Event e, Stream s);
   // true once all work before the record completed; throws on a device error.

@@ -156,6 +156,11 @@ std::unique_ptr<GpuApi> fill(void* lib, const std::string& kind, const std::stri
   GpuApi::Status (*runtimeVersion)(int*) = nullptr;
   bind(lib, f, "RuntimeGetVersion", runtimeVersion, path);
   if (runtimeVersion(&api->runtimeVersion) != 0) api->runtimeVersion = 0;
+  {
+    const std::string pre = kind == "hip" ? "hip" : kind == "emu" ? "emu" : "cuda";
+    api->eventElapsedTime =
+        reinterpret_cast<decltype(api->eventElapsedTime)>(dlsym(lib, (pre + "EventElapsedTime").c_str()));
+  }
   if (kind != "emu") {
     const std::string pre = kind == "hip" ? "hip" : "cuda";
     api->deviceGetPCIBusId =

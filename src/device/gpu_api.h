@@ -61,6 +61,10 @@ struct GpuApi {
   // for whether two ranks share one GPU and whether MPS shares its contexts.
   Status (*deviceGetPCIBusId)(char*, int, int) = nullptr;
   Status (*deviceGetAttribute)(int*, int, int) = nullptr;
+  // Optional: milliseconds between two completed events made with timing
+  // (cudaEventElapsedTime / hipEventElapsedTime / emuEventElapsedTime), for
+  // the time of the device border's steps.
+  Status (*eventElapsedTime)(float*, void*, void*) = nullptr;
 
   static constexpr Status kNotReady = 600;                   // cudaErrorNotReady == hipErrorNotReady
   static constexpr int kMemcpyDefault = 4;                   // cudaMemcpyDefault == hipMemcpyDefault

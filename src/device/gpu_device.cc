@@ -122,6 +122,19 @@ class GpuRuntime : public DeviceRuntime {
     api_.check(api_.eventCreateWithFlags(&e, GpuApi::kEventDisableTiming), "eventCreateWithFlags");
     return e;
   }
+  Event createTimedEvent() override {
+    void* e = nullptr;
+    api_.check(api_.eventCreateWithFlags(&e, 0), "eventCreateWithFlags");
+    return e;
+  }
+  double elapsedUs(Event start, Event end) override {
+    float ms = 0;
+    if (!api_.eventElapsedTime || api_.eventElapsedTime(&ms, start, end) != 0) {
+      api_.getLastError();  // not sticky: clear it
+      return -1;
+    }
+    return static_cast<double>(ms) * 1000;
+  }
   void destroyEvent(Event e) override {
     if (e) api_.eventDestroy(e);
   }

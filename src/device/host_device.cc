@@ -77,6 +77,8 @@ void DeviceRuntime::freePinned(void*) { notStreamOrdered("freePinned"); }
 Stream DeviceRuntime::createStream() { notStreamOrdered("createStream"); }
 void DeviceRuntime::destroyStream(Stream) { notStreamOrdered("destroyStream"); }
 Event DeviceRuntime::createEvent() { notStreamOrdered("createEvent"); }
+Event DeviceRuntime::createTimedEvent() { notStreamOrdered("createTimedEvent"); }
+double DeviceRuntime::elapsedUs(Event, Event) { return -1; }
 void DeviceRuntime::destroyEvent(Event) { notStreamOrdered("destroyEvent"); }
 void DeviceRuntime::recordEvent(Event, Stream) { notStreamOrdered("recordEvent"); }
 bool DeviceRuntime::eventDone(Event) { notStreamOrdered("eventDone"); }

@@ -58,6 +58,7 @@ StagingState::StagingState(DeviceRuntime& d, size_t stagingLimit, size_t scratch
 
 StagingState::~StagingState() {
   for (Event e : events_) dev_.destroyEvent(e);
+  for (Event e : timedEvents_) dev_.destroyEvent(e);
   for (Event e : released_) dev_.destroyEvent(e);
   dev_.destroyEvent(syncEvent_);
   dev_.freePinned(flag_);
@@ -75,6 +76,19 @@ Event StagingState::takeEvent() {
 void StagingState::giveEvent(Event e) {
   std::lock_guard<std::mutex> g(mu_);
   events_.push_back(e);
+}
+
+Event StagingState::takeTimedEvent() {
+  std::lock_guard<std::mutex> g(mu_);
+  if (timedEvents_.empty()) return dev_.createTimedEvent();
+  Event e = timedEvents_.back();
+  timedEvents_.pop_back();
+  return e;
+}
+
+void StagingState::giveTimedEvent(Event e) {
+  std::lock_guard<std::mutex> g(mu_);
+  timedEvents_.push_back(e);
 }
 
 void StagingState::sync(double timeoutS, const std::atomic<bool>* abort, const char* what) {

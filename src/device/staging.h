@@ -71,6 +71,9 @@ class StagingState {
 
   Event takeEvent();
   void giveEvent(Event e);
+  // Events with timing (DeviceRuntime::createTimedEvent), a pool of their own.
+  Event takeTimedEvent();
+  void giveTimedEvent(Event e);
 
   StagingPool& pinned() { return pinned_; }
   // Events recorded on the streams of the last multi-group call after its
@@ -96,7 +99,7 @@ class StagingState {
   std::atomic<uint64_t> ticket_{0};
   std::atomic<int> staged_{0};
   std::mutex mu_;
-  std::vector<Event> events_;
+  std::vector<Event> events_, timedEvents_;
   std::vector<Event> released_;
   Event syncEvent_ = nullptr;
   StagingPool pinned_, scratch_;

@@ -78,6 +78,8 @@ emuError_t emuEventRecord(emuEvent_t event, emuStream_t stream);
 emuError_t emuEventQuery(emuEvent_t event);
 emuError_t emuEventSynchronize(emuEvent_t event);
 emuError_t emuStreamWaitEvent(emuStream_t stream, emuEvent_t event, unsigned flags);
+/* Milliseconds between two completed events made without emuEventDisableTiming (0x2). */
+emuError_t emuEventElapsedTime(float* ms, emuEvent_t start, emuEvent_t end);
 emuError_t emuLaunchHostFunc(emuStream_t stream, void (*fn)(void*), void* arg);
 /* Work enqueued after this waits until *(uint64_t*)addr >= value (flags 0),
  * as cuStreamWaitValue64 with CU_STREAM_WAIT_VALUE_GEQ. */

@@ -89,6 +89,8 @@ struct emuStream {
 // once that work has run (as cudaEventDestroy).
 struct emuEvent {
   std::atomic<uint64_t> recorded{0}, completed{0};
+  bool timed = true;               // not created with emuEventDisableTiming
+  std::atomic<int64_t> doneNs{0};  // steady clock when the last record completed
   std::atomic<int> refs{1};
   emuEvent* retain() {
     refs.fetch_add(1);
@@ -270,9 +272,19 @@ emuError_t emuStreamSynchronize(emuStream_t stream) {
 
 emuError_t emuStreamQuery(emuStream_t stream) { return emu::resolve(stream)->idle() ? emuSuccess : emuErrorNotReady; }
 
-emuError_t emuEventCreateWithFlags(emuEvent_t* event, unsigned) {
+emuError_t emuEventCreateWithFlags(emuEvent_t* event, unsigned flags) {
   if (!event) return emu::setError(emuErrorInvalidValue);
   *event = new emuEvent;
+  (*event)->timed = (flags & 0x2) == 0;  // cudaEventDisableTiming's value
+  return emuSuccess;
+}
+
+emuError_t emuEventElapsedTime(float* ms, emuEvent_t start, emuEvent_t end) {
+  if (!ms || !start || !end || !start->timed || !end->timed) return emu::setError(emuErrorInvalidValue);
+  if (start->completed.load() < start->recorded.load() || end->completed.load() < end->recorded.load() ||
+      start->recorded.load() == 0 || end->recorded.load() == 0)
+    return emuErrorNotReady;
+  *ms = static_cast<float>(static_cast<double>(end->doneNs.load() - start->doneNs.load()) / 1e6);
   return emuSuccess;
 }
 
@@ -286,6 +298,9 @@ emuError_t emuEventRecord(emuEvent_t event, emuStream_t stream) {
   if (!event) return emu::setError(emuErrorInvalidValue);
   uint64_t n = event->recorded.fetch_add(1) + 1;
   emu::resolve(stream)->push([event = event->retain(), n] {
+    event->doneNs.store(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+            .count());
     uint64_t cur = event->completed.load();
     while (cur < n && !event->completed.compare_exchange_weak(cur, n)) {
     }

@@ -16,7 +16,7 @@ namespace {
 
 // The flight recorder of GPU ranks: calls across groups (a border call, a
 // staged one, a pair-channel send and receive) are recorded as completed
-// once the proxy saw them end. Each rank asks for its dump by SIGUSR1 until
+// once the proxy saw them end, with their border bytes and time. Each rank asks for its dump by SIGUSR1 until
 // the proxy has got that far.
 std::string readDump(const std::string& dir, int rank) {
   std::string cmd = "cat " + dir + "/*-rank" + std::to_string(rank) + ".json 2>/dev/null";
@@ -68,6 +68,10 @@ TEST(EmuFlight, CallsAcrossGroupsAreRecordedCompleted) {
     // AllReduce's and the group's first (the send) moved bytes between the
     // groups; the receive's are on the send's record.
     EXPECT_EQ(countOf(text, "\"border_host_bytes\": 0,"), 1u) << text;
+    // And took time: the device border's (AllReduce of 1 MiB, the send and
+    // receive) between timed events on the device, the staged one's on the
+    // proxy's transport.
+    EXPECT_EQ(countOf(text, "\"border_us\": 0.0,"), 1u) << text;
   });
   EXPECT_EQ(system((std::string("rm -rf ") + dir).c_str()), 0);
 }
