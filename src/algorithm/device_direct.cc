@@ -122,7 +122,7 @@ void runDirect(Comm& c, CollArgs a, Event ready) {
   d.makeCurrent();
   const std::string name = collKindName(a.kind);
   waitEvent(d, ready, to, &c.abortFlag(), ("waiting for the caller's stream to reach the " + name).c_str());
-  DirectBackend be(c.groupBackend(), proxyBackendContext(c), ds);
+  DirectBackend be(c.groupBackend(), c.groupBackend().context(), ds);
   DeviceLocalOps lo(c, *c.kernels());
   a.stream = nullptr;
   try {

@@ -128,9 +128,9 @@ void runStaged(Comm& c, const std::vector<CollArgs>& host, const std::vector<Eve
   d.makeCurrent();
   for (Event e : ready)
     waitEvent(d, e, to, &c.abortFlag(), "waiting for the caller's stream to copy the buffers to pinned staging");
-  StagedBackend staged(c.groupBackend(), proxyBackendContext(c), ds);
+  StagedBackend staged(c.groupBackend(), c.groupBackend().context(), ds);
   if (c.observing()) {  // the staged plan's group steps, counted and/or on the timeline
-    ObservedBackend observed(staged, proxyBackendContext(c), c.metrics(), c.tracer());
+    ObservedBackend observed(staged, c.groupBackend().context(), c.metrics(), c.tracer());
     return runCalls(PlanContext{c, observed, nullptr, hooks}, host);
   }
   runCalls(PlanContext{c, staged, nullptr, hooks}, host);
@@ -333,16 +333,6 @@ bool inPlaceOrDisjoint(const CollArgs& a, size_t sendBytes, size_t recvBytes, si
   auto* s = static_cast<const uint8_t*>(a.send);
   auto* r = static_cast<const uint8_t*>(a.recv);
   return s == r + inPlaceAt || s + sendBytes <= r || r + recvBytes <= s;
-}
-
-BackendContext proxyBackendContext(Comm& c) {
-  BackendContext bc;
-  bc.ranks = c.topo().groupOfRank(c.rank()).ranks;
-  bc.groupRank = c.groupRank();
-  bc.device = &c.device();
-  bc.abort = &c.abortFlag();
-  bc.timeoutS = c.options().timeoutS;
-  return bc;
 }
 
 }  // namespace hetccl

@@ -30,9 +30,6 @@ struct ChunkHooks;
 // direct path (device_direct.h) needs; else it stages.
 void enqueueDeviceCalls(Comm& c, std::vector<CollArgs> calls, bool mayWait = false);
 
-// The group backend's context for work the proxy runs on this rank's behalf.
-BackendContext proxyBackendContext(Comm& c);
-
 // Whether a call's send buffer (sendBytes) is its in-place spot, recv +
 // inPlaceAt, or lies wholly outside recv's recvBytes.
 bool inPlaceOrDisjoint(const CollArgs& a, size_t sendBytes, size_t recvBytes, size_t inPlaceAt = 0);

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "algorithm/coll.h"
+#include "algorithm/self_exchange.h"
 #include "core/bytes.h"
 #include "comm/comm.h"
 #include "core/error.h"
@@ -45,21 +46,12 @@ void runExchange(const PlanContext& p, const std::vector<CollArgs>& ops, bool co
   const int g = c.myGroup();
   std::vector<Xfer> cross;
   Backend& be = p.backend;
-  // To self: the i-th send pairs with the i-th receive.
-  std::vector<const CollArgs*> selfSend, selfRecv;
+  std::vector<SelfSide> selfSend, selfRecv;
   for (const CollArgs& op : ops)
-    if (op.peer == c.rank()) (op.isSend ? selfSend : selfRecv).push_back(&op);
-  if (selfSend.size() != selfRecv.size())
-    throwRefused(hetcclInvalidUsage, std::to_string(selfSend.size()) + " sends to self but " +
-                                         std::to_string(selfRecv.size()) + " receives from self in one group call");
-  for (size_t i = 0; i < selfSend.size(); ++i) {
-    size_t sb = selfSend[i]->count * dataTypeSize(selfSend[i]->dt),
-           rb = selfRecv[i]->count * dataTypeSize(selfRecv[i]->dt);
-    if (sb != rb)
-      throwRefused(hetcclInvalidUsage, "send to self of " + std::to_string(sb) + " bytes meets a receive of " +
-                                           std::to_string(rb) + " bytes");
-    copyBytes(selfRecv[i]->recv, selfSend[i]->send, sb);
-  }
+    if (op.peer == c.rank())
+      (op.isSend ? selfSend : selfRecv)
+          .push_back({op.isSend ? const_cast<void*>(op.send) : op.recv, op.count * dataTypeSize(op.dt)});
+  if (std::string why = copySelfExchanges(selfSend, selfRecv); !why.empty()) throwRefused(hetcclInvalidUsage, why);
   bool any = false;
   for (const CollArgs& op : ops)
     if (t.groupOf[op.peer] == g && op.peer != c.rank()) any = true;

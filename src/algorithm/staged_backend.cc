@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "algorithm/self_exchange.h"
 #include "core/bytes.h"
 #include "core/error.h"
 
@@ -127,19 +128,10 @@ void StagedBackend::flushP2p() {
   std::vector<P2p> ops;
   ops.swap(p2p_);
   if (ops.empty()) return;
-  if (nranks() == 1) {  // self exchanges: the k-th send pairs with the k-th receive
-    std::vector<const P2p*> sends, recvs;
-    for (const P2p& p : ops) (p.isSend ? sends : recvs).push_back(&p);
-    if (sends.size() != recvs.size())
-      throwError(hetcclInvalidUsage, "send/recv to self: " + std::to_string(sends.size()) + " sends but " +
-                                         std::to_string(recvs.size()) + " receives");
-    for (size_t k = 0; k < sends.size(); ++k) {
-      size_t sb = sends[k]->count * dataTypeSize(sends[k]->dt), rb = recvs[k]->count * dataTypeSize(recvs[k]->dt);
-      if (sb != rb)
-        throwError(hetcclInvalidUsage,
-                   "send/recv to self: " + std::to_string(sb) + " bytes sent, " + std::to_string(rb) + " expected");
-      copyBytes(recvs[k]->host, sends[k]->host, sb);
-    }
+  if (nranks() == 1) {  // a group of one: its own sends and receives
+    std::vector<SelfSide> sends, recvs;
+    for (const P2p& p : ops) (p.isSend ? sends : recvs).push_back({p.host, p.count * dataTypeSize(p.dt)});
+    if (std::string why = copySelfExchanges(sends, recvs); !why.empty()) throwError(hetcclInvalidUsage, why);
     return;
   }
   std::vector<size_t> at(ops.size());

@@ -47,6 +47,8 @@ class Backend {
   virtual const char* name() const = 0;
   int nranks() const { return static_cast<int>(ctx_.ranks.size()); }
   int rank() const { return ctx_.groupRank; }
+  // What it was made with (the wrappers of the group's backend take the same).
+  const BackendContext& context() const { return ctx_; }
 
   // Init, in two steps collective over every rank of the communicator (the
   // communicator exchanges the blobs over its bootstrap): makeId fills

@@ -14,6 +14,7 @@
 
 #include "elements/host_reduce.h"
 #include "algorithm/local_ops.h"
+#include "algorithm/self_exchange.h"
 #include "comm/comm.h"
 #include "elements/lowp.h"
 #include "unit_util.h"
@@ -449,6 +450,21 @@ TEST(LocalOps, FoldMatchesFoldOrderedBitForBit) {
     lo.fold(got.data(), ptrs.data(), np, n, hetcclBfloat16, RedKind::kSum, tmp.data());
     EXPECT_EQ(got, want) << np << " parts";
   }
+}
+
+// Sends to self pair with receives from self in order; a group call whose
+// counts or sizes do not pair copies nothing and says why.
+TEST(SelfExchange, PairsInOrderOrCopiesNothing) {
+  int a[3] = {1, 2, 3}, b[2] = {7, 8}, x[3] = {}, y[2] = {};
+  EXPECT_EQ(copySelfExchanges({{a, sizeof(a)}, {b, sizeof(b)}}, {{x, sizeof(x)}, {y, sizeof(y)}}), "");
+  EXPECT_EQ(x[2], 3);
+  EXPECT_EQ(y[1], 8);
+  int u[3] = {}, v[2] = {};
+  EXPECT_NE(copySelfExchanges({{a, sizeof(a)}, {b, sizeof(b)}}, {{u, sizeof(u)}}).find("2 sends to self but 1"),
+            std::string::npos);
+  const std::string why = copySelfExchanges({{a, sizeof(a)}, {b, sizeof(b)}}, {{u, sizeof(u)}, {v, 4}});
+  EXPECT_NE(why.find("send to self of 8 bytes meets a receive of 4 bytes"), std::string::npos) << why;
+  EXPECT_EQ(u[0], 0);  // the first pair matched, but nothing was copied
 }
 
 }  // namespace
