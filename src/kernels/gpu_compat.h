@@ -2,7 +2,7 @@
 // (hipcc -x hip) and as plain C++ for the emulated GPU (HETCCL_EMU_BUILD:
 // a kernel is one "thread" run on the emu stream): the runtime header, the
 // stream and error types, the calls the launcher makes, the launch itself,
-// and the half <-> float conversion instructions.
+// and HETCCL_DEV for the element code (src/elements/codecs.h).
 #pragma once
 
 #include <stdint.h>
@@ -76,32 +76,5 @@ namespace hetccl_gpu {
 struct alignas(16) Raw16 {
   unsigned long long lo, hi;
 };
-
-// IEEE half <-> float for values that are not NaN (the caller handles NaN):
-// exact widening; narrowing rounds to nearest-even, overflows to infinity,
-// keeps subnormals. One hardware instruction on either vendor.
-HETCCL_DEV float halfBitsToFloatNoNan(uint16_t h) {
-#if defined(__CUDA_ARCH__)
-  float f;
-  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
-  return f;
-#elif defined(__CUDACC__) && !defined(__HIP__)
-  return 0.0f;  // nvcc's host pass of a device-only function: never runs
-#else  // HIP device code (clang) or plain C++ (gcc, clang): _Float16
-  return static_cast<float>(__builtin_bit_cast(_Float16, h));
-#endif
-}
-
-HETCCL_DEV uint16_t floatToHalfBitsNoNan(float f) {
-#if defined(__CUDA_ARCH__)
-  uint16_t h;
-  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
-  return h;
-#elif defined(__CUDACC__) && !defined(__HIP__)
-  return 0;     // nvcc's host pass of a device-only function: never runs
-#else
-  return __builtin_bit_cast(uint16_t, static_cast<_Float16>(f));
-#endif
-}
 
 }  // namespace hetccl_gpu

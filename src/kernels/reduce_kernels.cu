@@ -11,8 +11,8 @@
 // are a NaN on both sides, though sign and payload may differ (the x86 and
 // GPU default NaNs differ).
 //
-// Without CUDA/HIP (plain C++) only the element codecs (element_codecs.h)
-// compile, so the host can check them against lowp.cc.
+// The element codecs are src/elements/codecs.h, which the host's
+// conversions (lowp.h) are too.
 
 #include <stddef.h>
 #include <stdint.h>
@@ -24,11 +24,14 @@
 #include <sched.h>
 #endif
 
-#include "element_codecs.h"
 #include "gpu_compat.h"
 #include "kernels_api.h"
+// After gpu_compat.h, which sets HETCCL_DEV for kernels.
+#include "elements/codecs.h"
 
 namespace hetccl_gpu {
+
+using namespace hetccl::codec;
 
 #if defined(HETCCL_GPU_BUILD)
 

@@ -1,8 +1,11 @@
-// The element codecs and combine rules of the device kernels
-// (reduce_kernels.cu): float16, bfloat16 and fp8 to and from float, the
-// element types with their compute types, and the four reductions. Plain
-// C++ where there is no CUDA/HIP, so the host checks them against
-// src/elements/lowp.cc (see reduce_kernels.cu for the rules).
+// The element codecs and combine rules, one header for host and device:
+// float16 and bfloat16 to and from float (lowp.h's, the host's), fp8 to and
+// from float branch-free (the device kernels'; lowp.cc keeps a plain
+// reference of its own that the kernel tests check these against), the
+// element types with their compute types, and the four reductions
+// (reduce_kernels.cu has the rules). HETCCL_DEV is `inline` for the host,
+// `__device__ __forceinline__` in kernels (src/kernels/gpu_compat.h sets it
+// before including this).
 #pragma once
 
 #include <stdint.h>
@@ -10,9 +13,38 @@
 
 #include <type_traits>
 
-#include "gpu_compat.h"
+#ifndef HETCCL_DEV
+#define HETCCL_DEV inline
+#endif
 
-namespace hetccl_gpu {
+namespace hetccl::codec {
+
+// IEEE half <-> float for values that are not NaN (the caller handles NaN):
+// exact widening; narrowing rounds to nearest-even, overflows to infinity,
+// keeps subnormals. One hardware instruction on either vendor.
+HETCCL_DEV float halfBitsToFloatNoNan(uint16_t h) {
+#if defined(__CUDA_ARCH__)
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+#elif defined(__CUDACC__) && !defined(__HIP__)
+  return 0.0f;  // nvcc's host pass of a device-only function: never runs
+#else  // HIP device code (clang) or plain C++ (gcc, clang): _Float16
+  return static_cast<float>(__builtin_bit_cast(_Float16, h));
+#endif
+}
+
+HETCCL_DEV uint16_t floatToHalfBitsNoNan(float f) {
+#if defined(__CUDA_ARCH__)
+  uint16_t h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+#elif defined(__CUDACC__) && !defined(__HIP__)
+  return 0;     // nvcc's host pass of a device-only function: never runs
+#else
+  return __builtin_bit_cast(uint16_t, static_cast<_Float16>(f));
+#endif
+}
 
 // ---- element codecs ---------------------------------------------------------
 
@@ -179,4 +211,4 @@ HETCCL_DEV V combine(V a, V b) {
   return (a != a || a < b) ? a : b;
 }
 
-}  // namespace hetccl_gpu
+}  // namespace hetccl::codec
