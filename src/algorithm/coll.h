@@ -72,6 +72,10 @@ void runReduceScatter(const PlanContext& p, const CollArgs& a);
 void runAlltoAll(const PlanContext& p, const CollArgs& a);
 void runGather(const PlanContext& p, const CollArgs& a);
 void runScatter(const PlanContext& p, const CollArgs& a);
+// AlltoAll, Gather and Scatter as the sends and receives they are (kind
+// kSendRecv, self included): how the exchange plan and a group's vendor
+// library both run them.
+std::vector<CollArgs> pointToPointParts(const CollArgs& a, int nranks, int rank);
 // Point-to-point operations of one group call (or a single one): same-group
 // pairs through the backend, the rest through the transport; no deadlock for
 // any pairing order.

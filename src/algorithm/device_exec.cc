@@ -205,7 +205,6 @@ void passThrough(Comm& c, const std::vector<CollArgs>& calls) {
   const int n = c.nranks();
   be.groupStart();
   for (const CollArgs& a : calls) {
-    const size_t b = a.count * dataTypeSize(a.dt);
     auto* s = static_cast<const uint8_t*>(a.send);
     auto* r = static_cast<uint8_t*>(a.recv);
     switch (a.kind) {
@@ -215,20 +214,14 @@ void passThrough(Comm& c, const std::vector<CollArgs>& calls) {
       case CollKind::kAllGather: be.allGather(s, r, a.count, a.dt, a.stream); break;
       case CollKind::kReduceScatter: be.reduceScatter(s, r, a.count, a.dt, a.op, a.stream); break;
       case CollKind::kAlltoAll:
-        for (int p = 0; p < n; ++p) {
-          be.send(s + p * b, a.count, a.dt, p, a.stream);
-          be.recv(r + p * b, a.count, a.dt, p, a.stream);
-        }
-        break;
       case CollKind::kGather:
-        be.send(s, a.count, a.dt, a.root, a.stream);
-        if (a.root == c.rank())
-          for (int p = 0; p < n; ++p) be.recv(r + p * b, a.count, a.dt, p, a.stream);
-        break;
       case CollKind::kScatter:
-        if (a.root == c.rank())
-          for (int p = 0; p < n; ++p) be.send(s + p * b, a.count, a.dt, p, a.stream);
-        be.recv(r, a.count, a.dt, a.root, a.stream);
+        for (const CollArgs& part : pointToPointParts(a, n, c.rank())) {
+          if (part.isSend)
+            be.send(part.send, part.count, part.dt, part.peer, a.stream);
+          else
+            be.recv(part.recv, part.count, part.dt, part.peer, a.stream);
+        }
         break;
       case CollKind::kSendRecv:
         if (a.count == 0) break;

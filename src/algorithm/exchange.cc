@@ -87,57 +87,53 @@ void runExchange(const PlanContext& p, const std::vector<CollArgs>& ops, bool co
 
 }  // namespace
 
-void runAlltoAll(const PlanContext& p, const CollArgs& a) {
-  Comm& c = p.comm;
+std::vector<CollArgs> pointToPointParts(const CollArgs& a, int nranks, int rank) {
   const size_t bytes = a.count * dataTypeSize(a.dt);
-  const int n = c.nranks(), me = c.rank();
   const auto* in = static_cast<const uint8_t*>(a.send);
   auto* out = static_cast<uint8_t*>(a.recv);
-  std::vector<uint8_t> copy;
-  if (a.send == a.recv && n > 1) {  // in place: keep the input intact while blocks arrive
-    copy.assign(in, in + bytes * n);
-    in = copy.data();
-  }
-  copyBytes(out + me * bytes, in + me * bytes, bytes);
   Exchange e;
-  for (int j = 1; j < n; ++j) {
-    int to = (me + j) % n, from = (me - j + n) % n;
-    addSend(e, in + to * bytes, a.count, a.dt, to);
-    addRecv(e, out + from * bytes, a.count, a.dt, from);
+  switch (a.kind) {
+    case CollKind::kAlltoAll:
+      for (int j = 0; j < nranks; ++j) {  // from this rank on, so that no rank is everyone's first
+        const int to = (rank + j) % nranks, from = (rank - j + nranks) % nranks;
+        addSend(e, in + to * bytes, a.count, a.dt, to);
+        addRecv(e, out + from * bytes, a.count, a.dt, from);
+      }
+      break;
+    case CollKind::kGather:
+      addSend(e, a.send, a.count, a.dt, a.root);
+      if (rank == a.root)
+        for (int r = 0; r < nranks; ++r) addRecv(e, out + r * bytes, a.count, a.dt, r);
+      break;
+    case CollKind::kScatter:
+      if (rank == a.root)
+        for (int r = 0; r < nranks; ++r) addSend(e, in + r * bytes, a.count, a.dt, r);
+      addRecv(e, a.recv, a.count, a.dt, a.root);
+      break;
+    default: throwError(hetcclInternalError, std::string("no point-to-point parts of ") + collKindName(a.kind));
   }
-  runExchange(p, e.ops, true);
+  return e.ops;
+}
+
+void runAlltoAll(const PlanContext& p, const CollArgs& a) {
+  Comm& c = p.comm;
+  const size_t total = a.count * dataTypeSize(a.dt) * static_cast<size_t>(c.nranks());
+  CollArgs b = a;
+  std::vector<uint8_t> copy;
+  if (a.send == a.recv && c.nranks() > 1) {  // in place: keep the input intact while blocks arrive
+    const auto* in = static_cast<const uint8_t*>(a.send);
+    copy.assign(in, in + total);
+    b.send = copy.data();
+  }
+  runExchange(p, pointToPointParts(b, c.nranks(), c.rank()), true);
 }
 
 void runGather(const PlanContext& p, const CollArgs& a) {
-  Comm& c = p.comm;
-  const size_t bytes = a.count * dataTypeSize(a.dt);
-  const int n = c.nranks(), me = c.rank();
-  Exchange e;
-  if (me == a.root) {
-    auto* out = static_cast<uint8_t*>(a.recv);
-    copyBytes(out + me * bytes, a.send, bytes);
-    for (int r = 0; r < n; ++r)
-      if (r != me) addRecv(e, out + r * bytes, a.count, a.dt, r);
-  } else {
-    addSend(e, a.send, a.count, a.dt, a.root);
-  }
-  runExchange(p, e.ops, true);
+  runExchange(p, pointToPointParts(a, p.comm.nranks(), p.comm.rank()), true);
 }
 
 void runScatter(const PlanContext& p, const CollArgs& a) {
-  Comm& c = p.comm;
-  const size_t bytes = a.count * dataTypeSize(a.dt);
-  const int n = c.nranks(), me = c.rank();
-  Exchange e;
-  if (me == a.root) {
-    auto* in = static_cast<const uint8_t*>(a.send);
-    copyBytes(a.recv, in + me * bytes, bytes);
-    for (int r = 0; r < n; ++r)
-      if (r != me) addSend(e, in + r * bytes, a.count, a.dt, r);
-  } else {
-    addRecv(e, a.recv, a.count, a.dt, a.root);
-  }
-  runExchange(p, e.ops, true);
+  runExchange(p, pointToPointParts(a, p.comm.nranks(), p.comm.rank()), true);
 }
 
 void runPointToPoint(const PlanContext& p, const CollArgs* ops, size_t n) {
