@@ -65,30 +65,21 @@ StagingState::~StagingState() {
   dev_.destroyStream(stream_);
 }
 
-Event StagingState::takeEvent() {
-  std::lock_guard<std::mutex> g(mu_);
-  if (events_.empty()) return dev_.createEvent();
-  Event e = events_.back();
-  events_.pop_back();
-  return e;
+Event StagingState::take(std::vector<Event>& pool, bool timed) {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (!pool.empty()) {
+      Event e = pool.back();
+      pool.pop_back();
+      return e;
+    }
+  }
+  return timed ? dev_.createTimedEvent() : dev_.createEvent();
 }
 
-void StagingState::giveEvent(Event e) {
+void StagingState::give(std::vector<Event>& pool, Event e) {
   std::lock_guard<std::mutex> g(mu_);
-  events_.push_back(e);
-}
-
-Event StagingState::takeTimedEvent() {
-  std::lock_guard<std::mutex> g(mu_);
-  if (timedEvents_.empty()) return dev_.createTimedEvent();
-  Event e = timedEvents_.back();
-  timedEvents_.pop_back();
-  return e;
-}
-
-void StagingState::giveTimedEvent(Event e) {
-  std::lock_guard<std::mutex> g(mu_);
-  timedEvents_.push_back(e);
+  pool.push_back(e);
 }
 
 void StagingState::sync(double timeoutS, const std::atomic<bool>* abort, const char* what) {

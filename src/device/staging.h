@@ -69,11 +69,11 @@ class StagingState {
   // memory): a stream still waiting on the flag would hold that forever.
   void releaseAll() { complete(kFlagReleased); }
 
-  Event takeEvent();
-  void giveEvent(Event e);
+  Event takeEvent() { return take(events_, false); }
+  void giveEvent(Event e) { give(events_, e); }
   // Events with timing (DeviceRuntime::createTimedEvent), a pool of their own.
-  Event takeTimedEvent();
-  void giveTimedEvent(Event e);
+  Event takeTimedEvent() { return take(timedEvents_, true); }
+  void giveTimedEvent(Event e) { give(timedEvents_, e); }
 
   StagingPool& pinned() { return pinned_; }
   // Events recorded on the streams of the last multi-group call after its
@@ -99,6 +99,8 @@ class StagingState {
   std::atomic<uint64_t> ticket_{0};
   std::atomic<int> staged_{0};
   std::mutex mu_;
+  Event take(std::vector<Event>& pool, bool timed);  // from the pool, or a new one
+  void give(std::vector<Event>& pool, Event e);
   std::vector<Event> events_, timedEvents_;
   std::vector<Event> released_;
   Event syncEvent_ = nullptr;
