@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -113,6 +114,26 @@ TEST(Encrypt, UcxSealsEveryMessageOfAnEncryptedLink) {
       EXPECT_EQ(all[x.size() * 3 + 12345], 10.0f);
     });
   }
+}
+
+// Ranks that disagree on a large call over a sealed ucx link (RMA from 1
+// MiB, which sealed links skip): the receiver drops the sender's parts
+// (rather than refuse an offer the sender never waits for) and both fail at
+// once, naming each other.
+TEST(Encrypt, UcxMismatchOnASealedLinkFailsAtOnce) {
+  JobOptions opt;
+  opt.transport = "ucx_sm_rma";
+  opt.env = {{"HETCCL_ENCRYPT", "all"}};
+  runJob("a,b", opt, [](Rank& r) {
+    std::vector<float> buf(1 << 20, 1.0f);
+    const auto t0 = std::chrono::steady_clock::now();
+    const hetcclResult_t res = hetcclAllReduce(buf.data(), buf.data(), r.rank ? buf.size() : buf.size() / 2,
+                                               hetcclFloat32, hetcclSum, r.comm, nullptr);
+    const std::string text = hetcclGetLastError(r.comm);
+    EXPECT_TRUE(res == hetcclInvalidUsage || res == hetcclRemoteError) << res << ": " << text;
+    EXPECT_NE(text.find("rank " + std::to_string(1 - r.rank)), std::string::npos) << text;
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 3) << text;
+  });
 }
 
 // Cross-site over ucx: only the links between the sites are sealed.

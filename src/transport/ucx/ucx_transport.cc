@@ -176,7 +176,7 @@ void UcxTransport::drainRequests(std::vector<void*>& reqs) {
 }
 
 void UcxTransport::discard(int peer, uint64_t msg, uint64_t bytes) {
-  if (rmaMin_ && bytes >= rmaMin_) return refuseOffer(peer, msg);  // the sender waits for an offer
+  if (rmaMin_ && bytes >= rmaMin_ && !sealed(peer)) return refuseOffer(peer, msg);  // the sender waits for an offer
   // The sender's synchronous sends complete only when matched: take its
   // payload (into staging, dropped) so that it is not left hanging on us.
   const size_t pb = partBytes(bytes);
