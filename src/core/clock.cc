@@ -22,6 +22,17 @@ double chronoUs() {
 
 uint64_t ticks() { return __rdtsc(); }
 
+// The kernel's own clock reads the TSC (it moves off it where it found the
+// TSC unsynchronised between CPUs or unstable).
+bool kernelTrustsTsc() {
+  FILE* f = fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "r");
+  if (!f) return false;
+  char name[64] = {};
+  const bool read = fgets(name, sizeof(name), f) != nullptr;
+  fclose(f);
+  return read && (strncmp(name, "tsc", 3) == 0 || strncmp(name, "kvm-clock", 9) == 0);
+}
+
 // Both flags on every CPU: the TSC ticks at one rate in every P- and C-state.
 bool invariantTsc() {
   FILE* f = fopen("/proc/cpuinfo", "r");
@@ -133,7 +144,7 @@ struct Source {
   Scaled scaled;
   bool tsc = false;
   Source() {
-    if (!invariantTsc()) return;
+    if (!invariantTsc() || !kernelTrustsTsc()) return;
     const double tscNs = costNs([] { return ticks(); });
     const double steadyNs = costNs([] { return chronoUs(); });
     if (tscNs >= steadyNs) return;  // e.g. a TSC read that traps to the hypervisor
