@@ -118,8 +118,9 @@ TEST(Encrypt, UcxSealsEveryMessageOfAnEncryptedLink) {
 
 // Ranks that disagree on a large call over a sealed ucx link (RMA from 1
 // MiB, which sealed links skip): the receiver drops the sender's parts
-// (rather than refuse an offer the sender never waits for) and both fail at
-// once, naming each other.
+// (rather than refuse an offer the sender never waits for), waiting at most
+// a second for a part that the sender, failing too, never seals; both fail
+// within 4 s (before: 5 s and more), naming each other.
 TEST(Encrypt, UcxMismatchOnASealedLinkFailsAtOnce) {
   JobOptions opt;
   opt.transport = "ucx_sm_rma";
@@ -132,7 +133,7 @@ TEST(Encrypt, UcxMismatchOnASealedLinkFailsAtOnce) {
     const std::string text = hetcclGetLastError(r.comm);
     EXPECT_TRUE(res == hetcclInvalidUsage || res == hetcclRemoteError) << res << ": " << text;
     EXPECT_NE(text.find("rank " + std::to_string(1 - r.rank)), std::string::npos) << text;
-    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 3) << text;
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 4) << text;
   });
 }
 

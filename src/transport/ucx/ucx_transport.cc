@@ -179,8 +179,13 @@ void UcxTransport::discard(int peer, uint64_t msg, uint64_t bytes) {
   if (rmaMin_ && bytes >= rmaMin_ && !sealed(peer)) return refuseOffer(peer, msg);  // the sender waits for an offer
   // The sender's synchronous sends complete only when matched: take its
   // payload (into staging, dropped) so that it is not left hanging on us.
+  // An encrypted link's sender seals and posts each part as a send slot
+  // frees, so the wait is per part: a live sender posts its next part within
+  // milliseconds, one that found the mismatch too (from our header) posts
+  // none, and then waiting longer only delays our error.
   const size_t pb = partBytes(bytes);
-  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  const auto budget = sealed(peer) ? std::chrono::milliseconds(1000) : std::chrono::milliseconds(5000);
+  auto until = std::chrono::steady_clock::now() + budget;
   uint32_t part = 1;
   for (uint64_t off = 0; off < bytes && std::chrono::steady_clock::now() < until; off += pb, ++part) {
     size_t len = wireBytes(peer, std::min<uint64_t>(pb, bytes - off));
@@ -189,6 +194,7 @@ void UcxTransport::discard(int peer, uint64_t msg, uint64_t bytes) {
     ucs_status_ptr_t r = api_.tagRecvNbx(worker_, staging_.data(), len, makeTag(peer, msg, part), kFullMask, &p);
     if (UCS_PTR_IS_ERR(r)) return;
     if (r && !waitOrCancel(r, until)) return;
+    if (sealed(peer)) until = std::chrono::steady_clock::now() + budget;
   }
 }
 
