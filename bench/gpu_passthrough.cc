@@ -3,7 +3,9 @@
 // (ncclCommInitAll on one GPU) and through a one-rank hetccl CUDA
 // communicator (which hands the call to that NCCL library), alternating
 // in one process. A ratio near 1 means hetccl adds no copies and no
-// synchronisation of its own on this path.
+// synchronisation of its own on this path. Memory and the stream come from
+// hetccl's device helpers (hetcclDeviceAlloc...), so the CUDA runtime is
+// found the one way hetccl finds it; NCCL, the peer, is loaded here.
 //
 //   hetccl-gpu-passthrough [iters]
 // Prints: passthrough <bytes> nccl_us=<t> hetccl_us=<t> hetccl/nccl=<ratio>
@@ -34,23 +36,24 @@ double seconds() { return std::chrono::duration<double>(std::chrono::steady_cloc
 
 int main(int argc, char** argv) {
   int iters = argc > 1 ? atoi(argv[1]) : 50;
-  void* cudart = dlopen("libcudart.so.13", RTLD_NOW);
-  if (!cudart) cudart = dlopen("libcudart.so.12", RTLD_NOW);
   const char* ncclPath = getenv("HETCCL_NCCL_LIB");
   void* nccl = dlopen(ncclPath && *ncclPath ? ncclPath : "libnccl.so.2", RTLD_NOW);
-  if (!cudart || !nccl) {
-    fprintf(stderr, "gpu_passthrough: needs libcudart and libnccl.so.2: %s\n", dlerror());
+  if (!nccl) {
+    fprintf(stderr, "gpu_passthrough: needs libnccl.so.2: %s\n", dlerror());
     return 3;
   }
-  auto cudaMalloc = sym<int (*)(void**, size_t)>(cudart, "cudaMalloc");
-  auto cudaStreamCreate = sym<int (*)(void**)>(cudart, "cudaStreamCreate");
-  auto cudaStreamSynchronize = sym<int (*)(void*)>(cudart, "cudaStreamSynchronize");
-  auto cudaSetDevice = sym<int (*)(int)>(cudart, "cudaSetDevice");
   auto ncclCommInitAll = sym<int (*)(void**, int, const int*)>(nccl, "ncclCommInitAll");
   auto ncclAllReduce = sym<int (*)(const void*, void*, size_t, int, int, void*, void*)>(nccl, "ncclAllReduce");
-  if (cudaSetDevice(0) != 0) return 3;
-  void* stream = nullptr;
-  cudaStreamCreate(&stream);
+  auto must = [](hetcclResult_t r, const char* what) {
+    if (r != hetcclSuccess) {
+      fprintf(stderr, "gpu_passthrough: %s failed: %s\n", what, hetcclGetLastError(nullptr));
+      exit(3);
+    }
+  };
+  must(hetcclDeviceSet("cuda", 0), "hetcclDeviceSet");
+  hetcclStream_t stream = nullptr;
+  must(hetcclStreamCreate("cuda", &stream), "hetcclStreamCreate");
+  auto streamSync = [&](hetcclStream_t s) { must(hetcclStreamSynchronize("cuda", s), "hetcclStreamSynchronize"); };
   void* ncclComm = nullptr;
   int dev0 = 0;
   if (ncclCommInitAll(&ncclComm, 1, &dev0) != 0) {
@@ -68,13 +71,14 @@ int main(int argc, char** argv) {
   }
   const size_t maxBytes = size_t{256} << 20;
   void *a = nullptr, *b = nullptr;
-  if (cudaMalloc(&a, maxBytes) != 0 || cudaMalloc(&b, maxBytes) != 0) return 3;
+  must(hetcclDeviceAlloc("cuda", &a, maxBytes), "hetcclDeviceAlloc");
+  must(hetcclDeviceAlloc("cuda", &b, maxBytes), "hetcclDeviceAlloc");
   for (size_t bytes = 8; bytes <= maxBytes; bytes *= 8) {
     size_t count = bytes / 4;
     double t[2] = {0, 0};
     for (int round = 0; round < 3; ++round) {
       for (int which = 0; which < 2; ++which) {
-        cudaStreamSynchronize(stream);
+        streamSync(stream);
         double t0 = seconds();
         for (int i = 0; i < iters; ++i) {
           int r = which == 0 ? ncclAllReduce(a, b, count, 7, 0, ncclComm, stream)
@@ -85,7 +89,7 @@ int main(int argc, char** argv) {
             return 3;
           }
         }
-        cudaStreamSynchronize(stream);
+        streamSync(stream);
         if (round > 0) t[which] += (seconds() - t0) / iters;  // round 0 warms up
       }
     }
@@ -96,28 +100,28 @@ int main(int argc, char** argv) {
   // synchronisation inside), each the median of 5 rounds of `iters` calls.
   auto ncclGroupStart = sym<int (*)()>(nccl, "ncclGroupStart");
   auto ncclGroupEnd = sym<int (*)()>(nccl, "ncclGroupEnd");
-  auto cudaPointerGetAttributes = sym<int (*)(void*, const void*)>(cudart, "cudaPointerGetAttributes");
   auto perCall = [&](auto&& call) {
     double best[5];
     for (double& t : best) {
-      cudaStreamSynchronize(stream);
+      streamSync(stream);
       double t0 = seconds();
       for (int i = 0; i < iters * 20; ++i) call();
       t = (seconds() - t0) / (iters * 20) * 1e6;
-      cudaStreamSynchronize(stream);
+      streamSync(stream);
     }
     std::sort(best, best + 5);
     return best[2];
   };
-  unsigned char attrs[256];
-  printf("host_us nccl=%.2f nccl_in_group=%.2f hetccl=%.2f pointer_attributes=%.2f\n",
+  printf("host_us nccl=%.2f nccl_in_group=%.2f hetccl=%.2f\n",
          perCall([&] { ncclAllReduce(a, b, 2, 7, 0, ncclComm, stream); }), perCall([&] {
            ncclGroupStart();
            ncclAllReduce(a, b, 2, 7, 0, ncclComm, stream);
            ncclGroupEnd();
          }),
-         perCall([&] { hetcclAllReduce(a, b, 2, hetcclFloat32, hetcclSum, comm, stream); }),
-         perCall([&] { cudaPointerGetAttributes(attrs, a); }));
+         perCall([&] { hetcclAllReduce(a, b, 2, hetcclFloat32, hetcclSum, comm, stream); }));
   hetcclCommDestroy(comm);
+  hetcclDeviceFree("cuda", a);
+  hetcclDeviceFree("cuda", b);
+  hetcclStreamDestroy("cuda", stream);
   return 0;
 }

@@ -26,14 +26,16 @@ class ProgressWatch {
                  std::string(transport_) + ": communicator aborted during " + pending.tag.describe());
     const double idle = (clockUs() - lastUs_) * 1e-6;
     if (idle >= timeout_)
-      throwError(hetcclRemoteError, std::string(transport_) + ": timed out after " +
-                                        std::to_string(static_cast<int>(timeout_)) + " s without progress in " +
-                                        pending.tag.describe() + ": " +
-                                        (pending.kind == Xfer::Kind::kSend ? "sending to" : "receiving from") +
-                                        " rank " + std::to_string(pending.peer) + " (" + std::to_string(pending.done) +
-                                        " of " + std::to_string(pending.bytes) +
-                                        " bytes moved; that rank is stalled, in another call, or itself "
-                                        "waiting for another rank)");
+      throwError(
+          hetcclRemoteError,
+          std::string(transport_) + ": timed out after " + std::to_string(static_cast<int>(timeout_)) +
+              " s without progress in " + pending.tag.describe() + ": " +
+              (pending.kind == Xfer::Kind::kSend ? "sending to" : "receiving from") + " rank " +
+              std::to_string(pending.peer) + " (" + std::to_string(pending.done) + " of " +
+              std::to_string(pending.bytes) + " bytes moved; that rank is stalled, in another call, " +
+              (pending.tag.coll == static_cast<uint16_t>(CollKind::kSendRecv) ? "posted no matching send or receive, "
+                                                                              : "") +
+              "or itself waiting for another rank)");
   }
 
  private:

@@ -1,5 +1,5 @@
 // Fault 5: ranks make calls that do not match: another collective, another
-// count, data type, root or op on one rank (the "odd" rank). Every rank must
+// count, data type, root, op or send/recv peer on one rank (the "odd" rank). Every rank must
 // return within HETCCL_TIMEOUT_S + 5 s; at least one must fail with an error
 // (hetcclInvalidUsage or hetcclRemoteError) whose text names both sides (both
 // ranks and both calls); a rank that returns success must hold the correct
@@ -26,7 +26,10 @@
 namespace hfault {
 namespace {
 
-enum class Kind { kAllReduce, kBroadcast, kReduce };
+// kSendRecv: every rank sends to `root` places ahead around the ring and
+// receives from `root` places behind, in one group (Call::root is the ring
+// step; a mismatched rank names another peer).
+enum class Kind { kAllReduce, kBroadcast, kReduce, kGather, kScatter, kSendRecv };
 
 struct Call {
   Kind kind = Kind::kAllReduce;
@@ -42,6 +45,11 @@ struct MismatchCase {
   int oddRank;
   const char* normalText;  // what the error must quote of each side's call
   const char* oddText;
+  // Sends and receives that pair with nothing: as with NCCL, a receiver
+  // cannot tell an unposted send from a late one, so this shows as a
+  // timeout (or as a mismatch at a later call): an error must name the
+  // call and a rank, not both sides.
+  bool unpaired = false;
 };
 
 const MismatchCase kCases[] = {
@@ -80,6 +88,34 @@ const MismatchCase kCases[] = {
      1,
      "root 0",
      "root 1"},
+    {"GatherRoot",
+     {Kind::kGather, 1000, hetcclFloat32, hetcclSum, 0},
+     {Kind::kGather, 1000, hetcclFloat32, hetcclSum, 2},
+     2,
+     "root 0",
+     "root 2"},
+    {"ScatterRoot",
+     {Kind::kScatter, 1000, hetcclFloat32, hetcclSum, 0},
+     {Kind::kScatter, 1000, hetcclFloat32, hetcclSum, 3},
+     3,
+     "root 3",
+     "root 0"},
+    {"SendRecvCount",
+     {Kind::kSendRecv, 1 << 16, hetcclFloat32, hetcclSum, 1},
+     {Kind::kSendRecv, 1 << 15, hetcclFloat32, hetcclSum, 1},
+     2,
+     "count 65536",
+     "count 32768"},
+    // Rank 1 sends to rank 3 and receives from rank 3 while the others move
+    // one place around the ring: rank 0's send to rank 1, rank 1's to rank
+    // 3, and the receives of ranks 1 and 2 have no partner.
+    {"SendRecvPeer",
+     {Kind::kSendRecv, 1000, hetcclFloat32, hetcclSum, 1},
+     {Kind::kSendRecv, 1000, hetcclFloat32, hetcclSum, 2},
+     1,
+     "Send/Recv #1",
+     "Send/Recv #1",
+     true},
 };
 
 struct Param {
@@ -93,6 +129,16 @@ void PrintTo(const Param& p, std::ostream* os) { *os << p.mc->name << " " << p.l
 
 // Input element i of `rank` (as float or int32; small integers: exact in both).
 double inputValue(int rank, size_t i) { return static_cast<double>((rank + 1) * 10 + static_cast<int>(i % 7)); }
+
+hetcclResult_t ringExchange(hetcclComm_t comm, const Call& c, const void* send, void* recv, int rank, int nranks) {
+  const int to = (rank + c.root) % nranks, from = (rank - c.root + nranks) % nranks;
+  hetcclResult_t r = hetcclGroupStart();
+  if (r != hetcclSuccess) return r;
+  hetcclResult_t s = hetcclSend(send, c.count, c.dt, to, comm, nullptr);
+  hetcclResult_t v = hetcclRecv(recv, c.count, c.dt, from, comm, nullptr);
+  r = hetcclGroupEnd();
+  return s != hetcclSuccess ? s : v != hetcclSuccess ? v : r;
+}
 
 // Fills the send buffer, runs the call, and checks the result of a call that
 // returned success against what that call means if every rank made it.
@@ -118,9 +164,12 @@ int body(RankCtx& ctx, const Param& p) {
   }
 
   const size_t n = c.count;
-  std::vector<float> sf(n), rf(n, -1.0f);
-  std::vector<int32_t> si(n), ri(n, -1);
-  for (size_t i = 0; i < n; ++i) {
+  // Gather's receive and Scatter's send hold one block per rank.
+  const size_t nAll = n * static_cast<size_t>(ctx.nranks);
+  const size_t sendN = c.kind == Kind::kScatter ? nAll : n, recvN = c.kind == Kind::kGather ? nAll : n;
+  std::vector<float> sf(sendN), rf(recvN, -1.0f);
+  std::vector<int32_t> si(sendN), ri(recvN, -1);
+  for (size_t i = 0; i < sendN; ++i) {
     sf[i] = static_cast<float>(inputValue(ctx.rank, i));
     si[i] = static_cast<int32_t>(inputValue(ctx.rank, i));
   }
@@ -133,15 +182,29 @@ int body(RankCtx& ctx, const Param& p) {
     r = hetcclAllReduce(send, recv, n, c.dt, c.op, comm, nullptr);
   else if (c.kind == Kind::kReduce)
     r = hetcclReduce(send, recv, n, c.dt, c.op, c.root, comm, nullptr);
+  else if (c.kind == Kind::kGather)
+    r = hetcclGather(send, recv, n, c.dt, c.root, comm, nullptr);
+  else if (c.kind == Kind::kScatter)
+    r = hetcclScatter(send, recv, n, c.dt, c.root, comm, nullptr);
+  else if (c.kind == Kind::kSendRecv)
+    r = ringExchange(comm, c, send, recv, ctx.rank, ctx.nranks);
   else
     r = hetcclBroadcast(send, recv, n, c.dt, c.root, comm, nullptr);
   ctx.reportCall("call", r, comm);
-  if (r == hetcclSuccess && !(c.kind == Kind::kReduce && c.root != ctx.rank)) {
+  const bool hasOutput = !((c.kind == Kind::kReduce || c.kind == Kind::kGather) && c.root != ctx.rank);
+  if (r == hetcclSuccess && hasOutput) {
     size_t wrong = 0;
-    for (size_t i = 0; i < n; ++i) {
+    const int from = (ctx.rank - c.root + ctx.nranks) % ctx.nranks;
+    for (size_t i = 0; i < recvN; ++i) {
       double want = 0;
       if (c.kind == Kind::kBroadcast) {
         want = inputValue(c.root, i);
+      } else if (c.kind == Kind::kGather) {
+        want = inputValue(static_cast<int>(i / n), i % n);
+      } else if (c.kind == Kind::kScatter) {
+        want = inputValue(c.root, static_cast<size_t>(ctx.rank) * n + i);
+      } else if (c.kind == Kind::kSendRecv) {
+        want = inputValue(from, i);
       } else {
         for (int k = 0; k < ctx.nranks; ++k) {
           double v = inputValue(k, i);
@@ -227,8 +290,9 @@ TEST_P(Mismatch, ErrorNamesBothSidesNoWrongDataNoHang) {
     ++errors;
     EXPECT_TRUE(code == hetcclInvalidUsage || code == hetcclRemoteError) << "code " << code << ": " << err;
     std::vector<int> named = ranksNamed(err);
-    bool namesOdd = std::find(named.begin(), named.end(), p.mc->oddRank) != named.end();
-    bool namesOther = std::any_of(named.begin(), named.end(), [&](int k) { return k != p.mc->oddRank; });
+    bool namesOdd = std::find(named.begin(), named.end(), p.mc->oddRank) != named.end() || p.mc->unpaired;
+    bool namesOther = std::any_of(named.begin(), named.end(), [&](int k) { return k != p.mc->oddRank; }) ||
+                      (p.mc->unpaired && !named.empty());
     if (namesOdd && namesOther && err.find(p.mc->normalText) != std::string::npos &&
         err.find(p.mc->oddText) != std::string::npos)
       ++bothSides;
@@ -238,8 +302,8 @@ TEST_P(Mismatch, ErrorNamesBothSidesNoWrongDataNoHang) {
   EXPECT_GE(errors, 1) << "nobody noticed the mismatch\n" << job.describe();
   EXPECT_EQ(nextFailed, job.nranks()) << "after the failure, the communicator must be failed on every rank\n"
                                       << job.describe();
-  EXPECT_GE(bothSides, 1) << "no rank's error names both ranks and both calls ('" << p.mc->normalText << "' and '"
-                          << p.mc->oddText << "')\n"
+  EXPECT_GE(bothSides, 1) << "no rank's error names both ranks and both calls (or, unpaired, a rank and the call: '"
+                          << p.mc->normalText << "' and '" << p.mc->oddText << "')\n"
                           << job.describe();
   if (p.checkAll) {
     EXPECT_EQ(bothSides, job.nranks()) << "with HETCCL_CHECK_MISMATCH=1 every rank must see it";
