@@ -69,7 +69,7 @@ hetcclRedOp_t Checker::redOp(Op op, hetcclDataType_t dt) {
   auto it = preMul_.find(dt);
   if (it != preMul_.end()) return it->second;
   uint8_t scalar[8];
-  storeElem(dt, scalar, preMulScalar(dt));  // the scalar is of the op's data type
+  ref::storeElem(dt, scalar, preMulScalar(dt));  // the scalar is of the op's data type
   hetcclRedOp_t created;
   HC_ASSERT_OK(hetcclRedOpCreatePreMulSum(&created, scalar, dt, hetcclScalarHostImmediate, r_.comm), r_.comm);
   preMul_[dt] = created;
@@ -92,7 +92,7 @@ void Checker::run(const Check& c) {
 }
 
 void Checker::allReduce(const Check& c) {
-  const size_t bytes = c.count * typeInfo(c.dt).size;
+  const size_t bytes = c.count * ref::typeInfo(c.dt).size;
   Buf in(bytes), out(bytes);
   fillInput(c, r_.rank, 0, c.count, in.data());
   const std::vector<uint8_t> orig = in.copy();
@@ -107,7 +107,7 @@ void Checker::allReduce(const Check& c) {
 }
 
 void Checker::broadcast(const Check& c) {
-  const size_t bytes = c.count * typeInfo(c.dt).size;
+  const size_t bytes = c.count * ref::typeInfo(c.dt).size;
   const bool root = r_.rank == c.root;
   Buf in(bytes), out(bytes);
   if (root) fillBytes(c.seed, c.root, 0, in.data(), bytes);
@@ -124,7 +124,7 @@ void Checker::broadcast(const Check& c) {
 }
 
 void Checker::reduce(const Check& c) {
-  const size_t bytes = c.count * typeInfo(c.dt).size;
+  const size_t bytes = c.count * ref::typeInfo(c.dt).size;
   const bool root = r_.rank == c.root;
   Buf in(bytes), out(bytes);
   fillInput(c, r_.rank, 0, c.count, in.data());
@@ -139,7 +139,7 @@ void Checker::reduce(const Check& c) {
 }
 
 void Checker::allGather(const Check& c) {
-  const size_t bytes = c.count * typeInfo(c.dt).size;
+  const size_t bytes = c.count * ref::typeInfo(c.dt).size;
   const int me = r_.rank, n = r_.nranks;
   Buf in(bytes), out(bytes * n);
   fillBytes(c.seed, me, 0, in.data(), bytes);
@@ -162,7 +162,7 @@ void Checker::allGather(const Check& c) {
 }
 
 void Checker::reduceScatter(const Check& c) {
-  const size_t bytes = c.count * typeInfo(c.dt).size;
+  const size_t bytes = c.count * ref::typeInfo(c.dt).size;
   const int me = r_.rank, n = r_.nranks;
   Buf in(bytes * n), out(bytes);
   fillInput(c, me, 0, c.count * n, in.data());
@@ -176,7 +176,7 @@ void Checker::reduceScatter(const Check& c) {
 }
 
 void Checker::alltoAll(const Check& c) {
-  const size_t bytes = c.count * typeInfo(c.dt).size;
+  const size_t bytes = c.count * ref::typeInfo(c.dt).size;
   const int me = r_.rank, n = r_.nranks;
   Buf in(bytes * n), out(bytes * n);
   fillBytes(c.seed, me, 0, in.data(), bytes * n);  // block j goes to rank j
@@ -192,7 +192,7 @@ void Checker::alltoAll(const Check& c) {
 }
 
 void Checker::gather(const Check& c) {
-  const size_t bytes = c.count * typeInfo(c.dt).size;
+  const size_t bytes = c.count * ref::typeInfo(c.dt).size;
   const int me = r_.rank, n = r_.nranks;
   const bool root = me == c.root;
   Buf in(bytes), out(bytes * n);
@@ -215,7 +215,7 @@ void Checker::gather(const Check& c) {
 }
 
 void Checker::scatter(const Check& c) {
-  const size_t bytes = c.count * typeInfo(c.dt).size;
+  const size_t bytes = c.count * ref::typeInfo(c.dt).size;
   const int me = r_.rank, n = r_.nranks;
   const bool root = me == c.root;
   Buf in(bytes * n), out(bytes);
@@ -231,7 +231,7 @@ void Checker::scatter(const Check& c) {
 }
 
 void Checker::sendRecv(const Check& c) {
-  const size_t bytes = c.count * typeInfo(c.dt).size;
+  const size_t bytes = c.count * ref::typeInfo(c.dt).size;
   const int me = r_.rank, n = r_.nranks;
   // Ring shifts: +1 and +n/2 (across the middle), or -1 with the receives
   // posted first; a single rank sends to itself.

@@ -26,7 +26,7 @@ uint64_t hashOf(uint64_t seed, int rank, uint64_t i) {
 // 0.5 pre-multiplication) stays exact in the narrowest type (e5m2: 3
 // significant bits, so |partial| <= 8 needs inputs in [-1, 1]).
 double smallInt(hetcclDataType_t dt, uint64_t h) {
-  const TypeInfo& t = typeInfo(dt);
+  const ref::TypeInfo& t = ref::typeInfo(dt);
   int range = dt == hetcclFloat8e5m2 ? 1 : dt == hetcclFloat8e4m3 ? 2 : 3;
   if (!t.isSigned) return static_cast<double>(h % static_cast<uint64_t>(2 * range + 1));
   return static_cast<double>(static_cast<int>(h % static_cast<uint64_t>(2 * range + 1)) - range);
@@ -35,14 +35,14 @@ double smallInt(hetcclDataType_t dt, uint64_t h) {
 // Products: at most two 2s among 8 ranks (|product| <= 4, exact everywhere).
 double prodValue(hetcclDataType_t dt, int rank, size_t i) {
   if ((i * 3 + static_cast<size_t>(rank)) % 4 == 0) return 2;
-  if (typeInfo(dt).isSigned && (i + 2 * static_cast<size_t>(rank)) % 5 == 0) return -1;
+  if (ref::typeInfo(dt).isSigned && (i + 2 * static_cast<size_t>(rank)) % 5 == 0) return -1;
   return 1;
 }
 
 // Max/min: values over the type's range, including its extremes (a
 // signedness bug in a comparison shows at 2^63 of uint64 or -2^63 of int64).
 double wideValue(hetcclDataType_t dt, uint64_t h) {
-  const TypeInfo& t = typeInfo(dt);
+  const ref::TypeInfo& t = ref::typeInfo(dt);
   const bool extreme = h % 16 == 0;
   switch (dt) {
     case hetcclInt8: return static_cast<double>(static_cast<int8_t>(h >> 8));
@@ -61,18 +61,18 @@ double wideValue(hetcclDataType_t dt, uint64_t h) {
   if (extreme) return sign * t.maxFinite;
   double mant = 1 + static_cast<double>((h >> 12) & 0xffff) / 65536;
   int exp = static_cast<int>((h >> 32) % 9) - 4;
-  return roundTo(dt, sign * std::ldexp(mant, exp));
+  return ref::roundTo(dt, sign * std::ldexp(mant, exp));
 }
 
 double uniformValue(hetcclDataType_t dt, uint64_t h) {
-  return roundTo(dt, static_cast<double>(h >> 11) * std::ldexp(1.0, -52) - 1.0);
+  return ref::roundTo(dt, static_cast<double>(h >> 11) * std::ldexp(1.0, -52) - 1.0);
 }
 
 // What one rank adds to the combine: its input after the pre-multiplication.
 double contribution(const Check& c, int nranks, double x) {
-  const bool isFloat = typeInfo(c.dt).isFloat;
-  if (c.op == Op::kAvg && isFloat) return roundTo(c.dt, x * (1.0 / nranks));
-  if (c.op == Op::kPreMulSum) return isFloat ? roundTo(c.dt, x * preMulScalar(c.dt)) : x * preMulScalar(c.dt);
+  const bool isFloat = ref::typeInfo(c.dt).isFloat;
+  if (c.op == Op::kAvg && isFloat) return ref::roundTo(c.dt, x * (1.0 / nranks));
+  if (c.op == Op::kPreMulSum) return isFloat ? ref::roundTo(c.dt, x * preMulScalar(c.dt)) : x * preMulScalar(c.dt);
   return x;
 }
 
@@ -103,10 +103,10 @@ const std::vector<Op>& allOps() {
   return v;
 }
 
-double preMulScalar(hetcclDataType_t dt) { return typeInfo(dt).isFloat ? 0.5 : 3; }
+double preMulScalar(hetcclDataType_t dt) { return ref::typeInfo(dt).isFloat ? 0.5 : 3; }
 
 std::string Check::label() const {
-  std::string s = std::string(collName(coll)) + " " + typeInfo(dt).name;
+  std::string s = std::string(collName(coll)) + " " + ref::typeInfo(dt).name;
   if (reduces(coll)) s += std::string(" ") + opName(op);
   s += " count=" + std::to_string(count) + (inPlace ? " in-place" : " out-of-place");
   if (coll == Coll::kBroadcast || coll == Coll::kReduce || coll == Coll::kGather || coll == Coll::kScatter)
@@ -127,8 +127,9 @@ double inputValue(const Check& c, int rank, size_t i) {
 }
 
 void fillInput(const Check& c, int rank, size_t first, size_t n, void* out) {
-  const size_t es = typeInfo(c.dt).size;
-  for (size_t i = 0; i < n; ++i) storeElem(c.dt, static_cast<uint8_t*>(out) + i * es, inputValue(c, rank, first + i));
+  const size_t es = ref::typeInfo(c.dt).size;
+  for (size_t i = 0; i < n; ++i)
+    ref::storeElem(c.dt, static_cast<uint8_t*>(out) + i * es, inputValue(c, rank, first + i));
 }
 
 // Byte j of the stream is byte j%8 of hashOf(seed, rank, j/8) (little-endian).
@@ -153,7 +154,7 @@ Expected reduceExpected(const Check& c, int nranks, size_t first, size_t n) {
   Expected e;
   e.value.resize(n);
   e.bound.assign(n, 0.0);
-  const TypeInfo& t = typeInfo(c.dt);
+  const ref::TypeInfo& t = ref::typeInfo(c.dt);
   const bool inexactAvg = c.op == Op::kAvg && (nranks & (nranks - 1)) != 0;  // 1/n is not a power of two
   for (size_t i = 0; i < n; ++i) {
     double acc = 0, absSum = 0;
@@ -179,10 +180,10 @@ Expected reduceExpected(const Check& c, int nranks, size_t first, size_t n) {
       // rounding); below the normals each rounding errs by at most half the
       // smallest subnormal. An inexact 1/n (avg over n not a power of two)
       // may round each contribution differently: one more u per input.
-      double u = unitRoundoff(c.dt) + (t.precision < 24 ? std::ldexp(1.0, -24) : 0);
+      double u = ref::unitRoundoff(c.dt) + (t.precision < 24 ? std::ldexp(1.0, -24) : 0);
       int roundings = nranks - 1 + (inexactAvg ? 1 : 0);
-      e.bound[i] = roundings * (u * absSum * 1.0001 + minSubnormal(c.dt));
-    } else if (roundTo(c.dt, acc) != acc || (!t.isFloat && acc != std::trunc(acc))) {
+      e.bound[i] = roundings * (u * absSum * 1.0001 + ref::minSubnormal(c.dt));
+    } else if (ref::roundTo(c.dt, acc) != acc || (!t.isFloat && acc != std::trunc(acc))) {
       throw std::logic_error("test bug: exact reference " + std::to_string(acc) + " of " + c.label() +
                              " is not representable");
     }
@@ -191,7 +192,7 @@ Expected reduceExpected(const Check& c, int nranks, size_t first, size_t n) {
 }
 
 void expectReduced(const Check& c, const void* got, const Expected& want, const std::string& what) {
-  const TypeInfo& t = typeInfo(c.dt);
+  const ref::TypeInfo& t = ref::typeInfo(c.dt);
   const auto* g = static_cast<const uint8_t*>(got);
   std::vector<uint8_t> wantBytes(t.size);
   size_t bad = 0, first = 0;
@@ -199,31 +200,32 @@ void expectReduced(const Check& c, const void* got, const Expected& want, const 
     bool ok;
     if (!t.isFloat) {
       // Integers compare by their bytes: doubles would round 64-bit values.
-      storeElem(c.dt, wantBytes.data(), want.value[i]);
+      ref::storeElem(c.dt, wantBytes.data(), want.value[i]);
       ok = memcmp(g + i * t.size, wantBytes.data(), t.size) == 0;
     } else {
-      double v = loadElem(c.dt, g + i * t.size);
+      double v = ref::loadElem(c.dt, g + i * t.size);
       ok = want.bound[i] == 0 ? v == want.value[i] : std::fabs(v - want.value[i]) <= want.bound[i];
     }
     if (!ok && bad++ == 0) first = i;
   }
   if (bad == 0) return;
   ADD_FAILURE() << c.label() << ": " << what << ": " << bad << " of " << want.value.size()
-                << " elements wrong; first at " << first << ": got " << describeElem(c.dt, g + first * t.size)
+                << " elements wrong; first at " << first << ": got " << ref::describeElem(c.dt, g + first * t.size)
                 << ", want " << want.value[first]
                 << (want.bound[first] > 0 ? " +- " + std::to_string(want.bound[first]) : std::string(" exactly"));
 }
 
 void expectBytes(hetcclDataType_t dt, const void* got, const void* want, size_t bytes, const std::string& what) {
   if (bytes == 0 || memcmp(got, want, bytes) == 0) return;
-  const size_t es = typeInfo(dt).size;
+  const size_t es = ref::typeInfo(dt).size;
   const auto* g = static_cast<const uint8_t*>(got);
   const auto* w = static_cast<const uint8_t*>(want);
   size_t bad = 0, first = 0;
   for (size_t i = 0; i < bytes / es; ++i)
     if (memcmp(g + i * es, w + i * es, es) != 0 && bad++ == 0) first = i;
   ADD_FAILURE() << what << ": " << bad << " of " << bytes / es << " elements wrong; first at element " << first
-                << ": got " << describeElem(dt, g + first * es) << ", want " << describeElem(dt, w + first * es);
+                << ": got " << ref::describeElem(dt, g + first * es) << ", want "
+                << ref::describeElem(dt, w + first * es);
 }
 
 }  // namespace hmp

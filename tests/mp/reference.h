@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "dtypes.h"
+#include "reference/elements.h"
 #include "hetccl/hetccl.h"
 
 namespace hmp {

@@ -32,16 +32,17 @@ struct MatrixParam {
 // inputs of about 3/4 of the maximum on every rank give exactly +-max,
 // whatever the order of the combines.
 void checkSaturation(const Rank& r, hetcclDataType_t dt) {
-  const double big = roundTo(dt, 0.75 * typeInfo(dt).maxFinite);
+  const double big = ref::roundTo(dt, 0.75 * ref::typeInfo(dt).maxFinite);
   const size_t count = 7;
   std::vector<uint8_t> in(count), out(count, 0);
-  for (size_t i = 0; i < count; ++i) storeElem(dt, &in[i], i % 2 ? -big : big);
-  r.progress(std::string("saturation ") + typeInfo(dt).name);
+  for (size_t i = 0; i < count; ++i) ref::storeElem(dt, &in[i], i % 2 ? -big : big);
+  r.progress(std::string("saturation ") + ref::typeInfo(dt).name);
   HC_ASSERT_OK(hetcclAllReduce(in.data(), out.data(), count, dt, hetcclSum, r.comm, nullptr), r.comm);
   if (r.nranks == 1) return;
   for (size_t i = 0; i < count; ++i)
-    EXPECT_EQ(loadElem(dt, &out[i]), i % 2 ? -typeInfo(dt).maxFinite : typeInfo(dt).maxFinite)
-        << typeInfo(dt).name << " AllReduce sum of " << r.nranks << " x " << (i % 2 ? -big : big) << ", element " << i;
+    EXPECT_EQ(ref::loadElem(dt, &out[i]), i % 2 ? -ref::typeInfo(dt).maxFinite : ref::typeInfo(dt).maxFinite)
+        << ref::typeInfo(dt).name << " AllReduce sum of " << r.nranks << " x " << (i % 2 ? -big : big) << ", element "
+        << i;
 }
 
 // PreMulSum with the scalar "on the device" (for host ranks: in the rank's
@@ -59,7 +60,7 @@ void checkPreMulSumDeviceScalar(const Rank& r) {
 
 // Every type x op x in-place/out-of-place of one collective at each size.
 void sweep(const Rank& r, Checker& ck, Coll coll, const std::vector<size_t>& sizes) {
-  const std::vector<hetcclDataType_t>& types = allTypes();
+  const std::vector<hetcclDataType_t>& types = ref::allTypes();
   const std::vector<Op> ops = reduces(coll) ? allOps() : std::vector<Op>{Op::kSum};
   uint64_t seed = 1;
   for (size_t s = 0; s < sizes.size(); ++s)
@@ -81,14 +82,14 @@ void sweep(const Rank& r, Checker& ck, Coll coll, const std::vector<size_t>& siz
 void runMatrix(Rank& r, const MatrixParam& p) {
   expectInfoMatchesLayout(r);
   Checker ck(r);
-  const std::vector<hetcclDataType_t>& types = allTypes();
+  const std::vector<hetcclDataType_t>& types = ref::allTypes();
   sweep(r, ck, p.coll, {1, 7, 1000});
   if (!reduces(p.coll)) return;
   // Random floats: results within the rounding bound; AllReduce results
   // bit-identical on every rank and from one run to the next (each check
   // runs twice with the same seed; reportSame compares every hash).
   for (hetcclDataType_t dt : types) {
-    if (!typeInfo(dt).isFloat) continue;
+    if (!ref::typeInfo(dt).isFloat) continue;
     for (Op op : {Op::kSum, Op::kAvg, Op::kPreMulSum})
       for (int run = 0; run < 2; ++run) {
         Check c;
@@ -101,7 +102,7 @@ void runMatrix(Rank& r, const MatrixParam& p) {
         c.seed = 7777 + dt;
         ck.run(c);
       }
-    if (p.coll == Coll::kAllReduce && typeInfo(dt).saturates) checkSaturation(r, dt);
+    if (p.coll == Coll::kAllReduce && ref::typeInfo(dt).saturates) checkSaturation(r, dt);
   }
   if (p.coll == Coll::kAllReduce) checkPreMulSumDeviceScalar(r);
 }

@@ -3,7 +3,7 @@
 #include <ctime>
 
 #include "buffers.h"
-#include "elements.h"
+#include "reference/elements.h"
 #include "gpu.h"
 
 namespace perf {
@@ -68,7 +68,7 @@ Bench::Bench(const Options& o, hetcclComm_t comm, int rank, int nranks)
       call_{o.coll, o.dtype, o.redop, o.root, comm, rank, nranks, toolGpu() ? toolGpu()->stream() : nullptr},
       rank_(rank),
       nranks_(nranks),
-      es_(typeSize(o.dtype)),
+      es_(ref::typeSize(o.dtype)),
       ref_(o.coll, o.dtype, o.redop, nranks, o.root) {}
 
 void Bench::warmup(size_t bytes) {

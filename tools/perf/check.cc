@@ -13,7 +13,7 @@
 #include <cstring>
 #include <limits>
 
-#include "elements.h"
+#include "reference/elements.h"
 
 namespace perf {
 namespace {
@@ -26,7 +26,7 @@ bool isFp8(hetcclDataType_t dt) { return dt == hetcclFloat8e4m3 || dt == hetcclF
 // finite. More ranks than this take turns (see stride_).
 size_t exactRanks(hetcclDataType_t dt, hetcclRedOp_t op) {
   constexpr size_t kAny = std::numeric_limits<size_t>::max();
-  if (!isFloating(dt) || op == hetcclMax || op == hetcclMin) return kAny;  // integers wrap alike on both sides
+  if (!ref::isFloating(dt) || op == hetcclMax || op == hetcclMin) return kAny;  // integers wrap alike on both sides
   if (op == hetcclProd) {
     switch (dt) {
       case hetcclHalf: return 15;        // 2^15 < 65504
@@ -62,17 +62,20 @@ double Reference::avgTolerance(hetcclDataType_t dt) {
 }
 
 Reference::Reference(Coll coll, hetcclDataType_t dt, hetcclRedOp_t op, int nranks, int root)
-    : coll_(coll), dt_(dt), op_(op), nranks_(nranks), root_(root), es_(typeSize(dt)) {
+    : coll_(coll), dt_(dt), op_(op), nranks_(nranks), root_(root), es_(ref::typeSize(dt)) {
   size_t k = exactRanks(dt, op);
   size_t n = static_cast<size_t>(nranks);
   stride_ = (collReduces(coll) && k < n) ? (n + k - 1) / k : 1;
-  for (int v = -1; v <= 16; ++v) stored_[v + 1] = isFloating(dt) ? roundTo(dt, v) : v;
+  for (int v = -1; v <= 16; ++v) {
+    stored_[v + 1] = ref::isFloating(dt) ? ref::roundTo(dt, v) : v;
+    ref::storeRounded(dt, encoded_[v + 1], stored_[v + 1]);
+  }
 }
 
 int Reference::smallInt(int rank, size_t idx) const {
   // (rank*7 + idx*3) mod m, for m in {3, 5, 17}: 255 is a multiple of each.
   const size_t key = static_cast<size_t>(rank) * 7 + (idx % 255) * 3;
-  const bool uns = isUnsignedInt(dt_);
+  const bool uns = ref::isUnsignedInt(dt_);
   if (!collReduces(coll_)) return static_cast<int>(key % 17) - (uns ? 0 : 1);  // moved data: -1..15 or 0..16
   const bool active = stride_ == 1 || (static_cast<size_t>(rank) + idx) % stride_ == 0;
   switch (op_) {
@@ -92,17 +95,13 @@ int Reference::smallInt(int rank, size_t idx) const {
 
 void Reference::fill(int rank, void* p, size_t elems) const {
   unsigned char* b = static_cast<unsigned char*>(p);
-  for (size_t j = 0; j < elems; ++j) storeValue(dt_, b + j * es_, stored(smallInt(rank, j)));
+  for (size_t j = 0; j < elems; ++j) memcpy(b + j * es_, encoded(smallInt(rank, j)), es_);
 }
 
 int64_t Reference::countChangedInput(int rank, const void* p, size_t elems) const {
   const unsigned char* b = static_cast<const unsigned char*>(p);
-  unsigned char want[8];
   int64_t bad = 0;
-  for (size_t j = 0; j < elems; ++j) {
-    storeValue(dt_, want, stored(smallInt(rank, j)));
-    bad += memcmp(want, b + j * es_, es_) != 0;
-  }
+  for (size_t j = 0; j < elems; ++j) bad += memcmp(encoded(smallInt(rank, j)), b + j * es_, es_) != 0;
   return bad;
 }
 
@@ -114,7 +113,7 @@ int64_t Reference::countWrongOutput(int rank, const Geometry& g, const void* rec
 
 int64_t Reference::wrongReduced(int rank, const Geometry& g, const unsigned char* recv) const {
   const size_t base = coll_ == Coll::kReduceScatter ? static_cast<size_t>(rank) * g.count : 0;
-  const bool floating = isFloating(dt_);
+  const bool floating = ref::isFloating(dt_);
   const double tol = op_ == hetcclAvg ? avgTolerance(dt_) : 0.0;
   int64_t bad = 0;
   unsigned char want[8];
@@ -142,7 +141,7 @@ int64_t Reference::wrongReduced(int rank, const Geometry& g, const unsigned char
         acc /= nranks_;
         limit = tol * absSum / nranks_;  // summation error scales with the sum of magnitudes
       }
-      double diff = std::fabs(loadValue(dt_, got) - roundTo(dt_, acc));
+      double diff = std::fabs(ref::loadElem(dt_, got) - ref::roundTo(dt_, acc));
       bad += !(diff <= limit);  // NaN counts as wrong
     } else {
       // Two's complement: sums and products wrap alike in 64 bits and in the type.
@@ -165,12 +164,12 @@ int64_t Reference::wrongReduced(int rank, const Geometry& g, const unsigned char
       if (op_ == hetcclMax || op_ == hetcclMin) acc = static_cast<uint64_t>(best);
       if (op_ == hetcclAvg) {
         // The sum as the type holds it, then division truncating toward zero.
-        storeBits(dt_, want, acc);
-        uint64_t s = loadBits(dt_, want);
-        acc = isUnsignedInt(dt_) ? s / static_cast<uint64_t>(nranks_)
-                                 : static_cast<uint64_t>(static_cast<int64_t>(s) / nranks_);
+        ref::storeBits(dt_, want, acc);
+        uint64_t s = ref::loadBits(dt_, want);
+        acc = ref::isUnsignedInt(dt_) ? s / static_cast<uint64_t>(nranks_)
+                                      : static_cast<uint64_t>(static_cast<int64_t>(s) / nranks_);
       }
-      storeBits(dt_, want, acc);
+      ref::storeBits(dt_, want, acc);
       bad += memcmp(want, got, es_) != 0;
     }
   }
@@ -181,7 +180,6 @@ int64_t Reference::wrongMoved(int rank, const Geometry& g, const unsigned char* 
   const size_t count = g.count, me = static_cast<size_t>(rank);
   const int prev = (rank - 1 + nranks_) % nranks_;
   int64_t bad = 0;
-  unsigned char want[8];
   for (size_t j = 0; j < g.recvElems; ++j) {
     int src = 0;
     size_t idx = 0;
@@ -194,8 +192,7 @@ int64_t Reference::wrongMoved(int rank, const Geometry& g, const unsigned char* 
       case Coll::kScatter: src = root_, idx = me * count + j; break;
       default: return 0;
     }
-    storeValue(dt_, want, stored(smallInt(src, idx)));
-    bad += memcmp(want, recv + j * es_, es_) != 0;
+    bad += memcmp(encoded(smallInt(src, idx)), recv + j * es_, es_) != 0;
   }
   return bad;
 }

@@ -29,6 +29,7 @@ class Reference {
  private:
   int smallInt(int rank, size_t idx) const;  // the input as a small integer
   double stored(int v) const { return stored_[v + 1]; }
+  const unsigned char* encoded(int v) const { return encoded_[v + 1]; }
   int64_t wrongReduced(int rank, const Geometry& g, const unsigned char* recv) const;
   int64_t wrongMoved(int rank, const Geometry& g, const unsigned char* recv) const;
 
@@ -38,8 +39,9 @@ class Reference {
   int nranks_;
   int root_;
   size_t es_;
-  size_t stride_;      // sum, avg, prod: rank r contributes to idx when (r + idx) % stride_ == 0
-  double stored_[18];  // value of the small integers -1..16 once stored in the type
+  size_t stride_;                 // sum, avg, prod: rank r contributes to idx when (r + idx) % stride_ == 0
+  double stored_[18];             // value of the small integers -1..16 once stored in the type
+  unsigned char encoded_[18][8];  // and their bytes
 };
 
 }  // namespace perf
