@@ -5,6 +5,7 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "algorithm/coll.h"
@@ -97,37 +98,46 @@ void checkUsable(hetcclComm* comm) {
                             "); the communicator must be aborted or destroyed");
 }
 
-// Runs the calls of one hetccl call or one group on one communicator, on
-// this thread (blocking host ranks), its proxy (non-blocking ones) or the
-// caller's streams (GPU ranks). mayWait: the thread may wait for the calls
-// (not a group over several communicators). Returns whether the work was
-// queued on the proxy. Under a CommRef.
+// Runs the calls of one hetccl call or one group on one communicator: GPU
+// ranks enqueue them in stream order; host ranks run them on this thread
+// (blocking, mayWait) or on the proxy (non-blocking ranks, after init and
+// earlier calls; blocking ranks of a group over several communicators, all
+// at once while the group waits: mayWait false). A failure fails the
+// communicator. Returns whether non-blocking work was queued. Under a CommRef.
 bool dispatchCalls(hetcclComm* comm, const std::vector<CollArgs>& calls, bool mayWait) {
-  ExclusiveUse use(*comm);
+  const bool blocking = comm->options().blocking;
+  const bool waitedOnProxy = blocking && !mayWait && !comm->streamOrdered();
+  std::optional<ExclusiveUse> use;
+  if (!waitedOnProxy) use.emplace(*comm);  // that one takes it on the proxy, for the whole run
   checkUsable(comm);
   if (comm->streamOrdered()) {  // GPU rank: enqueue in stream order, return at once
     checkReady(comm);
     const uint64_t first = recordCalls(*comm, calls, FlightRecorder::State::kEnqueued);
     failOnError(*comm, [&] {
-      recorded(*comm, first, calls.size(), false,
-               [&] { enqueueDeviceCalls(*comm, calls, comm->options().blocking && mayWait); });
+      recorded(*comm, first, calls.size(), false, [&] { enqueueDeviceCalls(*comm, calls, blocking && mayWait); });
     });
     if (first && comm->topo().ngroups() > 1) finishAfterProxy(*comm, first, calls.size());
     return false;
   }
-  if (!comm->options().blocking) {  // runs on the proxy, after init and earlier calls
-    const uint64_t first = recordCalls(*comm, calls, FlightRecorder::State::kIssued);
-    comm->proxy().submit([comm, calls, first] {  // a failure fails the communicator
-      countHostCalls(*comm, calls.size());       // the topology is known once init ran
-      recorded(*comm, first, calls.size(), true, [&] { runCalls(hostPlan(*comm), calls); });
-    });
-    return true;
-  }
-  checkReady(comm);
-  countHostCalls(*comm, calls.size());
+  if (blocking) checkReady(comm);  // a non-blocking rank's init may still run on the proxy
   const uint64_t first = recordCalls(*comm, calls, FlightRecorder::State::kIssued);
-  failOnError(*comm, [&] { recorded(*comm, first, calls.size(), true, [&] { runCalls(hostPlan(*comm), calls); }); });
-  return false;
+  auto run = [comm, calls, first] {
+    countHostCalls(*comm, calls.size());  // the topology is known once init ran
+    recorded(*comm, first, calls.size(), true, [&] { runCalls(hostPlan(*comm), calls); });
+  };
+  if (blocking && mayWait) {
+    failOnError(*comm, run);
+    return false;
+  }
+  if (waitedOnProxy) {
+    comm->proxy().submit([comm, run] {  // the caller waits for it (runTogether)
+      ExclusiveUse inCall(*comm);
+      run();
+    });
+    return false;
+  }
+  comm->proxy().submit(run);
+  return true;
 }
 
 // A group over several communicators, from one thread: host ranks' calls run
@@ -163,20 +173,10 @@ bool runTogether(const std::vector<hetcclComm*>& comms,
   for (hetcclComm* comm : comms) {
     std::vector<CollArgs> calls = callsOf(comm);
     hetcclResult_t r = guard(comm, "hetcclGroupEnd", [&] {
-      if (comm->streamOrdered() || !comm->options().blocking) {
-        if (dispatchCalls(comm, calls, false)) anyNonBlocking = true;
-        return;
-      }
-      checkUsable(comm);
-      checkReady(comm);
-      countHostCalls(*comm, calls.size());
-      const uint64_t first = recordCalls(*comm, calls, FlightRecorder::State::kIssued);
-      comm->proxy().submit([comm, calls, first] {
-        ExclusiveUse use(*comm);
-        // A failure fails the communicator (the proxy's hook).
-        recorded(*comm, first, calls.size(), true, [&] { runCalls(hostPlan(*comm), calls); });
-      });
-      waitFor.push_back(comm);
+      if (dispatchCalls(comm, calls, false))
+        anyNonBlocking = true;
+      else if (!comm->streamOrdered())
+        waitFor.push_back(comm);  // a blocking host rank's calls, on its proxy
     });
     if (r != hetcclSuccess) {
       for (hetcclComm* w : waitFor) w->proxy().drain();

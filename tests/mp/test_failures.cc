@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -123,6 +124,54 @@ TEST_P(Failures, AbortFromAnotherThreadReleasesTheWaiter) {
     EXPECT_NE(res, hetcclSuccess) << "an aborted call must fail";
     EXPECT_LT(secondsSince(t0), 3) << "abort must release the waiter at once";
     r.comm = nullptr;  // freed by the abort
+  });
+}
+
+// Two threads of rank 0 in one communicator at once (the second starts while
+// the first waits for rank 1, which comes late): the second call fails with
+// an error that says so, not a garbled stream or a "mismatch"; the
+// communicator is failed on both ranks (the first call and rank 1's calls
+// fail at once over shm and tcp, not at the timeout), and stays failed.
+TEST_P(Failures, TwoThreadsInOneCommunicatorFailItOnEveryRank) {
+  JobOptions opt;
+  opt.transport = GetParam();
+  opt.env = {{"HETCCL_TIMEOUT_S", "5"}};  // ucx cannot tell its peers: rank 1 learns at its timeout
+  runJob("a,b", opt, [](Rank& r) {
+    warmUp(r);
+    std::vector<float> a(1 << 16, 1.0f), b(1 << 16, 1.0f);
+    auto t0 = std::chrono::steady_clock::now();
+    if (r.rank == 1) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(800));
+      hetcclResult_t res = hetcclAllReduce(a.data(), a.data(), a.size(), hetcclFloat32, hetcclSum, r.comm, nullptr);
+      if (res == hetcclSuccess)  // the first thread's call may complete before rank 0 failed the communicator
+        res = hetcclAllReduce(b.data(), b.data(), b.size(), hetcclFloat32, hetcclSum, r.comm, nullptr);
+      const std::string why = hetcclGetLastError(r.comm);
+      EXPECT_EQ(res, hetcclRemoteError) << why;
+      // shm passes the failed rank's reason on; tcp and ucx close the link.
+      const std::string want = r.transport == "shm" ? "two threads at once" : "rank 0";
+      EXPECT_NE(why.find(want), std::string::npos) << "rank 1 should learn who (on shm, why): " << why;
+      EXPECT_LT(secondsSince(t0), r.transport.rfind("ucx", 0) == 0 ? 12 : 4);
+      return;
+    }
+    hetcclResult_t first = hetcclSuccess;
+    std::thread earlier(
+        [&] { first = hetcclAllReduce(a.data(), a.data(), a.size(), hetcclFloat32, hetcclSum, r.comm, nullptr); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the first call waits for rank 1
+    hetcclResult_t second = hetcclAllReduce(b.data(), b.data(), b.size(), hetcclFloat32, hetcclSum, r.comm, nullptr);
+    const std::string why = hetcclGetLastError(r.comm);
+    earlier.join();
+    EXPECT_EQ(second, hetcclInvalidUsage) << why;
+    EXPECT_NE(why.find("two threads at once"), std::string::npos) << why;
+    if (r.transport.rfind("ucx", 0) == 0 && first == hetcclSuccess) {
+      // ucx cannot stop a call its peer is in: the first one may end, right.
+      EXPECT_EQ(std::count(a.begin(), a.end(), 2.0f), static_cast<long>(a.size())) << "the first call's result";
+    } else {
+      EXPECT_NE(first, hetcclSuccess) << "the first call went on in a failed communicator";
+    }
+    EXPECT_LT(secondsSince(t0), r.transport.rfind("ucx", 0) == 0 ? 12 : 4);
+    int32_t one = 1;
+    EXPECT_NE(hetcclAllReduce(&one, &one, 1, hetcclInt32, hetcclSum, r.comm, nullptr), hetcclSuccess)
+        << "the failure must stick";
   });
 }
 
