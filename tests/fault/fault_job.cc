@@ -1,5 +1,6 @@
 #include "fault_job.h"
 
+#include "forked_ranks.h"
 #include "free_port.h"
 
 #include <arpa/inet.h>
@@ -177,86 +178,31 @@ Job::Job(const JobSpec& spec, Body body) : spec_(spec) {
     }
   }
   ranks_.resize(n);
-  fds_.assign(n, -1);
-  pending_.resize(n);
-  fflush(nullptr);
   const pid_t parent = getpid();
-  for (int i = 0; i < n; ++i) {
-    int p[2];
-    if (pipe2(p, O_CLOEXEC) != 0) {
-      startError_ = std::string("pipe: ") + strerror(errno);
-      return;
-    }
-    pid_t pid = fork();
-    if (pid < 0) {
-      startError_ = std::string("fork: ") + strerror(errno);
-      return;
-    }
-    if (pid == 0) {
-      close(p[0]);
-      for (int j = 0; j < i; ++j) close(fds_[j]);
-      gReportFd = p[1];
-      runRank(spec, i, id_, body, parent);
-    }
-    close(p[1]);
-    fcntl(p[0], F_SETFL, O_NONBLOCK);
-    ranks_[i].pid = pid;
-    fds_[i] = p[0];
-  }
-  started_ = true;
+  started_ = procs_.start(
+      n, false,
+      [&](int rank, int reportFd, int) {
+        gReportFd = reportFd;
+        runRank(spec, rank, id_, body, parent);
+      },
+      &startError_);
+  for (int i = 0; started_ && i < n; ++i) ranks_[i].pid = procs_.pid(i);
 }
 
-Job::~Job() {
-  for (auto& r : ranks_)
-    if (r.pid > 0 && !r.ended) kill(r.pid, SIGKILL);
-  for (auto& r : ranks_)
-    if (r.pid > 0 && !r.ended) waitpid(r.pid, nullptr, 0);
-  for (int fd : fds_)
-    if (fd >= 0) close(fd);
-}
+Job::~Job() = default;  // procs_ kills the ranks still running
 
 void Job::pump(int waitMs) {
-  std::vector<pollfd> pfds;
-  std::vector<int> who;
-  for (int i = 0; i < nranks(); ++i)
-    if (fds_[i] >= 0) {
-      pfds.push_back(pollfd{fds_[i], POLLIN, 0});
-      who.push_back(i);
-    }
-  if (!pfds.empty())
-    poll(pfds.data(), pfds.size(), waitMs);
-  else if (waitMs > 0)
-    usleep(static_cast<useconds_t>(waitMs) * 1000);
-  for (size_t k = 0; k < pfds.size(); ++k) {
-    int i = who[k];
-    char buf[65536];
-    for (;;) {
-      ssize_t got = read(fds_[i], buf, sizeof(buf));
-      if (got < 0 && errno == EINTR) continue;
-      if (got <= 0) {
-        if (got == 0 || errno != EAGAIN) {
-          close(fds_[i]);
-          fds_[i] = -1;
-        }
-        break;
-      }
-      pending_[i].append(buf, static_cast<size_t>(got));
-      size_t at;
-      while ((at = pending_[i].find('\n')) != std::string::npos) {
-        std::string line = pending_[i].substr(0, at);
-        pending_[i].erase(0, at + 1);
-        size_t tab = line.find('\t');
-        if (tab == std::string::npos) continue;
-        ranks_[i].reports[line.substr(0, tab)] = line.substr(tab + 1);
-        ranks_[i].log.push_back(line.substr(0, tab) + " = " + line.substr(tab + 1));
-      }
-    }
-  }
-  for (auto& r : ranks_) {
-    if (r.ended || r.pid <= 0) continue;
-    int st = 0;
-    if (waitpid(r.pid, &st, WNOHANG) != r.pid) continue;
+  procs_.pump(waitMs, [this](int rank, const std::string& line) {
+    const size_t tab = line.find('\t');
+    if (tab == std::string::npos) return;
+    ranks_[rank].reports[line.substr(0, tab)] = line.substr(tab + 1);
+    ranks_[rank].log.push_back(line.substr(0, tab) + " = " + line.substr(tab + 1));
+  });
+  for (int i = 0; i < nranks(); ++i) {
+    RankEnd& r = ranks_[i];
+    if (r.ended || !procs_.ended(i)) continue;
     r.ended = true;
+    const int st = procs_.status(i);
     if (WIFSIGNALED(st))
       r.signal = WTERMSIG(st);
     else
@@ -286,7 +232,7 @@ double Job::getD(int r, const std::string& key) const {
 
 void Job::signal(int r, int sig) {
   pump(0);  // reports written before the signal are not lost with it
-  if (!ranks_[r].ended) kill(ranks_[r].pid, sig);
+  procs_.signal(r, sig);
 }
 
 bool Job::finish(double timeoutS) {
@@ -297,19 +243,15 @@ bool Job::finish(double timeoutS) {
         return true;
       },
       timeoutS);
-  bool hung = false;
-  for (auto& r : ranks_) {
-    if (r.ended) continue;
-    kill(r.pid, SIGKILL);
-    int st = 0;
-    waitpid(r.pid, &st, 0);
-    r.ended = true;
-    r.hung = true;
-    r.signal = SIGKILL;
-    hung = true;
+  pump(0);
+  const std::vector<int> hung = procs_.killRemaining();
+  for (int i : hung) {
+    ranks_[i].ended = true;
+    ranks_[i].hung = true;
+    ranks_[i].signal = SIGKILL;
   }
   pump(0);  // what they wrote before they ended
-  return !hung;
+  return hung.empty();
 }
 
 std::string Job::describe() const {

@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "forked_ranks.h"
 #include "hetccl/hetccl.h"
 
 namespace hfault {
@@ -103,8 +104,7 @@ class Job {
   bool started_ = false;
   std::string startError_;
   std::vector<RankEnd> ranks_;
-  std::vector<int> fds_;
-  std::vector<std::string> pending_;
+  hetccl_test::ForkedRanks procs_;
 };
 
 // A port pair (p, p+1) that is free now: torchrun's MASTER_PORT and hetccl's

@@ -1,5 +1,6 @@
 #include "harness.h"
 
+#include "forked_ranks.h"
 #include "free_port.h"
 
 #include <fcntl.h>
@@ -60,14 +61,9 @@ class ChildReporter : public ::testing::EmptyTestEventListener {
 using SameValues = std::map<std::string, std::vector<std::pair<int, uint64_t>>>;
 
 struct Child {
-  pid_t pid = -1;
-  int fd = -1;
-  std::string pending;  // partial line
   std::vector<std::string> failures;
   std::string lastStep = "(not started)";
   bool done = false;
-  bool exited = false;
-  int status = 0;
 };
 
 [[noreturn]] void runChild(int rank, int nranks, const std::vector<std::string>& layout, const JobOptions& opt,
@@ -191,27 +187,6 @@ void handleLine(Child& c, int rank, const std::string& line, SameValues& same) {
   }
 }
 
-void drain(Child& c, int rank, SameValues& same) {
-  char buf[65536];
-  for (;;) {
-    ssize_t n = read(c.fd, buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      if (n == 0 || errno != EAGAIN) {
-        close(c.fd);
-        c.fd = -1;
-      }
-      return;
-    }
-    c.pending.append(buf, static_cast<size_t>(n));
-    size_t at;
-    while ((at = c.pending.find('\n')) != std::string::npos) {
-      handleLine(c, rank, c.pending.substr(0, at), same);
-      c.pending.erase(0, at + 1);
-    }
-  }
-}
-
 }  // namespace
 
 std::vector<std::string> parseLayout(const std::string& layout) {
@@ -315,105 +290,66 @@ void runJob(const std::string& layoutText, const JobOptions& opt, const std::fun
   // The rendezvous root runs in this process: give it the children's timeout.
   setenv("HETCCL_TIMEOUT_S", "30", 0);
 
-  // The ranks are forked before the id exists and read it from a pipe:
-  // hetcclGetUniqueId starts the rendezvous thread, and a fork while another
-  // thread holds a lock (ASan's allocator, say) can hang the child.
+  // The ranks are forked before the id exists and read it from a pipe
+  // (forked_ranks.h says why).
   std::vector<Child> kids(n);
-  std::vector<int> idPipes;
-  fflush(nullptr);  // or the children would flush our buffered output again
-  for (int i = 0; i < n; ++i) {
-    int p[2], q[2];
-    ASSERT_EQ(pipe(p), 0) << strerror(errno);
-    ASSERT_EQ(pipe(q), 0) << strerror(errno);
-    pid_t pid = fork();
-    ASSERT_GE(pid, 0) << "fork: " << strerror(errno);
-    if (pid == 0) {
-      close(p[0]);
-      close(q[1]);
-      for (int j = 0; j < i; ++j) close(kids[j].fd);
-      for (int w : idPipes) close(w);
-      hetcclUniqueId id{};
-      size_t got = 0;
-      while (got < sizeof(id)) {
-        ssize_t r = read(q[0], id.internal + got, sizeof(id) - got);
-        if (r <= 0) _exit(3);  // the parent is gone
-        got += static_cast<size_t>(r);
-      }
-      close(q[0]);
-      gReportFd = p[1];
-      runChild(i, n, layout, opt, id, body);
-    }
-    close(p[1]);
-    close(q[0]);
-    fcntl(p[0], F_SETFL, O_NONBLOCK);
-    kids[i].pid = pid;
-    kids[i].fd = p[0];
-    idPipes.push_back(q[1]);
-  }
+  hetccl_test::ForkedRanks procs;
+  std::string startError;
+  const bool started = procs.start(
+      n, true,
+      [&](int rank, int reportFd, int idFd) {
+        hetcclUniqueId id{};
+        if (!hetccl_test::readId(idFd, &id)) _exit(3);  // the parent is gone
+        gReportFd = reportFd;
+        runChild(rank, n, layout, opt, id, body);
+      },
+      &startError);
+  ASSERT_TRUE(started) << startError;
   hetcclUniqueId id{};
   if (opt.initComm) {
     hetcclResult_t r = hetcclGetUniqueId(&id);
     EXPECT_EQ(r, hetcclSuccess) << callFailure("hetcclGetUniqueId", r, nullptr);
   }
-  for (int w : idPipes) {
-    ssize_t wr = write(w, id.internal, sizeof(id));
-    EXPECT_EQ(wr, static_cast<ssize_t>(sizeof(id))) << strerror(errno);
-    close(w);
-  }
+  EXPECT_TRUE(procs.sendId(id)) << strerror(errno);
 
   SameValues same;
+  auto onLine = [&](int rank, const std::string& line) { handleLine(kids[rank], rank, line, same); };
   using Clock = std::chrono::steady_clock;
   auto deadline = Clock::now() + std::chrono::seconds(opt.deadlineS);
   bool timedOut = false;
-  for (;;) {
-    std::vector<pollfd> fds;
-    std::vector<int> who;
-    for (int i = 0; i < n; ++i)
-      if (kids[i].fd >= 0) {
-        fds.push_back(pollfd{kids[i].fd, POLLIN, 0});
-        who.push_back(i);
-      }
-    if (fds.empty()) break;
+  std::vector<bool> seenEnd(n, false);
+  while (procs.anyOpen()) {
     if (Clock::now() >= deadline) {
       timedOut = true;
       break;
     }
-    poll(fds.data(), fds.size(), 200);
-    for (size_t k = 0; k < fds.size(); ++k)
-      if (fds[k].revents) drain(kids[who[k]], who[k], same);
+    procs.pump(200, onLine);
     // A rank that failed and exited leaves its peers waiting: they report a
     // remote error within HETCCL_TIMEOUT_S (30 s); don't wait the whole deadline.
     for (int i = 0; i < n; ++i) {
-      if (kids[i].exited || waitpid(kids[i].pid, &kids[i].status, WNOHANG) != kids[i].pid) continue;
-      kids[i].exited = true;
-      if (!(WIFEXITED(kids[i].status) && WEXITSTATUS(kids[i].status) == 0))
+      if (seenEnd[i] || !procs.ended(i)) continue;
+      seenEnd[i] = true;
+      const int st = procs.status(i);
+      if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0))
         deadline = std::min(deadline, Clock::now() + std::chrono::seconds(45));
     }
   }
-  for (int i = 0; i < n; ++i) {
-    if (!kids[i].exited) {
-      if (timedOut) kill(kids[i].pid, SIGKILL);
-      waitpid(kids[i].pid, &kids[i].status, 0);
-      kids[i].exited = true;
-    }
-    if (kids[i].fd >= 0) {
-      drain(kids[i], i, same);
-      if (kids[i].fd >= 0) close(kids[i].fd);
-    }
-  }
+  if (timedOut) procs.killRemaining();
+  while (!procs.allEnded() || procs.anyOpen()) procs.pump(50, onLine);  // what they wrote before they ended
 
   for (int i = 0; i < n; ++i) {
     const Child& c = kids[i];
+    const int status = procs.status(i);
     std::string who = job + " rank " + std::to_string(i) + " (group " + layout[i] + "): ";
     for (const auto& f : c.failures) ADD_FAILURE() << who << f;
     if (timedOut && !c.done)
       ADD_FAILURE() << who << "still running after the " << opt.deadlineS
                     << " s deadline (killed); last step: " << c.lastStep;
-    else if (WIFSIGNALED(c.status))
-      ADD_FAILURE() << who << "died of signal " << WTERMSIG(c.status) << " (" << strsignal(WTERMSIG(c.status))
+    else if (WIFSIGNALED(status))
+      ADD_FAILURE() << who << "died of signal " << WTERMSIG(status) << " (" << strsignal(WTERMSIG(status))
                     << "); last step: " << c.lastStep;
-    else if (WIFEXITED(c.status) && WEXITSTATUS(c.status) != 0 && c.failures.empty())
-      ADD_FAILURE() << who << "exited with code " << WEXITSTATUS(c.status) << "; last step: " << c.lastStep;
+    else if (WIFEXITED(status) && WEXITSTATUS(status) != 0 && c.failures.empty())
+      ADD_FAILURE() << who << "exited with code " << WEXITSTATUS(status) << "; last step: " << c.lastStep;
   }
   int reported = 0;
   for (const auto& [label, byRank] : same) {

@@ -40,6 +40,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -52,6 +53,7 @@
 #include <vector>
 
 #include "hetccl/hetccl.h"
+#include "forked_ranks.h"
 #include "reference/elements.h"
 
 namespace {
@@ -365,52 +367,40 @@ int main(int argc, char** argv) {
   printf("soak: %ld ops over %s on ranks a,a,b,b, seed %llu, every %ld-th checked, counts 0..%zu, %s\n", o.ops,
          o.transport.c_str(), static_cast<unsigned long long>(o.seed), o.checkEvery, o.maxCount,
          o.defaultMalloc ? "glibc's default malloc settings" : "mmap threshold fixed at 128 KiB");
+  // Ranks print their own lines; the pipe only tells the parent they are gone.
+  hetccl_test::ForkedRanks ranks;
+  std::string error;
+  if (!ranks.start(
+          kRanks, true,
+          [&o](int rank, int, int idFd) {
+            hetcclUniqueId id{};
+            if (!hetccl_test::readId(idFd, &id)) _exit(3);
+            runRank(rank, id, o);
+          },
+          &error)) {
+    fprintf(stderr, "soak: %s\n", error.c_str());
+    return 1;
+  }
   hetcclUniqueId id;
   if (hetcclGetUniqueId(&id) != hetcclSuccess) {
     fprintf(stderr, "soak: hetcclGetUniqueId: %s\n", hetcclGetLastError(nullptr));
     return 1;
   }
-  fflush(nullptr);
-  std::vector<pid_t> pids;
+  ranks.sendId(id);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(o.deadlineS);
+  while (!ranks.allEnded() && std::chrono::steady_clock::now() < deadline)
+    ranks.pump(20, [](int, const std::string&) {});
+  const std::vector<int> killed = ranks.killRemaining();
+  int failed = static_cast<int>(killed.size());
+  for (int r : killed) fprintf(stderr, "soak: rank %d still running after %d s: killed\n", r, o.deadlineS);
   for (int r = 0; r < kRanks; ++r) {
-    pid_t p = fork();
-    if (p < 0) {
-      perror("fork");
-      return 1;
-    }
-    if (p == 0) runRank(r, id, o);
-    pids.push_back(p);
-  }
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(o.deadlineS);
-  int failed = 0, left = kRanks;
-  std::vector<bool> done(kRanks, false);
-  while (left > 0) {
-    int status = 0;
-    pid_t p = waitpid(-1, &status, WNOHANG);
-    if (p > 0) {
-      for (int r = 0; r < kRanks; ++r) {
-        if (pids[r] != p) continue;
-        done[r] = true;
-        --left;
-        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-          ++failed;
-          if (WIFSIGNALED(status))
-            fprintf(stderr, "soak: rank %d killed by signal %d\n", r, WTERMSIG(status));
-          else
-            fprintf(stderr, "soak: rank %d failed (exit %d)\n", r, WEXITSTATUS(status));
-        }
-      }
-      continue;
-    }
-    if (std::chrono::steady_clock::now() > deadline) {
-      fprintf(stderr, "soak: ranks still running after %d s: killed\n", o.deadlineS);
-      for (int r = 0; r < kRanks; ++r)
-        if (!done[r]) kill(pids[r], SIGKILL), ++failed;
-      while (waitpid(-1, nullptr, 0) > 0) {
-      }
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    const int status = ranks.status(r);
+    if ((WIFEXITED(status) && WEXITSTATUS(status) == 0) || std::count(killed.begin(), killed.end(), r)) continue;
+    ++failed;
+    if (WIFSIGNALED(status))
+      fprintf(stderr, "soak: rank %d killed by signal %d\n", r, WTERMSIG(status));
+    else
+      fprintf(stderr, "soak: rank %d failed (exit %d)\n", r, WEXITSTATUS(status));
   }
   printf("soak: %s\n", failed ? "FAILED" : "passed");
   return failed ? 1 : 0;

@@ -44,10 +44,14 @@
 #include "core/log.h"
 #include "hetccl/hetccl.h"
 #include "transport/transport.h"
+#include "unit_util.h"
 
 namespace {
 
 using namespace hetccl;
+using hetccl::test::expectAllOk;
+using hetccl::test::newJob;
+using hetccl::test::runRanks;
 using Clock = std::chrono::steady_clock;
 
 // See KNOWN RACE above.
@@ -56,31 +60,6 @@ class LogFirstOnMain : public ::testing::Environment {
   void SetUp() override { logEnabled(LogLevel::kWarn, kAll); }
 };
 const auto* const kLogFirst = ::testing::AddGlobalTestEnvironment(new LogFirstOnMain);
-
-// Runs fn(rank) on n threads; returns each thread's exception text ("" if none).
-std::vector<std::string> onThreads(int n, const std::function<void(int)>& fn) {
-  std::vector<std::string> errs(n);
-  std::vector<std::thread> ts;
-  for (int r = 0; r < n; ++r)
-    ts.emplace_back([&, r] {
-      try {
-        fn(r);
-      } catch (const std::exception& e) {
-        errs[r] = "rank " + std::to_string(r) + ": " + e.what();
-      }
-    });
-  for (auto& t : ts) t.join();
-  return errs;
-}
-
-void expectNoErrors(const std::vector<std::string>& errs) {
-  for (const auto& e : errs) EXPECT_EQ(e, "");
-}
-
-IdContents loopbackJob(double timeoutS = 60) {
-  SockAddr lo = SockAddr::parse("127.0.0.1:0");
-  return startRootServer(lo, newIdContents(lo), timeoutS);
-}
 
 uint8_t pattern(int from, int to, int round, size_t i) {
   return static_cast<uint8_t>(from * 41 + to * 7 + round * 3 + i * 13 + (i >> 11));
@@ -99,13 +78,13 @@ class TsanTransport : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(TsanTransport, AllPeersBothWaysManyRoundsThenAbort) {
   const int n = 4;
-  IdContents id = loopbackJob();
+  IdContents id = newJob(60);
   std::vector<std::atomic<bool>> aborts(n);
   // Sizes cross the shm slot (256 KiB: single-copy reads) and wrap the small rings and staging.
   const std::vector<size_t> sizes = {0, 1, 4099, 70000, 300001};
   std::atomic<int> waiting{0};
   std::atomic<bool> abortTested{false};
-  expectNoErrors(onThreads(n, [&](int r) {
+  expectAllOk(runRanks(n, [&](int r) {
     Bootstrap b(id, r, n, {static_cast<uint8_t>(r)}, 60, &aborts[r]);
     TransportContext ctx;
     ctx.rank = r;
@@ -188,9 +167,9 @@ INSTANTIATE_TEST_SUITE_P(Both, TsanTransport, ::testing::Values("tcp", "shm"),
 
 TEST(TsanRoot, ManyRanksAndWrongSecretClientsAtOnce) {
   const int n = 8, hostile = 4;
-  IdContents id = loopbackJob(30);
+  IdContents id = newJob(30);
   std::vector<std::vector<std::vector<uint8_t>>> tables(n);
-  auto errs = onThreads(n + hostile, [&](int t) {
+  auto errs = runRanks(n + hostile, [&](int t) {
     if (t >= n) {  // knows the address but not the secret
       IdContents bad = id;
       bad.secret[t % 32] ^= 0x5a;
@@ -204,7 +183,7 @@ TEST(TsanRoot, ManyRanksAndWrongSecretClientsAtOnce) {
     }
     tables[t] = rendezvous(id, t, n, std::vector<uint8_t>(16, static_cast<uint8_t>(t)), Deadline::in(20));
   });
-  expectNoErrors(errs);
+  expectAllOk(errs);
   for (int t = 0; t < n; ++t) {
     ASSERT_EQ(tables[t].size(), static_cast<size_t>(n)) << "rank " << t;
     for (int r = 0; r < n; ++r) EXPECT_EQ(tables[t][r], std::vector<uint8_t>(16, static_cast<uint8_t>(r)));
@@ -216,14 +195,14 @@ TEST(TsanRoot, ManyRanksAndWrongSecretClientsAtOnce) {
 // range") still decides what every later rank is held to: the two correct
 // ranks below are refused with "rank 0 says nranks=2 but another rank said 3".
 TEST(TsanRoot, ARefusedClientDoesNotBindTheOthers) {
-  IdContents id = loopbackJob(30);
+  IdContents id = newJob(30);
   try {
     rendezvous(id, 4, 3, std::vector<uint8_t>(8, 9), Deadline::in(10));
     ADD_FAILURE() << "rank 4 of 3 joined";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), hetcclInvalidUsage) << e.what();
   }
-  expectNoErrors(onThreads(2, [&](int r) {
+  expectAllOk(runRanks(2, [&](int r) {
     auto table = rendezvous(id, r, 2, std::vector<uint8_t>(16, static_cast<uint8_t>(r)), Deadline::in(10));
     EXPECT_EQ(table.size(), 2u);
   }));
@@ -267,7 +246,7 @@ TEST_P(TsanProxy, QueuedCollectivesWhileAnotherThreadPolls) {
   const size_t count = 5000;
   hetcclUniqueId uid;
   ASSERT_EQ(hetcclGetUniqueId(&uid), hetcclSuccess);
-  expectNoErrors(onThreads(n, [&](int r) {
+  expectAllOk(runRanks(n, [&](int r) {
     hetcclConfig_t cfg = HETCCL_CONFIG_INITIALIZER;
     cfg.blocking = 0;
     cfg.groupName = kGroups[r];
@@ -347,7 +326,7 @@ TEST_P(TsanProxy, AbortFromAnotherThreadWhileTheProxyWaits) {
   std::vector<hetcclComm_t> comms(n, nullptr);
   std::atomic<int> queued{0};
   std::vector<std::vector<float>> bufs(n, std::vector<float>(100000, 1.0f));
-  expectNoErrors(onThreads(n, [&](int r) {
+  expectAllOk(runRanks(n, [&](int r) {
     hetcclConfig_t cfg = HETCCL_CONFIG_INITIALIZER;
     cfg.blocking = 0;
     cfg.groupName = kGroups[r];
@@ -373,7 +352,7 @@ TEST_P(TsanProxy, AbortFromAnotherThreadWhileTheProxyWaits) {
     EXPECT_EQ(st, hetcclInProgress) << "rank " << r << " did not wait for rank " << n - 1;
   }
   auto start = Clock::now();
-  expectNoErrors(onThreads(n, [&](int r) {
+  expectAllOk(runRanks(n, [&](int r) {
     EXPECT_EQ(r < n - 1 ? hetcclCommAbort(comms[r]) : hetcclCommDestroy(comms[r]), hetcclSuccess)
         << hetcclGetLastError(nullptr);
   }));
@@ -390,7 +369,7 @@ TEST_P(TsanProxy, SplitWhileQueuedCollectivesCheckForMismatch) {
   setenv("HETCCL_CHECK_MISMATCH", "1", 1);
   hetcclUniqueId uid;
   ASSERT_EQ(hetcclGetUniqueId(&uid), hetcclSuccess);
-  expectNoErrors(onThreads(n, [&](int r) {
+  expectAllOk(runRanks(n, [&](int r) {
     hetcclConfig_t cfg = HETCCL_CONFIG_INITIALIZER;
     cfg.blocking = 0;
     cfg.transport = GetParam();
