@@ -104,7 +104,7 @@ class Job {
   bool started_ = false;
   std::string startError_;
   std::vector<RankEnd> ranks_;
-  hetccl_test::ForkedRanks procs_;
+  hetccl_tools::ForkedRanks procs_;
 };
 
 // A port pair (p, p+1) that is free now: torchrun's MASTER_PORT and hetccl's

@@ -293,13 +293,13 @@ void runJob(const std::string& layoutText, const JobOptions& opt, const std::fun
   // The ranks are forked before the id exists and read it from a pipe
   // (forked_ranks.h says why).
   std::vector<Child> kids(n);
-  hetccl_test::ForkedRanks procs;
+  hetccl_tools::ForkedRanks procs;
   std::string startError;
   const bool started = procs.start(
       n, true,
       [&](int rank, int reportFd, int idFd) {
         hetcclUniqueId id{};
-        if (!hetccl_test::readId(idFd, &id)) _exit(3);  // the parent is gone
+        if (!hetccl_tools::readId(idFd, &id)) _exit(3);  // the parent is gone
         gReportFd = reportFd;
         runChild(rank, n, layout, opt, id, body);
       },

@@ -368,13 +368,13 @@ int main(int argc, char** argv) {
          o.transport.c_str(), static_cast<unsigned long long>(o.seed), o.checkEvery, o.maxCount,
          o.defaultMalloc ? "glibc's default malloc settings" : "mmap threshold fixed at 128 KiB");
   // Ranks print their own lines; the pipe only tells the parent they are gone.
-  hetccl_test::ForkedRanks ranks;
+  hetccl_tools::ForkedRanks ranks;
   std::string error;
   if (!ranks.start(
           kRanks, true,
           [&o](int rank, int, int idFd) {
             hetcclUniqueId id{};
-            if (!hetccl_test::readId(idFd, &id)) _exit(3);
+            if (!hetccl_tools::readId(idFd, &id)) _exit(3);
             runRank(rank, id, o);
           },
           &error)) {

@@ -1,5 +1,6 @@
 #include "launch.h"
 
+#include "forked_ranks.h"
 #include "gpu.h"
 
 #include <signal.h>
@@ -101,18 +102,16 @@ std::string describe(int status) {
   return "stopped";
 }
 
-// Waits for every child. The first failure that is not "wrong results" (a
+// Waits for every rank. The first failure that is not "wrong results" (a
 // clean, collective outcome) or the deadline gets the rest SIGTERM, then
 // SIGKILL two seconds later.
-int supervise(std::vector<pid_t>& pids, int timeoutS) {
+int supervise(hetccl_tools::ForkedRanks& ranks, int timeoutS) {
   const auto start = Clock::now();
   bool killing = false;
   Clock::time_point hardKillAt{};
   int code = kExitOk;
-  size_t left = pids.size();
   auto signalRest = [&](int sig) {
-    for (pid_t p : pids)
-      if (p > 0) kill(p, sig);
+    for (int r = 0; r < ranks.size(); ++r) ranks.signal(r, sig);
   };
   auto startKilling = [&] {
     if (killing) return;
@@ -120,107 +119,60 @@ int supervise(std::vector<pid_t>& pids, int timeoutS) {
     signalRest(SIGTERM);
     hardKillAt = Clock::now() + std::chrono::seconds(2);
   };
-  while (left > 0) {
-    int status = 0;
-    pid_t pid = waitpid(-1, &status, WNOHANG);
-    if (pid < 0) {
-      if (errno == EINTR) continue;
-      break;  // ECHILD: none left
-    }
-    if (pid == 0) {
-      if (!killing && timeoutS > 0 && Clock::now() - start > std::chrono::seconds(timeoutS)) {
-        fprintf(stderr, "hetccl-perf: ranks still running after --timeout %d s: killing them\n", timeoutS);
-        code = kExitTimeout;
-        startKilling();
+  std::vector<bool> seen(ranks.size(), false);
+  while (!ranks.allEnded()) {
+    ranks.pump(10, [](int, const std::string&) {});  // ranks print their own output
+    for (int rank = 0; rank < ranks.size(); ++rank) {
+      if (seen[rank] || !ranks.ended(rank)) continue;
+      seen[rank] = true;
+      const int status = ranks.status(rank);
+      const bool clean = WIFEXITED(status) && (WEXITSTATUS(status) == kExitOk || WEXITSTATUS(status) == kExitWrong);
+      if (clean) {
+        if (code == kExitOk) code = WEXITSTATUS(status);
+        continue;
       }
-      if (killing && Clock::now() > hardKillAt) signalRest(SIGKILL);
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      continue;
+      if (killing) continue;  // its death is what we caused
+      fprintf(stderr, "hetccl-perf: rank %d %s; stopping the other ranks\n", rank, describe(status).c_str());
+      code = WIFEXITED(status) ? WEXITSTATUS(status) : kExitError;
+      startKilling();
     }
-    size_t rank = 0;
-    while (rank < pids.size() && pids[rank] != pid) ++rank;
-    if (rank == pids.size()) continue;
-    pids[rank] = -1;
-    --left;
-    bool clean = WIFEXITED(status) && (WEXITSTATUS(status) == kExitOk || WEXITSTATUS(status) == kExitWrong);
-    if (clean) {
-      if (code == kExitOk) code = WEXITSTATUS(status);
-      continue;
+    if (!killing && timeoutS > 0 && Clock::now() - start > std::chrono::seconds(timeoutS)) {
+      fprintf(stderr, "hetccl-perf: ranks still running after --timeout %d s: killing them\n", timeoutS);
+      code = kExitTimeout;
+      startKilling();
     }
-    if (killing) continue;  // its death is what we caused
-    fprintf(stderr, "hetccl-perf: rank %zu %s; stopping the other ranks\n", rank, describe(status).c_str());
-    code = WIFEXITED(status) ? WEXITSTATUS(status) : kExitError;
-    startKilling();
+    if (killing && Clock::now() > hardKillAt) signalRest(SIGKILL);
   }
   return code;
 }
 
 }  // namespace
 
-// Reads the unique id the parent sends once every rank exists; false when the
-// parent went away first.
-static bool readId(int fd, hetcclUniqueId* id) {
-  size_t got = 0;
-  while (got < sizeof(*id)) {
-    ssize_t n = read(fd, id->internal + got, sizeof(*id) - got);
-    if (n <= 0) return false;
-    got += static_cast<size_t>(n);
-  }
-  return true;
-}
-
 int launchLocal(const Options& o, const RankBody& body) {
-  // Ranks are forked before the parent makes the id: hetcclGetUniqueId starts
-  // the rendezvous thread, and a fork after a thread started can inherit a
-  // lock that thread holds (seen with ASan's allocator).
-  fflush(stdout);
-  fflush(stderr);
+  // The id is made after the fork (forked_ranks.h says why).
   const pid_t parent = getpid();
-  std::vector<pid_t> pids;
-  std::vector<int> idPipes;
-  for (int rank = 0; rank < o.np; ++rank) {
-    int fds[2];
-    if (pipe(fds) != 0) {
-      fprintf(stderr, "hetccl-perf: pipe: %s\n", strerror(errno));
-      for (pid_t p : pids) kill(p, SIGKILL);
-      for (pid_t p : pids) waitpid(p, nullptr, 0);
-      return kExitError;
-    }
-    pid_t pid = fork();
-    if (pid == 0) {
-      close(fds[1]);
-      for (int w : idPipes) close(w);
-      hetcclUniqueId id;
-      if (!readId(fds[0], &id)) _exit(kExitError);
-      close(fds[0]);
-      childMain(o, id, rank, parent, body);
-    }
-    close(fds[0]);
-    if (pid < 0) {
-      fprintf(stderr, "hetccl-perf: fork of rank %d failed: %s\n", rank, strerror(errno));
-      close(fds[1]);
-      for (pid_t p : pids) kill(p, SIGKILL);
-      for (pid_t p : pids) waitpid(p, nullptr, 0);
-      return kExitError;
-    }
-    pids.push_back(pid);
-    idPipes.push_back(fds[1]);
+  hetccl_tools::ForkedRanks ranks;
+  std::string error;
+  if (!ranks.start(
+          o.np, true,
+          [&](int rank, int, int idFd) {
+            hetcclUniqueId id;
+            if (!hetccl_tools::readId(idFd, &id)) _exit(kExitError);
+            childMain(o, id, rank, parent, body);
+          },
+          &error)) {
+    fprintf(stderr, "hetccl-perf: starting the ranks: %s\n", error.c_str());
+    return kExitError;
   }
   hetcclUniqueId id;
   hetcclResult_t r = hetcclGetUniqueId(&id);
   if (r != hetcclSuccess) {
     fprintf(stderr, "hetccl-perf: hetcclGetUniqueId failed: %s: %s\n", hetcclGetErrorString(r),
             hetcclGetLastError(nullptr));
-    for (pid_t p : pids) kill(p, SIGKILL);
-    for (pid_t p : pids) waitpid(p, nullptr, 0);
-    return kExitError;
+    return kExitError;  // ranks' destructor kills them
   }
-  for (int w : idPipes) {
-    if (write(w, id.internal, sizeof(id)) != static_cast<ssize_t>(sizeof(id)))
-      fprintf(stderr, "hetccl-perf: could not hand the id to a rank: %s\n", strerror(errno));
-    close(w);
-  }
-  return supervise(pids, o.timeoutS);
+  if (!ranks.sendId(id)) fprintf(stderr, "hetccl-perf: could not hand the id to a rank: %s\n", strerror(errno));
+  return supervise(ranks, o.timeoutS);
 }
 
 int launchFromEnv(const Options& o, const RankBody& body) {

@@ -10,7 +10,7 @@
 #include <cstdio>
 #include <cstring>
 
-namespace hetccl_test {
+namespace hetccl_tools {
 
 ForkedRanks::~ForkedRanks() {
   killRemaining();
@@ -146,4 +146,4 @@ std::vector<int> ForkedRanks::killRemaining() {
   return killed;
 }
 
-}  // namespace hetccl_test
+}  // namespace hetccl_tools

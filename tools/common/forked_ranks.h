@@ -1,7 +1,8 @@
-// Ranks as forked processes of the test, each with a pipe of text lines to
-// the parent: the one way the multi-process suite (tests/mp/harness.h) and
-// the fault suite (tests/fault/fault_job.h) start, watch, reap and kill
-// their ranks. What the lines say, and what the parent asserts, is theirs.
+// Ranks as forked processes, each with a pipe of text lines to the parent:
+// the one way hetccl-perf's --np (tools/perf/launch.cc), the multi-process
+// suite (tests/mp/harness.h), the fault suite (tests/fault/fault_job.h) and
+// the soak test start, watch, reap and kill their ranks. What the lines say,
+// and what the parent makes of them, is theirs.
 //
 // The job's unique id may be made after the fork and sent down a pipe of
 // its own (sendId): hetcclGetUniqueId starts the rendezvous thread, and a
@@ -17,7 +18,7 @@
 
 #include "hetccl/hetccl.h"
 
-namespace hetccl_test {
+namespace hetccl_tools {
 
 class ForkedRanks {
  public:
@@ -70,4 +71,4 @@ class ForkedRanks {
 // away first.
 bool readId(int idFd, hetcclUniqueId* id);
 
-}  // namespace hetccl_test
+}  // namespace hetccl_tools
