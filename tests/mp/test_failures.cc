@@ -3,6 +3,7 @@
 // promise (DESIGN.md): an error naming the peer, never a crash or a hang.
 // Also zero-count calls with NULL buffers, which the argument checks accept.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -205,6 +206,33 @@ TEST_P(Failures, MismatchedCalls) {
       EXPECT_LT(secondsSince(t0), 10) << "variant " << variant << ": a mismatch must fail at once";
     });
   }
+}
+
+// A count larger than the root's buffer, over shm's single copy (the other
+// rank reads the root's memory): the reader's error says that is what it
+// looks like, not "Bad address (did it exit?)"; both ranks fail, neither
+// crashes. The root's buffer is 1 MiB followed by an inaccessible MiB, and
+// the in-place Broadcast of 2 MiB never touches it on the root itself.
+TEST(BufferTooSmall, ACountLargerThanThePeersBufferIsNamedAsThat) {
+  JobOptions opt;
+  opt.transport = "shm";
+  runJob("a,a", opt, [](Rank& r) {
+    warmUp(r);
+    const size_t bytes = size_t{2} << 20;
+    void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(mem, MAP_FAILED);
+    if (r.rank == 0) {
+      ASSERT_EQ(mprotect(static_cast<char*>(mem) + bytes / 2, bytes / 2, PROT_NONE), 0);
+    }
+    hetcclResult_t res = hetcclBroadcast(mem, mem, bytes / 4, hetcclFloat32, 0, r.comm, nullptr);
+    const std::string why = hetcclGetLastError(r.comm);
+    EXPECT_NE(res, hetcclSuccess) << "rank " << r.rank;
+    if (r.rank == 1) {
+      EXPECT_EQ(res, hetcclInvalidArgument) << why;
+      EXPECT_NE(why.find("is a count larger than its buffer?"), std::string::npos) << why;
+    }
+    munmap(mem, bytes);
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, Failures, ::testing::ValuesIn(transportsWithUcx()),
