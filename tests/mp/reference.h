@@ -1,91 +1,32 @@
-// Inputs and expected results of the collective checks, computed by the test
-// itself in double precision (never through the library).
-//
-// Reductions follow hetccl's documented semantics:
-//  - sum, prod, max, min combine element-wise; integers wrap (inputs here
-//    never overflow); low-precision floats combine in float32 and round to
-//    nearest-even after each combine; fp8 saturates at its largest finite.
-//  - avg on floats = PreMulSum(1/nranks): each rank's input is multiplied by
-//    1/nranks and rounded to the element type, then summed. avg on integers
-//    = sum, then division by nranks truncating toward zero.
-//  - PreMulSum(s): each input multiplied by s and rounded to the type, then
-//    summed. The tests use s = 0.5 for floats and s = 3 for integers.
+// The multi-process suite's view of the collective reference
+// (tools/reference/collectives.h): its vocabulary in namespace hmp, and
+// EXPECT-style comparisons that record one failure naming the first
+// mismatch and the number of mismatches.
 #pragma once
 
-#include <cstddef>
-#include <cstdint>
 #include <string>
-#include <vector>
 
-#include "reference/elements.h"
 #include "hetccl/hetccl.h"
+#include "reference/collectives.h"
 
 namespace hmp {
 
-enum class Coll {
-  kAllReduce,
-  kBroadcast,
-  kReduce,
-  kAllGather,
-  kReduceScatter,
-  kAlltoAll,
-  kGather,
-  kScatter,
-  kSendRecv
-};
-enum class Op { kSum, kProd, kMax, kMin, kAvg, kPreMulSum };
+using ref::allColls;
+using ref::allOps;
+using ref::Check;
+using ref::Coll;
+using ref::collName;
+using ref::Expected;
+using ref::fillBytes;
+using ref::fillInput;
+using ref::inputValue;
+using ref::Op;
+using ref::opName;
+using ref::preMulScalar;
+using ref::reduceExpected;
+using ref::reduces;
+using ref::Values;
 
-// How inputs are chosen.
-enum class Values {
-  // Per op: small integers (sum, avg, premulsum), mostly 1 with a few 2 and
-  // -1 (prod), values over the whole range (max, min). Every partial result
-  // is exact in every type, so results compare exactly whatever the order of
-  // the combines (except float avg over a rank count that is not a power of
-  // two, where 1/n is inexact: compared within the kRandom bound).
-  kExact,
-  // Uniform in [-1, 1), rounded to the type (float types; sum, avg,
-  // premulsum): compared within the bound of recursive summation,
-  // (n-1) * u * sum|x_i|, u the unit roundoff of the type.
-  kRandom,
-};
-
-struct Check {
-  Coll coll = Coll::kAllReduce;
-  hetcclDataType_t dt = hetcclFloat32;
-  Op op = Op::kSum;  // reducing collectives only
-  size_t count = 0;  // the API's count argument
-  bool inPlace = false;
-  int root = 0;  // Broadcast, Reduce, Gather, Scatter
-  Values values = Values::kExact;
-  uint64_t seed = 1;
-  std::string label() const;  // "AllReduce float32 sum count=7 in-place root=1"
-};
-
-const char* collName(Coll c);
-const char* opName(Op op);
-bool reduces(Coll c);
-const std::vector<Coll>& allColls();
-const std::vector<Op>& allOps();
-// The PreMulSum scalar the tests use for dt (0.5 for floats, 3 for integers).
-double preMulScalar(hetcclDataType_t dt);
-
-// Element `i` of rank `rank`'s input to a reducing check.
-double inputValue(const Check& c, int rank, size_t i);
-// Stores elements [first, first+n) of rank's input into out.
-void fillInput(const Check& c, int rank, size_t first, size_t n, void* out);
-// Data-movement checks: bytes that depend on (seed, rank, offset).
-void fillBytes(uint64_t seed, int rank, size_t offset, void* out, size_t bytes);
-
-// Expected results of a reduction over `nranks` ranks of inputs
-// [first, first+n): value, and the allowed distance (0 = exact).
-struct Expected {
-  std::vector<double> value;
-  std::vector<double> bound;
-};
-Expected reduceExpected(const Check& c, int nranks, size_t first, size_t n);
-
-// EXPECT-style comparisons: record one failure naming the first mismatch
-// and the number of mismatches.
 void expectReduced(const Check& c, const void* got, const Expected& want, const std::string& what);
 void expectBytes(hetcclDataType_t dt, const void* got, const void* want, size_t bytes, const std::string& what);
 

@@ -1,15 +1,20 @@
 // The reference model of the element types (tools/reference/elements.h)
 // that the suites' expected results come from: known encodings, and where
 // the compiler has a type of its own (_Float16, float's top half for
-// bfloat16), agreement with it on every encoding and on rounding.
+// bfloat16), agreement with it on every encoding and on rounding; and
+// hetccl-perf's checker over the collective reference.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <random>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
+#include "check.h"
 #include "reference/elements.h"
 
 namespace {
@@ -113,6 +118,67 @@ TEST(ReferenceElements, IntegersWrapWhenRoundedAndRefuseWhenExact) {
   int32_t neg = -5;
   EXPECT_EQ(static_cast<int64_t>(ref::loadBits(hetcclInt32, &neg)), -5);
   EXPECT_EQ(ref::describeElem(hetcclInt32, &neg), "-5 (0xfffffffb)");
+}
+
+}  // namespace
+
+namespace {
+
+// hetccl-perf's checker over the shared reference: a right result counts
+// no wrong element, one changed element counts one; on 4 ranks and on 20
+// (where only every third rank feeds an element, to stay exact).
+TEST(PerfReference, CountsExactlyTheWrongElements) {
+  for (int nranks : {4, 20}) {
+    for (hetcclDataType_t dt : {hetcclInt8, hetcclFloat16, hetcclFloat8e5m2, hetcclFloat64}) {
+      for (hetcclRedOp_t op : {hetcclSum, hetcclProd, hetcclMax, hetcclAvg}) {
+        SCOPED_TRACE(std::string(ref::typeInfo(dt).name) + " op " + std::to_string(op) + " on " +
+                     std::to_string(nranks));
+        perf::Reference reference(perf::Coll::kAllReduce, dt, op, nranks, 0);
+        const size_t count = 1000, es = ref::typeSize(dt);
+        perf::Geometry g;
+        g.count = g.sendElems = g.recvElems = count;
+        // The right result: every rank's input combined in double, rounded once.
+        std::vector<std::vector<uint8_t>> in(nranks, std::vector<uint8_t>(count * es));
+        for (int r = 0; r < nranks; ++r) reference.fill(r, in[r].data(), count);
+        std::vector<uint8_t> out(count * es);
+        for (size_t i = 0; i < count; ++i) {
+          double acc = 0;
+          for (int r = 0; r < nranks; ++r) {
+            double x = ref::loadElem(dt, in[r].data() + i * es);
+            if (op == hetcclAvg && ref::isFloating(dt)) x = ref::roundTo(dt, x / nranks);
+            acc = r == 0 ? x : op == hetcclProd ? acc * x : op == hetcclMax ? std::max(acc, x) : acc + x;
+          }
+          if (op == hetcclAvg && !ref::isFloating(dt)) acc = std::trunc(acc / nranks);
+          ref::storeRounded(dt, out.data() + i * es, acc);
+        }
+        EXPECT_EQ(reference.countWrongOutput(0, g, out.data()), 0);
+        EXPECT_EQ(reference.countChangedInput(3, in[3].data(), count), 0);
+        out[7 * es + es - 1] ^= 0x40;  // an exponent bit: beyond any bound
+        in[3][9 * es] ^= 0x40;
+        EXPECT_EQ(reference.countWrongOutput(0, g, out.data()), 1);
+        EXPECT_EQ(reference.countChangedInput(3, in[3].data(), count), 1);
+      }
+    }
+  }
+}
+
+// The data-moving side: AlltoAll's block from each rank is that rank's
+// stretch of its input stream.
+TEST(PerfReference, AlltoAllBlocksComeFromEachRanksStream) {
+  const int nranks = 5, me = 2;
+  const size_t count = 300, es = 4;
+  perf::Reference reference(perf::Coll::kAlltoAll, hetcclFloat32, hetcclSum, nranks, 0);
+  perf::Geometry g;
+  g.count = count;
+  g.sendElems = g.recvElems = count * nranks;
+  std::vector<uint8_t> out(count * nranks * es), send(count * nranks * es);
+  for (int r = 0; r < nranks; ++r) {
+    reference.fill(r, send.data(), count * nranks);
+    memcpy(out.data() + r * count * es, send.data() + me * count * es, count * es);
+  }
+  EXPECT_EQ(reference.countWrongOutput(me, g, out.data()), 0);
+  out[(2 * count + 5) * es] ^= 1;
+  EXPECT_EQ(reference.countWrongOutput(me, g, out.data()), 1);
 }
 
 }  // namespace

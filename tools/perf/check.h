@@ -1,5 +1,11 @@
-// Reference data: a deterministic input per (rank, index) and, computed on
-// each rank alone in double precision, the output every collective must give.
+// hetccl-perf's check of a call's results: the inputs of every rank and the
+// output each must get come from the shared collective reference
+// (tools/reference/collectives.h, the multi-process suite's too), computed on
+// each rank alone in double precision: exact small integers for sum, prod and
+// avg (at most 8 ranks feed any element, whatever the rank count), values over
+// each type's range for max and min, hashed bytes for the data-moving
+// collectives. Results compare exactly, except a float avg over a rank count
+// that is not a power of two (within the bound of its roundings).
 #ifndef HETCCL_TOOLS_PERF_CHECK_H_
 #define HETCCL_TOOLS_PERF_CHECK_H_
 
@@ -8,6 +14,7 @@
 
 #include "coll.h"
 #include "options.h"
+#include "reference/collectives.h"
 
 namespace perf {
 
@@ -23,25 +30,16 @@ class Reference {
   // the collective defines no output on this rank (reduce, gather off the root).
   int64_t countWrongOutput(int rank, const Geometry& g, const void* recv) const;
 
-  // Relative tolerance of averages in the type (other results are exact, see check.cc).
-  static double avgTolerance(hetcclDataType_t dt);
-
  private:
-  int smallInt(int rank, size_t idx) const;  // the input as a small integer
-  double stored(int v) const { return stored_[v + 1]; }
-  const unsigned char* encoded(int v) const { return encoded_[v + 1]; }
+  // Fills elements [first, first + n) of rank's input stream into out.
+  void input(int rank, size_t first, size_t n, void* out) const;
   int64_t wrongReduced(int rank, const Geometry& g, const unsigned char* recv) const;
   int64_t wrongMoved(int rank, const Geometry& g, const unsigned char* recv) const;
 
   Coll coll_;
-  hetcclDataType_t dt_;
-  hetcclRedOp_t op_;
   int nranks_;
-  int root_;
   size_t es_;
-  size_t stride_;                 // sum, avg, prod: rank r contributes to idx when (r + idx) % stride_ == 0
-  double stored_[18];             // value of the small integers -1..16 once stored in the type
-  unsigned char encoded_[18][8];  // and their bytes
+  ref::Check check_;  // type, op, root and the exact values' stride
 };
 
 }  // namespace perf
