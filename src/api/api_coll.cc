@@ -121,22 +121,22 @@ bool dispatchCalls(hetcclComm* comm, const std::vector<CollArgs>& calls, bool ma
   }
   if (blocking) checkReady(comm);  // a non-blocking rank's init may still run on the proxy
   const uint64_t first = recordCalls(*comm, calls, FlightRecorder::State::kIssued);
-  auto run = [comm, calls, first] {
-    countHostCalls(*comm, calls.size());  // the topology is known once init ran
-    recorded(*comm, first, calls.size(), true, [&] { runCalls(hostPlan(*comm), calls); });
+  auto run = [comm, first](const std::vector<CollArgs>& cs) {
+    countHostCalls(*comm, cs.size());  // the topology is known once init ran
+    recorded(*comm, first, cs.size(), true, [&] { runCalls(hostPlan(*comm), cs); });
   };
-  if (blocking && mayWait) {
-    failOnError(*comm, run);
+  if (blocking && mayWait) {  // on this thread: the calls are not copied
+    failOnError(*comm, [&] { run(calls); });
     return false;
   }
   if (waitedOnProxy) {
-    comm->proxy().submit([comm, run] {  // the caller waits for it (runTogether)
+    comm->proxy().submit([comm, run, calls] {  // the caller waits for it (runTogether)
       ExclusiveUse inCall(*comm);
-      run();
+      run(calls);
     });
     return false;
   }
-  comm->proxy().submit(run);
+  comm->proxy().submit([run, calls] { run(calls); });
   return true;
 }
 
