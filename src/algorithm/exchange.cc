@@ -9,6 +9,7 @@
 #include "algorithm/self_exchange.h"
 #include "core/bytes.h"
 #include "comm/comm.h"
+#include "comm/observed.h"
 #include "core/error.h"
 
 namespace hetccl {
@@ -51,6 +52,7 @@ void runExchange(const PlanContext& p, const std::vector<CollArgs>& ops, bool co
     if (op.peer == c.rank())
       (op.isSend ? selfSend : selfRecv)
           .push_back({op.isSend ? const_cast<void*>(op.send) : op.recv, op.count * dataTypeSize(op.dt)});
+  if (!selfSend.empty() || !selfRecv.empty()) noteLocalWork();
   if (std::string why = copySelfExchanges(selfSend, selfRecv); !why.empty()) throwRefused(hetcclInvalidUsage, why);
   bool any = false;
   for (const CollArgs& op : ops)

@@ -4,6 +4,7 @@
 #include "elements/host_reduce.h"
 #include "core/bytes.h"
 #include "comm/comm.h"
+#include "comm/observed.h"
 
 namespace hetccl {
 
@@ -17,17 +18,26 @@ bool HostLocalOps::transportFolds() const { return !c_.planFolds(); }
 
 uint8_t* HostLocalOps::scratch(size_t bytes) { return c_.scratch(bytes); }
 
+// Each op is local work between the call's steps (comm/observed.h).
 void HostLocalOps::reduce(void* out, const void* a, const void* b, size_t n, DataType dt, RedKind k) {
+  noteLocalWork();
   reduceArrays(out, a, b, n, dt, k);
 }
 
-void HostLocalOps::copy(void* dst, const void* src, size_t bytes) { copyBytes(dst, src, bytes); }
+void HostLocalOps::copy(void* dst, const void* src, size_t bytes) {
+  noteLocalWork();
+  copyBytes(dst, src, bytes);
+}
 
 void HostLocalOps::scale(void* out, const void* in, size_t n, DataType dt, double scalar) {
+  noteLocalWork();
   scaleArray(out, in, n, dt, scalar);
 }
 
-void HostLocalOps::divide(void* buf, size_t n, DataType dt, int divisor) { divideArray(buf, n, dt, divisor); }
+void HostLocalOps::divide(void* buf, size_t n, DataType dt, int divisor) {
+  noteLocalWork();
+  divideArray(buf, n, dt, divisor);
+}
 
 LocalOps& planOps(const PlanContext& p, HostLocalOps& host) { return p.ops ? *p.ops : host; }
 

@@ -21,8 +21,9 @@ using namespace hetccl;
 namespace {
 
 // Records `calls` in the communicator's flight recorder; returns the first
-// one's number for FlightRecorder::finish.
-uint64_t recordCalls(hetcclComm& comm, const std::vector<CollArgs>& calls, FlightRecorder::State state) {
+// one's number for FlightRecorder::finish. atUs: as FlightRecorder::issue.
+uint64_t recordCalls(hetcclComm& comm, const std::vector<CollArgs>& calls, FlightRecorder::State state,
+                     double* atUs = nullptr) {
   if (!comm.flight().on()) return 0;
   // A GPU rank's calls inside one group end on the stream, unseen here.
   const bool willEnd = state != FlightRecorder::State::kEnqueued || comm.topo().ngroups() > 1;
@@ -32,22 +33,24 @@ uint64_t recordCalls(hetcclComm& comm, const std::vector<CollArgs>& calls, Fligh
   };
   if (calls.size() == 1) {  // the common case, without an allocation
     const FlightRecorder::Call one = of(calls[0]);
-    return comm.flight().issue({&one, 1}, state, willEnd);
+    return comm.flight().issue({&one, 1}, state, willEnd, atUs);
   }
   std::vector<FlightRecorder::Call> fc;
   fc.reserve(calls.size());
   for (const CollArgs& a : calls) fc.push_back(of(a));
-  return comm.flight().issue(fc, state, willEnd);
+  return comm.flight().issue(fc, state, willEnd, atUs);
 }
 
 // Runs body (the calls recorded from `first` on) and records how it ended,
 // with the group and border steps it ran on this thread: inside
 // failOnError, so that the dump a failure writes shows the call failed.
 // ends: body runs the calls to their end (host ranks); else (a GPU rank's
-// enqueue) only a failure ends them here.
+// enqueue) only a failure ends them here. startUs: the calls' start where
+// they run now, on the thread that issued them (their steps may share its
+// clock reading: comm/observed.h), else 0.
 template <class F>
-void recorded(hetcclComm& comm, uint64_t first, size_t n, bool ends, F&& body) {
-  StepScope steps;
+void recorded(hetcclComm& comm, uint64_t first, size_t n, bool ends, double startUs, F&& body) {
+  StepScope steps(startUs);
   try {
     body();
   } catch (const Error& e) {
@@ -57,7 +60,7 @@ void recorded(hetcclComm& comm, uint64_t first, size_t n, bool ends, F&& body) {
     comm.flight().finish(first, n, hetcclInternalError, &steps.tally);
     throw;
   }
-  if (ends) comm.flight().finish(first, n, hetcclSuccess, &steps.tally);
+  if (ends) comm.flight().finish(first, n, hetcclSuccess, &steps.tally, steps.soleStepEndUs());
 }
 
 // GPU calls across groups: the proxy watches each border call to its end
@@ -114,29 +117,30 @@ bool dispatchCalls(hetcclComm* comm, const std::vector<CollArgs>& calls, bool ma
     checkReady(comm);
     const uint64_t first = recordCalls(*comm, calls, FlightRecorder::State::kEnqueued);
     failOnError(*comm, [&] {
-      recorded(*comm, first, calls.size(), false, [&] { enqueueDeviceCalls(*comm, calls, blocking && mayWait); });
+      recorded(*comm, first, calls.size(), false, 0, [&] { enqueueDeviceCalls(*comm, calls, blocking && mayWait); });
     });
     if (first && comm->topo().ngroups() > 1) finishAfterProxy(*comm, first, calls.size());
     return false;
   }
   if (blocking) checkReady(comm);  // a non-blocking rank's init may still run on the proxy
-  const uint64_t first = recordCalls(*comm, calls, FlightRecorder::State::kIssued);
-  auto run = [comm, first](const std::vector<CollArgs>& cs) {
+  double startUs = 0;
+  const uint64_t first = recordCalls(*comm, calls, FlightRecorder::State::kIssued, &startUs);
+  auto run = [comm, first](const std::vector<CollArgs>& cs, double now) {
     countHostCalls(*comm, cs.size());  // the topology is known once init ran
-    recorded(*comm, first, cs.size(), true, [&] { runCalls(hostPlan(*comm), cs); });
+    recorded(*comm, first, cs.size(), true, now, [&] { runCalls(hostPlan(*comm), cs); });
   };
   if (blocking && mayWait) {  // on this thread: the calls are not copied
-    failOnError(*comm, [&] { run(calls); });
+    failOnError(*comm, [&] { run(calls, startUs); });
     return false;
   }
   if (waitedOnProxy) {
     comm->proxy().submit([comm, run, calls] {  // the caller waits for it (runTogether)
       ExclusiveUse inCall(*comm);
-      run(calls);
+      run(calls, 0);
     });
     return false;
   }
-  comm->proxy().submit([run, calls] { run(calls); });
+  comm->proxy().submit([run, calls] { run(calls, 0); });
   return true;
 }
 

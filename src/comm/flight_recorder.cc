@@ -36,7 +36,7 @@ FlightRecorder::FlightRecorder(size_t capacity, std::string dir, CallMetrics* me
 
 double FlightRecorder::nowUs() const { return clockUs() - t0_; }
 
-uint64_t FlightRecorder::issue(std::span<const Call> calls, State state, bool willEnd) {
+uint64_t FlightRecorder::issue(std::span<const Call> calls, State state, bool willEnd, double* atUs) {
   if (cap_ == 0 || calls.empty()) return 0;
   std::lock_guard<std::mutex> g(mu_);  // also the call counters' (see CallMetrics)
   if (metrics_) {
@@ -46,7 +46,9 @@ uint64_t FlightRecorder::issue(std::span<const Call> calls, State state, bool wi
       for (const Call& c : calls) metrics_->callEnqueued(c.kind, c.isSend, c.count, c.dt);
   }
   const uint64_t first = next_;
-  const double t = nowUs();
+  const double now = clockUs();
+  if (atUs) *atUs = now;
+  const double t = now - t0_;
   for (const Call& c : calls) {
     Record& r = ring_[next_ % cap_];
     r = Record{};
@@ -64,10 +66,11 @@ uint64_t FlightRecorder::issue(std::span<const Call> calls, State state, bool wi
   return first;
 }
 
-void FlightRecorder::finish(uint64_t first, size_t n, hetcclResult_t result, const CallMetrics::Tally* steps) {
+void FlightRecorder::finish(uint64_t first, size_t n, hetcclResult_t result, const CallMetrics::Tally* steps,
+                            double endUs) {
   if (cap_ == 0 || first == 0) return;
   std::lock_guard<std::mutex> g(mu_);
-  const double t = nowUs();
+  const double t = (endUs > 0 ? endUs : clockUs()) - t0_;
   for (uint64_t s = first; s < first + n; ++s) {
     Record& r = ring_[s % cap_];
     if (r.seq != s) continue;  // overwritten since

@@ -63,13 +63,17 @@ class FlightRecorder {
   // Records calls issued together; returns the first one's sequence number
   // (the others follow it), 0 when off. `willEnd` false: calls whose end
   // finish() will not see (GPU calls inside one group), counted as enqueued.
-  uint64_t issue(std::span<const Call> calls, State state = State::kIssued, bool willEnd = true);
+  // atUs: where given, the clock reading (clockUs) taken as their start.
+  uint64_t issue(std::span<const Call> calls, State state = State::kIssued, bool willEnd = true,
+                 double* atUs = nullptr);
   uint64_t issue(std::initializer_list<Call> calls, State state = State::kIssued, bool willEnd = true) {
     return issue(std::span<const Call>(calls.begin(), calls.size()), state, willEnd);
   }
   // The end of `n` calls from `first` on (those still in the ring), with
-  // the steps they ran where known.
-  void finish(uint64_t first, size_t n, hetcclResult_t result, const CallMetrics::Tally* steps = nullptr);
+  // the steps they ran where known; at `endUs` (clockUs) where above 0
+  // (a reading the caller already took), else now.
+  void finish(uint64_t first, size_t n, hetcclResult_t result, const CallMetrics::Tally* steps = nullptr,
+              double endUs = 0);
 
   // The ring as JSON (oldest first) with who wrote it and why.
   std::string json(int rank, int nranks, const std::string& commId, const std::string& reason) const;

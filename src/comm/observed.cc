@@ -5,18 +5,43 @@
 namespace hetccl {
 namespace {
 
-thread_local CallMetrics::Tally* tTally = nullptr;
+thread_local StepScope* tScope = nullptr;
 
 void tallyStep(CallMetrics::Link link, uint64_t bytes, double us) {
-  if (!tTally) return;
-  tTally->bytes[link] += bytes;
-  tTally->us[link] += us;
+  if (!tScope) return;
+  tScope->tally.bytes[link] += bytes;
+  tScope->tally.us[link] += us;
+}
+
+// A timed step's start: the call's, where nothing ran since it began.
+double stepStart() {
+  if (tScope && tScope->openUs > 0) {
+    const double t = tScope->openUs;
+    tScope->openUs = 0;
+    return t;
+  }
+  return Tracer::steadyUs();
+}
+
+double stepEnd() {
+  const double t = Tracer::steadyUs();
+  if (tScope) {
+    tScope->lastEndUs = t;
+    ++tScope->timedSteps;
+  }
+  return t;
 }
 
 }  // namespace
 
-StepScope::StepScope() : outer_(tTally) { tTally = &tally; }
-StepScope::~StepScope() { tTally = outer_; }
+StepScope::StepScope(double callStartUs) : openUs(callStartUs), outer_(tScope) { tScope = this; }
+StepScope::~StepScope() { tScope = outer_; }
+
+void noteLocalWork() {
+  if (!tScope) return;
+  tScope->openUs = 0;
+  tScope->localWork = true;
+}
 
 void countBorderBytes(CallMetrics& m, CallMetrics::Link link, uint64_t bytes) {
   if (bytes == 0) return;
@@ -31,19 +56,19 @@ void countBorderTime(CallMetrics& m, CallMetrics::Link link, double us) {
 }
 
 CallMetrics::Tally takeStepTally() {
-  if (!tTally) return {};
-  CallMetrics::Tally t = *tTally;
-  *tTally = {};
+  if (!tScope) return {};
+  CallMetrics::Tally t = tScope->tally;
+  tScope->tally = {};
   return t;
 }
 
 void ObservedTransport::run(std::span<Xfer> xfers) {
-  const double t0 = Tracer::steadyUs();
+  const double t0 = stepStart();
   size_t local = 0, remote = 0;
   for (const Xfer& x : xfers)
     (x.peer >= 0 && static_cast<size_t>(x.peer) < remote_.size() && remote_[x.peer] ? remote : local) += x.bytes;
   inner_->run(xfers);
-  const double t1 = Tracer::steadyUs();
+  const double t1 = stepEnd();
   // The step's time goes to the slower link class it used: across hosts
   // where any transfer left the host.
   const CallMetrics::Link slowest = remote ? CallMetrics::kBorderRemote : CallMetrics::kBorderHost;
@@ -67,14 +92,15 @@ void ObservedBackend::observed(const char* what, size_t count, DataType dt, F&& 
     return;
   }
   if (nranks() == 1 && !t_) {  // a group of one: a local copy, counted without reading the clock
+    noteLocalWork();
     f();
     m_.step(CallMetrics::kGroup, count * dataTypeSize(dt), 0);
     tallyStep(CallMetrics::kGroup, count * dataTypeSize(dt), 0);
     return;
   }
-  const double t0 = Tracer::steadyUs();
+  const double t0 = stepStart();
   f();
-  const double us = Tracer::steadyUs() - t0;
+  const double us = stepEnd() - t0;
   m_.step(CallMetrics::kGroup, count * dataTypeSize(dt), us * 1e-6);
   tallyStep(CallMetrics::kGroup, count * dataTypeSize(dt), us);
   if (t_) t_->step("group", std::string("group: ") + Tracer::sized(what, count, dt), t0);
@@ -114,7 +140,7 @@ void ObservedBackend::recv(void* buf, size_t count, DataType dt, int peer, Strea
 }
 void ObservedBackend::groupStart() {
   if (depth_++ == 0) {
-    groupStart_ = Tracer::steadyUs();
+    groupStart_ = stepStart();
     groupBytes_ = 0;
     groupCalls_ = 0;
   }
@@ -123,7 +149,7 @@ void ObservedBackend::groupStart() {
 void ObservedBackend::groupEnd() {
   inner_.groupEnd();
   if (--depth_ == 0) {
-    const double us = Tracer::steadyUs() - groupStart_;
+    const double us = stepEnd() - groupStart_;
     m_.step(CallMetrics::kGroup, groupBytes_, us * 1e-6);
     tallyStep(CallMetrics::kGroup, groupBytes_, us);
     if (t_)

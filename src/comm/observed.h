@@ -19,16 +19,36 @@ namespace hetccl {
 // The steps the calling thread runs while it lives go into `tally` (as well
 // as into the communicator's counters): the API layer holds one around a
 // call it runs, and puts the tally into the call's flight record.
+//
+// Clock reads shared with the call (each read costs 10-45 ns, a call of
+// 8 bytes a few microseconds): where the call runs on the thread that
+// issued it, `callStartUs` is the call's start, and the call's first step
+// starts there unless local work (a copy, a fold) ran before it; the span
+// between is hetccl's own dispatch (and a communicator's first-use set-up). A call of exactly one timed step and no
+// local work ends where that step ended (soleStepEndUs). So such a call
+// reads the clock twice: at its start and at its step's end.
 struct StepScope {
-  StepScope();
+  explicit StepScope(double callStartUs = 0);
   ~StepScope();
   StepScope(const StepScope&) = delete;
   StepScope& operator=(const StepScope&) = delete;
   CallMetrics::Tally tally;
+  // The end of the call's one step (clockUs), or 0 where it ran another
+  // step or local work, or none.
+  double soleStepEndUs() const { return timedSteps == 1 && !localWork ? lastEndUs : 0; }
+
+  double openUs;  // the call's start while no step or local work has used it
+  double lastEndUs = 0;
+  int timedSteps = 0;
+  bool localWork = false;
 
  private:
-  CallMetrics::Tally* outer_;
+  StepScope* outer_;
 };
+
+// Local work of a call outside its steps (the plan's copies and folds): the
+// steps around it keep their own clock reads.
+void noteLocalWork();
 
 // What the steps the calling thread ran since the last take added up to, in
 // the innermost StepScope it holds (zero when none), which starts again from

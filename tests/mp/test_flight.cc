@@ -1,0 +1,118 @@
+// The flight records of host ranks: how a call's time splits into its steps.
+// A call that runs on the calling thread shares clock reads with its steps
+// (comm/observed.h): a call of one group step and no local work is that
+// step, start to end; a call with local work or several steps keeps each
+// step's own reads, and its steps fit inside it.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "harness.h"
+
+namespace hmp {
+namespace {
+
+struct Rec {
+  std::string coll, op, state;
+  double start = 0, end = 0, group = 0, border = 0;
+};
+
+// The records of rank `rank`'s dump in dir, oldest first.
+std::vector<Rec> records(const std::string& dir, int rank) {
+  std::string cmd = "cat " + dir + "/*-rank" + std::to_string(rank) + ".json 2>/dev/null";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string text;
+  if (p) {
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), p)) > 0) text.append(buf, n);
+    pclose(p);
+  }
+  static const std::regex one(
+      "\"coll\": \"(\\w+)\".*?\"op\": \"(\\w+)\".*?\"state\": \"(\\w+)\".*?\"start_us\": ([0-9.]+), \"end_us\": "
+      "([0-9.]+), \"group_us\": ([0-9.]+), \"border_us\": ([0-9.]+)");
+  std::vector<Rec> out;
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), one); it != std::sregex_iterator(); ++it) {
+    const std::smatch& m = *it;
+    out.push_back({m[1], m[2], m[3], std::stod(m[4]), std::stod(m[5]), std::stod(m[6]), std::stod(m[7])});
+  }
+  return out;
+}
+
+// Runs body on every rank of `layout`, then has each rank dump its records
+// (SIGUSR1) and check them with `check`.
+void withRecords(const std::string& layout, const std::function<void(Rank&)>& body,
+                 const std::function<void(Rank&, const std::vector<Rec>&)>& check) {
+  char tmpl[] = "/tmp/hetccl-flight-steps-XXXXXX";
+  const char* dir = mkdtemp(tmpl);
+  ASSERT_NE(dir, nullptr);
+  JobOptions o;
+  o.env.emplace_back("HETCCL_FLIGHT_DIR", dir);
+  runJob(layout, o, [&](Rank& r) {
+    body(r);
+    std::vector<Rec> recs;
+    for (int i = 0; i < 50 && recs.empty(); ++i) {
+      raise(SIGUSR1);  // the dump is written by a thread of its own
+      std::this_thread::sleep_for(std::chrono::milliseconds(40));
+      recs = records(getenv("HETCCL_FLIGHT_DIR"), r.rank);
+    }
+    check(r, recs);
+  });
+  EXPECT_EQ(system((std::string("rm -rf ") + dir).c_str()), 0);
+}
+
+constexpr double kPrinted = 0.11;  // the dump prints times to 0.1 us
+
+TEST(FlightSteps, AOneStepCallIsItsGroupStepAndLocalWorkIsLeftOut) {
+  withRecords(
+      "a,a",
+      [](Rank& r) {
+        std::vector<float> buf(1 << 16, 1.0f);
+        for (hetcclRedOp_t op : {hetcclSum, hetcclAvg})
+          HC_ASSERT_OK(hetcclAllReduce(buf.data(), buf.data(), buf.size(), hetcclFloat32, op, r.comm, nullptr), r.comm);
+      },
+      [](Rank& r, const std::vector<Rec>& recs) {
+        ASSERT_EQ(recs.size(), 2u) << "rank " << r.rank;
+        for (const Rec& x : recs) {
+          EXPECT_EQ(x.state, "completed");
+          EXPECT_GT(x.group, 0.0) << x.op;
+          EXPECT_EQ(x.border, 0.0) << x.op;
+          EXPECT_GE(x.end - x.start + kPrinted, x.group) << x.op << ": a step longer than its call";
+        }
+        // The sum is one group step and nothing else: the same clock reads.
+        EXPECT_NEAR(recs[0].group, recs[0].end - recs[0].start, kPrinted);
+        // The average divides after its step: that local work is the call's
+        // and not the step's, so its record cannot come from the step alone
+        // (divide 64K floats: microseconds, more than the print's rounding).
+        EXPECT_GT(recs[1].end - recs[1].start, recs[1].group + kPrinted)
+            << "the average's division counted into its group step";
+      });
+}
+
+TEST(FlightSteps, StepsOfACallAcrossGroupsFitInsideIt) {
+  withRecords(
+      "a,a,b,b",
+      [](Rank& r) {
+        std::vector<float> buf(1 << 16, 1.0f);
+        HC_ASSERT_OK(hetcclAllReduce(buf.data(), buf.data(), buf.size(), hetcclFloat32, hetcclSum, r.comm, nullptr),
+                     r.comm);
+      },
+      [](Rank& r, const std::vector<Rec>& recs) {
+        ASSERT_EQ(recs.size(), 1u) << "rank " << r.rank;
+        const Rec& x = recs[0];
+        EXPECT_EQ(x.state, "completed");
+        EXPECT_GT(x.group, 0.0);
+        EXPECT_GT(x.border, 0.0);
+        EXPECT_LE(x.group + x.border, x.end - x.start + 2 * kPrinted);
+      });
+}
+
+}  // namespace
+}  // namespace hmp
