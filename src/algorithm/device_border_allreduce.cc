@@ -156,6 +156,7 @@ void enqueueDeviceBorderAllReduce(Comm& c, const CollArgs& a) {
   const int i = c.groupRank();
   auto* send = static_cast<const uint8_t*>(a.send);
   auto* recv = static_cast<uint8_t*>(a.recv);
+  const Event callStart = BorderCall::startCall(c, s);  // the watch below takes it
 
   // PreMulSum and float Avg scale each input first (by the kernels: the
   // vendor library may not take PreMulSum for every type); integer Avg
@@ -200,7 +201,9 @@ void enqueueDeviceBorderAllReduce(Comm& c, const CollArgs& a) {
     be.groupEnd();
     // Nothing of the border to wait for; a failure elsewhere still makes
     // the result invalid (the failure word).
-    BorderCall(c, a.dt, a.op.kind).watch(s, "AllReduce", n * es, [](bool* poisoned) {
+    BorderCall done(c, a.dt, a.op.kind);
+    done.callStart = callStart;
+    done.watch(s, "AllReduce", n * es, [](bool* poisoned) {
       *poisoned = false;
       return -1;
     });
@@ -209,6 +212,7 @@ void enqueueDeviceBorderAllReduce(Comm& c, const CollArgs& a) {
 
   const uint64_t firstSeq = b.seq();
   BorderAllReduce bc(c, a.dt, a.op.kind, src + start * es, recv + start * es, len);
+  bc.callStart = callStart;
   const bool small = len * es <= std::min(c.smallBytes(), b.partBytes());
   if (len) {
     if (small)

@@ -1,5 +1,6 @@
 #include "algorithm/device_border_call.h"
 
+#include <algorithm>
 #include <string>
 
 #include "comm/observed.h"
@@ -44,6 +45,13 @@ void BorderCall::markEnd(Stream caller) {
   if (!timedStart) return;
   if (!timedEnd) timedEnd = c.stagingState()->takeTimedEvent();
   d.recordEvent(timedEnd, caller);  // again at a later join: the last one counts
+}
+
+Event BorderCall::startCall(Comm& c, Stream caller) {
+  if (c.topo().groupOfRank(c.rank()).ranks.size() < 2) return nullptr;
+  Event e = c.stagingState()->takeTimedEvent();
+  c.device().recordEvent(e, caller);
+  return e;
 }
 
 void BorderCall::fold(uint8_t* out, const uint8_t* mine, size_t n, Stream s) {
@@ -100,14 +108,19 @@ void BorderCall::watch(Stream caller, const char* what, size_t bytes, uint64_t f
 void BorderCall::watch(Stream caller, const char* what, size_t bytes, std::function<int(bool*)> behind) {
   StagingState& ds = *c.stagingState();
   if (timedStart && !timedEnd) markEnd(caller);
-  const Event start = timedStart, stop = timedEnd;
-  timedStart = timedEnd = nullptr;  // the watch owns them now
+  const Event start = timedStart, stop = timedEnd, callFrom = callStart;
+  Event callTo = nullptr;
+  if (callFrom) {
+    callTo = ds.takeTimedEvent();
+    d.recordEvent(callTo, caller);
+  }
+  timedStart = timedEnd = callStart = nullptr;  // the watch owns them now
   Event end = event(caller);
   Comm& comm = c;
   DeviceBorder& border = b;
   std::string name = what;
   c.proxy().submit(
-      [&comm, &border, start, stop, end, behind = std::move(behind), name, bytes, sent = sent] {
+      [&comm, &border, start, stop, callFrom, callTo, end, behind = std::move(behind), name, bytes, sent = sent] {
         try {
           waitEvent(comm.device(), end, comm.options().timeoutS, &comm.abortFlag(),
                     ("waiting for a device border " + name).c_str());
@@ -142,14 +155,18 @@ void BorderCall::watch(Stream caller, const char* what, size_t bytes, std::funct
           throwError(hetcclRemoteError, "device border " + name + ": rank " + std::to_string(failed) +
                                             "'s communicator failed (" + why + "); the result is not valid");
         countBorderBytes(comm.metrics(), CallMetrics::kBorderHost, sent);  // the border is this host's memory
-        if (start) countBorderTime(comm.metrics(), CallMetrics::kBorderHost, comm.device().elapsedUs(start, stop));
+        const double borderUs = start ? comm.device().elapsedUs(start, stop) : 0;
+        if (start) countStepTime(comm.metrics(), CallMetrics::kBorderHost, borderUs);
+        // The rest of the call's device time: its group steps (and the
+        // kernels' local work around them: scaling, division).
+        if (callFrom)
+          countStepTime(comm.metrics(), CallMetrics::kGroup,
+                        std::max(0.0, comm.device().elapsedUs(callFrom, callTo) - borderUs));
       },
-      [&ds, events = events, start, stop] {
+      [&ds, events = events, start, stop, callFrom, callTo] {
         for (Event e : events) ds.giveEvent(e);
-        if (start) {
-          ds.giveTimedEvent(start);
-          ds.giveTimedEvent(stop);
-        }
+        for (Event e : {start, stop, callFrom, callTo})
+          if (e) ds.giveTimedEvent(e);
       });
 }
 

@@ -28,6 +28,12 @@ struct BorderCall {
   // The border's first and last work on the caller's stream (timed events;
   // watch() hands them to the proxy, which counts the time between them).
   Event timedStart = nullptr, timedEnd = nullptr;
+  // The call's start on the caller's stream, before its first work (a
+  // timed event; startCall): in a group of several GPUs the vendor
+  // library's group steps run on the device with no host step to time, so
+  // watch() records the call's end too and the proxy counts the call's
+  // device time less its border time as group time.
+  Event callStart = nullptr;
   size_t sent = 0;  // bytes this rank stored for the other groups (watch() counts them)
 
   int G() const { return b.peers(); }
@@ -56,6 +62,9 @@ struct BorderCall {
   // events, so that the proxy counts the border step's time on the device.
   void markStart(Stream caller);
   void markEnd(Stream caller);
+  // A timed event recorded on `caller` now where this rank's group has
+  // several GPUs (else null): for callStart.
+  static Event startCall(Comm& c, Stream caller);
   // out[0, n) = v(0) op v(1) op ... op v(G-1), left to right on every rank
   // (the same bits everywhere), where v(me) = mine and v(g) = scratchOf(g).
   // mine may be out: the running value then stays in scratch until the last

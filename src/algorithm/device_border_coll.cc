@@ -28,7 +28,9 @@ struct BlockCall : BorderCall {
         recv(static_cast<uint8_t*>(args.recv)),
         o(b.outStream()),
         in(b.inStream()),
-        firstSeq(b.seq()) {}
+        firstSeq(b.seq()) {
+    callStart = startCall(comm, s);  // made first thing in each collective below
+  }
   const CollArgs& a;
   Stream s;
   size_t blk;

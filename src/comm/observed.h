@@ -59,9 +59,9 @@ CallMetrics::Tally takeStepTally();
 // Border bytes moved without a transport (the device border's copies into
 // shared memory), with no time of their own: into m and the thread's tally.
 void countBorderBytes(CallMetrics& m, CallMetrics::Link link, uint64_t bytes);
-// A border step timed elsewhere (the device border: between two events on
-// the device), into m and the thread's tally.
-void countBorderTime(CallMetrics& m, CallMetrics::Link link, double us);
+// A step timed elsewhere (the device border's calls: between events on the
+// device), into m and the thread's tally.
+void countStepTime(CallMetrics& m, CallMetrics::Link link, double us);
 
 // The transport with each run() counted as a border step (plans use the
 // communicator's transport for transfers between groups only; the host

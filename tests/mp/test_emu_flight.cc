@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <regex>
 #include <string>
 #include <thread>
 
@@ -18,8 +19,13 @@ namespace {
 // staged one, a pair-channel send and receive) are recorded as completed
 // once the proxy saw them end, with their border bytes and time. Each rank asks for its dump by SIGUSR1 until
 // the proxy has got that far.
-std::string readDump(const std::string& dir, int rank) {
-  std::string cmd = "cat " + dir + "/*-rank" + std::to_string(rank) + ".json 2>/dev/null";
+// nranks: the communicator's size (the emulated vendor library's own
+// communicators of a group dump there too), or any.
+std::string readDump(const std::string& dir, int rank, int nranks = 0) {
+  std::string files = dir + "/*-rank" + std::to_string(rank) + ".json";
+  std::string cmd =
+      nranks ? "grep -l '\"nranks\": " + std::to_string(nranks) + ",' " + files + " 2>/dev/null | xargs -r cat"
+             : "cat " + files + " 2>/dev/null";
   FILE* p = popen(cmd.c_str(), "r");
   std::string text;
   if (!p) return text;
@@ -72,6 +78,51 @@ TEST(EmuFlight, CallsAcrossGroupsAreRecordedCompleted) {
     // receive) between timed events on the device, the staged one's on the
     // proxy's transport.
     EXPECT_EQ(countOf(text, "\"border_us\": 0.0,"), 1u) << text;
+  });
+  EXPECT_EQ(system((std::string("rm -rf ") + dir).c_str()), 0);
+}
+
+// Groups of two GPUs: the vendor library's group steps run on the device,
+// around the border, with no host step to time; each call through the
+// device border is timed from its start to its end on the device, and
+// what is not border time is the group's. Every rank's AllReduce (group
+// reduce-scatter, border, group all-gather) and AllGather (border, then
+// the group's exchange) has both, and they fit inside the call.
+TEST(EmuFlight, GroupStepsOfDeviceBorderCallsHaveTime) {
+  char tmpl[] = "/tmp/hetccl-emu-flight-XXXXXX";
+  const char* dir = mkdtemp(tmpl);
+  ASSERT_NE(dir, nullptr);
+  JobOptions o;
+  o.devices = {"emu", "emu", "emu", "emu"};
+  o.env.emplace_back("HETCCL_FLIGHT_DIR", dir);
+  o.env.emplace_back("HETCCL_GPU_BORDER_MIN", "0");  // every call takes the device border
+  runJob("a,a,b,b", o, [](Rank& r) {
+    DeviceBuffer big(r, 4 << 20);
+    HC_ASSERT_OK(hetcclAllReduce(big.get(), big.get(), 1 << 18, hetcclFloat32, hetcclSum, r.comm, r.stream), r.comm);
+    HC_ASSERT_OK(
+        hetcclAllGather(big.get(), static_cast<char*>(big.get()) + (1 << 20), 1 << 16, hetcclFloat32, r.comm, r.stream),
+        r.comm);
+    syncStream(r);
+    const std::string d = getenv("HETCCL_FLIGHT_DIR");
+    std::string text;
+    for (int i = 0; i < 100 && countOf(text, "\"completed\"") < 2; ++i) {
+      raise(SIGUSR1);
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      text = readDump(d, r.rank, r.nranks);
+    }
+    ASSERT_EQ(countOf(text, "\"completed\""), 2u) << text;
+    static const std::regex rec(
+        "\"coll\": \"(\\w+)\".*?\"start_us\": ([0-9.]+), \"end_us\": ([0-9.]+), \"group_us\": ([0-9.]+), "
+        "\"border_us\": ([0-9.]+)");
+    int seen = 0;
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), rec); it != std::sregex_iterator(); ++it, ++seen) {
+      const std::smatch& m = *it;
+      const double call = std::stod(m[3]) - std::stod(m[2]), group = std::stod(m[4]), border = std::stod(m[5]);
+      EXPECT_GT(group, 0.0) << m[1] << "'s group steps have no time\n" << text;
+      EXPECT_GT(border, 0.0) << m[1] << "\n" << text;
+      EXPECT_LE(group + border, call + 0.2) << m[1] << ": steps longer than the call\n" << text;
+    }
+    EXPECT_EQ(seen, 2) << text;
   });
   EXPECT_EQ(system((std::string("rm -rf ") + dir).c_str()), 0);
 }
