@@ -42,6 +42,19 @@ size_t countOf(const std::string& text, const std::string& what) {
   return k;
 }
 
+// The rank's dump (in HETCCL_FLIGHT_DIR) once it shows `calls` completed
+// calls: it asks for one by SIGUSR1 until the proxy has got that far (5 s).
+std::string dumpOnceCompleted(Rank& r, size_t calls, int nranks) {
+  const std::string d = getenv("HETCCL_FLIGHT_DIR");
+  std::string text;
+  for (int i = 0; i < 100 && countOf(text, "\"completed\"") < calls; ++i) {
+    raise(SIGUSR1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    text = readDump(d, r.rank, nranks);
+  }
+  return text;
+}
+
 TEST(EmuFlight, CallsAcrossGroupsAreRecordedCompleted) {
   char tmpl[] = "/tmp/hetccl-emu-flight-XXXXXX";
   const char* dir = mkdtemp(tmpl);
@@ -61,13 +74,7 @@ TEST(EmuFlight, CallsAcrossGroupsAreRecordedCompleted) {
                  r.comm);
     HC_ASSERT_OK(hetcclGroupEnd(), r.comm);
     syncStream(r);
-    const std::string d = getenv("HETCCL_FLIGHT_DIR");
-    std::string text;
-    for (int i = 0; i < 100 && countOf(text, "\"completed\"") < 4; ++i) {
-      raise(SIGUSR1);
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      text = readDump(d, r.rank);
-    }
+    const std::string text = dumpOnceCompleted(r, 4, 0);
     EXPECT_EQ(countOf(text, "\"completed\""), 4u) << "two AllReduce calls, a send and a receive\n" << text;
     EXPECT_EQ(countOf(text, "\"enqueued\""), 0u) << text;
     // Their border steps ran on the proxy, and the records carry them: each
@@ -103,13 +110,7 @@ TEST(EmuFlight, GroupStepsOfDeviceBorderCallsHaveTime) {
         hetcclAllGather(big.get(), static_cast<char*>(big.get()) + (1 << 20), 1 << 16, hetcclFloat32, r.comm, r.stream),
         r.comm);
     syncStream(r);
-    const std::string d = getenv("HETCCL_FLIGHT_DIR");
-    std::string text;
-    for (int i = 0; i < 100 && countOf(text, "\"completed\"") < 2; ++i) {
-      raise(SIGUSR1);
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      text = readDump(d, r.rank, r.nranks);
-    }
+    const std::string text = dumpOnceCompleted(r, 2, r.nranks);
     ASSERT_EQ(countOf(text, "\"completed\""), 2u) << text;
     static const std::regex rec(
         "\"coll\": \"(\\w+)\".*?\"start_us\": ([0-9.]+), \"end_us\": ([0-9.]+), \"group_us\": ([0-9.]+), "
