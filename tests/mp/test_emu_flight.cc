@@ -1,15 +1,11 @@
 // The flight recorder of GPU ranks (ranks on emulated GPUs, or on a real
 // one with HETCCL_TEST_GPU): what it records of calls across groups.
 #include <gtest/gtest.h>
-#include <signal.h>
 
-#include <chrono>
-#include <cstdio>
 #include <cstdlib>
-#include <regex>
 #include <string>
-#include <thread>
 
+#include "flight_dumps.h"
 #include "harness.h"
 
 namespace hmp {
@@ -19,42 +15,6 @@ namespace {
 // staged one, a pair-channel send and receive) are recorded as completed
 // once the proxy saw them end, with their border bytes and time. Each rank asks for its dump by SIGUSR1 until
 // the proxy has got that far.
-// nranks: the communicator's size (the emulated vendor library's own
-// communicators of a group dump there too), or any.
-std::string readDump(const std::string& dir, int rank, int nranks = 0) {
-  std::string files = dir + "/*-rank" + std::to_string(rank) + ".json";
-  std::string cmd =
-      nranks ? "grep -l '\"nranks\": " + std::to_string(nranks) + ",' " + files + " 2>/dev/null | xargs -r cat"
-             : "cat " + files + " 2>/dev/null";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string text;
-  if (!p) return text;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) text.append(buf, n);
-  pclose(p);
-  return text;
-}
-
-size_t countOf(const std::string& text, const std::string& what) {
-  size_t k = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++k;
-  return k;
-}
-
-// The rank's dump (in HETCCL_FLIGHT_DIR) once it shows `calls` completed
-// calls: it asks for one by SIGUSR1 until the proxy has got that far (5 s).
-std::string dumpOnceCompleted(Rank& r, size_t calls, int nranks) {
-  const std::string d = getenv("HETCCL_FLIGHT_DIR");
-  std::string text;
-  for (int i = 0; i < 100 && countOf(text, "\"completed\"") < calls; ++i) {
-    raise(SIGUSR1);
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    text = readDump(d, r.rank, nranks);
-  }
-  return text;
-}
-
 TEST(EmuFlight, CallsAcrossGroupsAreRecordedCompleted) {
   char tmpl[] = "/tmp/hetccl-emu-flight-XXXXXX";
   const char* dir = mkdtemp(tmpl);
@@ -112,18 +72,13 @@ TEST(EmuFlight, GroupStepsOfDeviceBorderCallsHaveTime) {
     syncStream(r);
     const std::string text = dumpOnceCompleted(r, 2, r.nranks);
     ASSERT_EQ(countOf(text, "\"completed\""), 2u) << text;
-    static const std::regex rec(
-        "\"coll\": \"(\\w+)\".*?\"start_us\": ([0-9.]+), \"end_us\": ([0-9.]+), \"group_us\": ([0-9.]+), "
-        "\"border_us\": ([0-9.]+)");
-    int seen = 0;
-    for (auto it = std::sregex_iterator(text.begin(), text.end(), rec); it != std::sregex_iterator(); ++it, ++seen) {
-      const std::smatch& m = *it;
-      const double call = std::stod(m[3]) - std::stod(m[2]), group = std::stod(m[4]), border = std::stod(m[5]);
-      EXPECT_GT(group, 0.0) << m[1] << "'s group steps have no time\n" << text;
-      EXPECT_GT(border, 0.0) << m[1] << "\n" << text;
-      EXPECT_LE(group + border, call + 0.2) << m[1] << ": steps longer than the call\n" << text;
+    const std::vector<FlightRec> recs = parseRecords(text);
+    for (const FlightRec& x : recs) {
+      EXPECT_GT(x.group, 0.0) << x.coll << "'s group steps have no time\n" << text;
+      EXPECT_GT(x.border, 0.0) << x.coll << "\n" << text;
+      EXPECT_LE(x.group + x.border, x.end - x.start + 0.2) << x.coll << ": steps longer than the call\n" << text;
     }
-    EXPECT_EQ(seen, 2) << text;
+    EXPECT_EQ(recs.size(), 2u) << text;
   });
   EXPECT_EQ(system((std::string("rm -rf ") + dir).c_str()), 0);
 }

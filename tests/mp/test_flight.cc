@@ -4,52 +4,21 @@
 // step, start to end; a call with local work or several steps keeps each
 // step's own reads, and its steps fit inside it.
 #include <gtest/gtest.h>
-#include <signal.h>
-
-#include <chrono>
-#include <cstdio>
 #include <cstdlib>
-#include <regex>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "flight_dumps.h"
 #include "harness.h"
 
 namespace hmp {
 namespace {
 
-struct Rec {
-  std::string coll, op, state;
-  double start = 0, end = 0, group = 0, border = 0;
-};
-
-// The records of rank `rank`'s dump in dir, oldest first.
-std::vector<Rec> records(const std::string& dir, int rank) {
-  std::string cmd = "cat " + dir + "/*-rank" + std::to_string(rank) + ".json 2>/dev/null";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string text;
-  if (p) {
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof(buf), p)) > 0) text.append(buf, n);
-    pclose(p);
-  }
-  static const std::regex one(
-      "\"coll\": \"(\\w+)\".*?\"op\": \"(\\w+)\".*?\"state\": \"(\\w+)\".*?\"start_us\": ([0-9.]+), \"end_us\": "
-      "([0-9.]+), \"group_us\": ([0-9.]+), \"border_us\": ([0-9.]+)");
-  std::vector<Rec> out;
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), one); it != std::sregex_iterator(); ++it) {
-    const std::smatch& m = *it;
-    out.push_back({m[1], m[2], m[3], std::stod(m[4]), std::stod(m[5]), std::stod(m[6]), std::stod(m[7])});
-  }
-  return out;
-}
-
 // Runs body on every rank of `layout`, then has each rank dump its records
 // (SIGUSR1) and check them with `check`.
-void withRecords(const std::string& layout, const std::function<void(Rank&)>& body,
-                 const std::function<void(Rank&, const std::vector<Rec>&)>& check) {
+// calls: how many each rank's dump must show completed.
+void withRecords(const std::string& layout, size_t calls, const std::function<void(Rank&)>& body,
+                 const std::function<void(Rank&, const std::vector<FlightRec>&)>& check) {
   char tmpl[] = "/tmp/hetccl-flight-steps-XXXXXX";
   const char* dir = mkdtemp(tmpl);
   ASSERT_NE(dir, nullptr);
@@ -57,13 +26,7 @@ void withRecords(const std::string& layout, const std::function<void(Rank&)>& bo
   o.env.emplace_back("HETCCL_FLIGHT_DIR", dir);
   runJob(layout, o, [&](Rank& r) {
     body(r);
-    std::vector<Rec> recs;
-    for (int i = 0; i < 50 && recs.empty(); ++i) {
-      raise(SIGUSR1);  // the dump is written by a thread of its own
-      std::this_thread::sleep_for(std::chrono::milliseconds(40));
-      recs = records(getenv("HETCCL_FLIGHT_DIR"), r.rank);
-    }
-    check(r, recs);
+    check(r, parseRecords(dumpOnceCompleted(r, calls, r.nranks)));
   });
   EXPECT_EQ(system((std::string("rm -rf ") + dir).c_str()), 0);
 }
@@ -72,15 +35,15 @@ constexpr double kPrinted = 0.11;  // the dump prints times to 0.1 us
 
 TEST(FlightSteps, AOneStepCallIsItsGroupStepAndLocalWorkIsLeftOut) {
   withRecords(
-      "a,a",
+      "a,a", 2,
       [](Rank& r) {
         std::vector<float> buf(1 << 16, 1.0f);
         for (hetcclRedOp_t op : {hetcclSum, hetcclAvg})
           HC_ASSERT_OK(hetcclAllReduce(buf.data(), buf.data(), buf.size(), hetcclFloat32, op, r.comm, nullptr), r.comm);
       },
-      [](Rank& r, const std::vector<Rec>& recs) {
+      [](Rank& r, const std::vector<FlightRec>& recs) {
         ASSERT_EQ(recs.size(), 2u) << "rank " << r.rank;
-        for (const Rec& x : recs) {
+        for (const FlightRec& x : recs) {
           EXPECT_EQ(x.state, "completed");
           EXPECT_GT(x.group, 0.0) << x.op;
           EXPECT_EQ(x.border, 0.0) << x.op;
@@ -98,15 +61,15 @@ TEST(FlightSteps, AOneStepCallIsItsGroupStepAndLocalWorkIsLeftOut) {
 
 TEST(FlightSteps, StepsOfACallAcrossGroupsFitInsideIt) {
   withRecords(
-      "a,a,b,b",
+      "a,a,b,b", 1,
       [](Rank& r) {
         std::vector<float> buf(1 << 16, 1.0f);
         HC_ASSERT_OK(hetcclAllReduce(buf.data(), buf.data(), buf.size(), hetcclFloat32, hetcclSum, r.comm, nullptr),
                      r.comm);
       },
-      [](Rank& r, const std::vector<Rec>& recs) {
+      [](Rank& r, const std::vector<FlightRec>& recs) {
         ASSERT_EQ(recs.size(), 1u) << "rank " << r.rank;
-        const Rec& x = recs[0];
+        const FlightRec& x = recs[0];
         EXPECT_EQ(x.state, "completed");
         EXPECT_GT(x.group, 0.0);
         EXPECT_GT(x.border, 0.0);
