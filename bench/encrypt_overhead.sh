@@ -5,7 +5,7 @@
 # hetccl-perf options, e.g. "--devices cuda,host,host,host"), plaintext vs HETCCL_ENCRYPT=cross-site
 # with the groups on two sites (only border links encrypted) vs
 # HETCCL_ENCRYPT=all, ROUNDS (default 3) rounds in alternating order in this
-# one command, the best of each per size. Also libcrypto's AES-256-GCM speed
+# one command, the best of each per size (64 MiB: LARGE_ITERS calls a run, default 5). Also libcrypto's AES-256-GCM speed
 # on this machine (openssl speed), which bounds what encryption can keep:
 # every encrypted byte is sealed once and opened once on these same cores.
 #   bash bench/encrypt_overhead.sh [BUILD_DIR] [JSON_OUT]
@@ -29,7 +29,7 @@ run() {  # mode bytes iters -> "time_us busbw"
 }
 declare -A best_t best_bw
 for size in 8 67108864; do
-  iters=$([ "$size" -gt 1000000 ] && echo 5 || echo 2000)
+  iters=$([ "$size" -gt 1000000 ] && echo "${LARGE_ITERS:-5}" || echo 2000)
   for i in $(seq "$rounds"); do
     modes=(off cross-site all)
     [ $((i % 2)) -eq 0 ] && modes=(all cross-site off)

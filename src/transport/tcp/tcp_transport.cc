@@ -22,6 +22,14 @@
 namespace hetccl {
 namespace {
 
+// Plaintext bytes one peer's receive side may take per pass of the progress
+// loop. A peer whose bytes keep arriving would otherwise hold the loop
+// (reading, opening and folding) while the sends to the other peers stall
+// once their socket buffers drain, and those peers wait in turn: a rank
+// that borders several peers (one GPU rank facing a group of host ranks)
+// then serves them one after another instead of together.
+constexpr size_t kRecvPerVisit = size_t{1} << 20;
+
 struct AddrBlock {
   sockaddr_storage ss;
   uint32_t len;
@@ -219,8 +227,9 @@ void TcpTransport::run(std::span<Xfer> xfers) {
         }
         break;  // socket buffer full
       }
-      // Receive side.
-      while (!w.recv.q.empty()) {
+      // Receive side, up to kRecvPerVisit bytes this pass.
+      size_t pulled = 0;
+      while (!w.recv.q.empty() && pulled < kRecvPerVisit) {
         Xfer* x = w.recv.q.front();
         if (w.recv.hdrDone < sizeof(MsgTag)) {
           size_t r =
@@ -238,6 +247,7 @@ void TcpTransport::run(std::span<Xfer> xfers) {
             if (r == 0) break;
             progress = true;
             x->done += r;
+            pulled += r;
           }
         } else if (x->done < x->bytes) {
           // Receive into staging after any carried partial element, reduce
@@ -248,6 +258,7 @@ void TcpTransport::run(std::span<Xfer> xfers) {
           size_t r = pull(*w.c, staging_.data() + w.recv.carryLen, want);
           if (r == 0) break;
           progress = true;
+          pulled += r;
           size_t avail = w.recv.carryLen + r;
           size_t whole = avail / es * es;
           uint8_t* dst = static_cast<uint8_t*>(x->dst) + x->done;
