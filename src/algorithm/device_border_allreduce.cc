@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "algorithm/device_border_call.h"
@@ -156,7 +157,10 @@ void enqueueDeviceBorderAllReduce(Comm& c, const CollArgs& a) {
   const int i = c.groupRank();
   auto* send = static_cast<const uint8_t*>(a.send);
   auto* recv = static_cast<uint8_t*>(a.recv);
-  const Event callStart = BorderCall::startCall(c, s);  // the watch below takes it
+  // The call's timed start, held (and given back should a step below
+  // throw) until the watch of the call takes it.
+  BorderCall holder(c, a.dt, a.op.kind);
+  holder.callStart = BorderCall::startCall(c, s);
 
   // PreMulSum and float Avg scale each input first (by the kernels: the
   // vendor library may not take PreMulSum for every type); integer Avg
@@ -175,7 +179,7 @@ void enqueueDeviceBorderAllReduce(Comm& c, const CollArgs& a) {
   size_t start = 0, len = n;
   const uint8_t* src = send;
   if (a.op.preMul) {
-    BorderCall(c, a.dt, RedKind::kSum).check(kn.scale(recv, send, n, static_cast<int>(a.dt), a.op.scalar, s), "scale");
+    holder.check(kn.scale(recv, send, n, static_cast<int>(a.dt), a.op.scalar, s), "scale");
     src = recv;
   }
   if (k > 1) {
@@ -201,9 +205,7 @@ void enqueueDeviceBorderAllReduce(Comm& c, const CollArgs& a) {
     be.groupEnd();
     // Nothing of the border to wait for; a failure elsewhere still makes
     // the result invalid (the failure word).
-    BorderCall done(c, a.dt, a.op.kind);
-    done.callStart = callStart;
-    done.watch(s, "AllReduce", n * es, [](bool* poisoned) {
+    holder.watch(s, "AllReduce", n * es, [](bool* poisoned) {
       *poisoned = false;
       return -1;
     });
@@ -212,7 +214,7 @@ void enqueueDeviceBorderAllReduce(Comm& c, const CollArgs& a) {
 
   const uint64_t firstSeq = b.seq();
   BorderAllReduce bc(c, a.dt, a.op.kind, src + start * es, recv + start * es, len);
-  bc.callStart = callStart;
+  bc.callStart = std::exchange(holder.callStart, nullptr);
   const bool small = len * es <= std::min(c.smallBytes(), b.partBytes());
   if (len) {
     if (small)

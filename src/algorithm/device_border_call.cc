@@ -22,6 +22,14 @@ BorderCall::BorderCall(Comm& comm, DataType type, RedKind k)
       kind(k),
       es(dataTypeSize(type)) {}
 
+BorderCall::~BorderCall() {
+  StagingState* ds = c.stagingState();
+  if (!ds) return;
+  for (Event e : events) ds->giveEvent(e);
+  for (Event e : {timedStart, timedEnd, callStart, callEnd})
+    if (e) ds->giveTimedEvent(e);
+}
+
 void BorderCall::check(int rc, const char* what) {
   if (rc != HETCCL_KERNELS_SUCCESS)
     throwError(rc == HETCCL_KERNELS_INVALID_ARGUMENT ? hetcclInvalidArgument : hetcclUnhandledDeviceError,
@@ -109,12 +117,11 @@ void BorderCall::watch(Stream caller, const char* what, size_t bytes, std::funct
   StagingState& ds = *c.stagingState();
   if (timedStart && !timedEnd) markEnd(caller);
   const Event start = timedStart, stop = timedEnd, callFrom = callStart;
-  Event callTo = nullptr;
   if (callFrom) {
-    callTo = ds.takeTimedEvent();
-    d.recordEvent(callTo, caller);
+    callEnd = ds.takeTimedEvent();
+    d.recordEvent(callEnd, caller);
   }
-  timedStart = timedEnd = callStart = nullptr;  // the watch owns them now
+  const Event callTo = callEnd;
   Event end = event(caller);
   Comm& comm = c;
   DeviceBorder& border = b;
@@ -168,6 +175,9 @@ void BorderCall::watch(Stream caller, const char* what, size_t bytes, std::funct
         for (Event e : {start, stop, callFrom, callTo})
           if (e) ds.giveTimedEvent(e);
       });
+  // The watch owns them now.
+  events.clear();
+  timedStart = timedEnd = callStart = callEnd = nullptr;
 }
 
 }  // namespace hetccl

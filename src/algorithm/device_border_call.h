@@ -16,6 +16,11 @@ namespace hetccl {
 
 struct BorderCall {
   BorderCall(Comm& comm, DataType type, RedKind k);
+  // Gives back the events that no watch() took (a call that threw before
+  // its watch).
+  ~BorderCall();
+  BorderCall(const BorderCall&) = delete;
+  BorderCall& operator=(const BorderCall&) = delete;
 
   Comm& c;
   DeviceBorder& b;
@@ -33,7 +38,7 @@ struct BorderCall {
   // library's group steps run on the device with no host step to time, so
   // watch() records the call's end too and the proxy counts the call's
   // device time less its border time as group time.
-  Event callStart = nullptr;
+  Event callStart = nullptr, callEnd = nullptr;
   size_t sent = 0;  // bytes this rank stored for the other groups (watch() counts them)
 
   int G() const { return b.peers(); }
