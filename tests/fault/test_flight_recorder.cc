@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "command_output.h"
 #include "fault_job.h"
 
 #ifndef HETCCL_DOCTOR
@@ -31,15 +32,7 @@ std::string tempDir() {
 // Runs the doctor on dir; returns its output (stdout and stderr) and exit status.
 std::string doctor(const std::string& dir, int* status) {
   std::string cmd = std::string("/usr/bin/python3 ") + HETCCL_DOCTOR + " " + dir + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  if (!p) return out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
-  const int st = pclose(p);
-  *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return out;
+  return htest::commandOutput(cmd, status);
 }
 
 // 12 AllReduce calls; rank 2 stops itself (SIGSTOP) before the tenth.
@@ -138,15 +131,7 @@ TEST(FlightRecorder, DoctorShowsAMismatchedRoot) {
 // its own dump is there. The dumps say why they were written, hold the five
 // calls completed, and the doctor finds no rank behind.
 bool hasFile(const std::string& dir, const std::string& suffix) {
-  std::string cmd = "ls " + dir + " 2>/dev/null";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return false;
-  char line[512];
-  bool found = false;
-  while (fgets(line, sizeof(line), p))
-    if (std::string(line).find(suffix) != std::string::npos) found = true;
-  pclose(p);
-  return found;
+  return htest::commandOutput("ls " + dir + " 2>/dev/null").find(suffix) != std::string::npos;
 }
 
 int signalBody(RankCtx& ctx) {
@@ -184,12 +169,10 @@ TEST(FlightRecorder, EveryRankDumpsOnSigusr1) {
   EXPECT_TRUE(job.finish(30)) << job.describe();
   for (int r = 0; r < 4; ++r) EXPECT_EQ(job.get(r, "dumped"), "1") << "rank " << r << ": " << job.describe();
   const std::string grep = "grep -l '\"SIGUSR1\"' " + dir + "/*.json | wc -l";
-  FILE* p = popen(grep.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  int n = 0;
-  EXPECT_EQ(fscanf(p, "%d", &n), 1);
-  pclose(p);
-  EXPECT_EQ(n, 4) << "dumps that name SIGUSR1 as their reason";
+  int st = -1;
+  const std::string counted = htest::commandOutput(grep, &st);
+  ASSERT_EQ(st, 0) << grep;
+  EXPECT_EQ(atoi(counted.c_str()), 4) << "dumps that name SIGUSR1 as their reason";
   int status = -1;
   const std::string out = doctor(dir, &status);
   printf("[fault] hetccl-doctor %s:\n%s", dir.c_str(), out.c_str());

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "command_output.h"
 #include "harness.h"
 
 namespace hmp {
@@ -25,14 +26,7 @@ inline std::string readDump(const std::string& dir, int rank, int nranks = 0) {
   const std::string cmd =
       nranks ? "grep -l '\"nranks\": " + std::to_string(nranks) + ",' " + files + " 2>/dev/null | xargs -r cat"
              : "cat " + files + " 2>/dev/null";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string text;
-  if (!p) return text;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) text.append(buf, n);
-  pclose(p);
-  return text;
+  return htest::commandOutput(cmd);
 }
 
 inline size_t countOf(const std::string& text, const std::string& what) {
