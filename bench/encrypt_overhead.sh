@@ -5,7 +5,8 @@
 # hetccl-perf options, e.g. "--devices cuda,host,host,host"), plaintext vs HETCCL_ENCRYPT=cross-site
 # with the groups on two sites (only border links encrypted) vs
 # HETCCL_ENCRYPT=all, ROUNDS (default 3) rounds in alternating order in this
-# one command, the best of each per size (64 MiB: LARGE_ITERS calls a run, default 5). Also libcrypto's AES-256-GCM speed
+# one command, the best of each per size (64 MiB: LARGE_ITERS calls a run, default 5;
+# ENC_MODES="cross-site" leaves out all). Also libcrypto's AES-256-GCM speed
 # on this machine (openssl speed), which bounds what encryption can keep:
 # every encrypted byte is sealed once and opened once on these same cores.
 #   bash bench/encrypt_overhead.sh [BUILD_DIR] [JSON_OUT]
@@ -27,12 +28,13 @@ run() {  # mode bytes iters -> "time_us busbw"
   env "${env[@]}" "$build/tools/hetccl-perf" --np "$np" --groups "$groups" --transport "${TRANSPORT:-tcp}" -o allreduce -d float \
     -b "$2" -e "$2" -n "$3" -w $(( $3 / 5 + 1 )) -c 0 ${PERF_ARGS:-} | awk '$1 ~ /^[0-9]+$/ {print $6, $8}'
 }
+enc=${ENC_MODES:-cross-site all}  # the encrypted modes measured (each against off)
 declare -A best_t best_bw
 for size in 8 67108864; do
   iters=$([ "$size" -gt 1000000 ] && echo "${LARGE_ITERS:-5}" || echo 2000)
   for i in $(seq "$rounds"); do
-    modes=(off cross-site all)
-    [ $((i % 2)) -eq 0 ] && modes=(all cross-site off)
+    modes=(off $enc)
+    [ $((i % 2)) -eq 0 ] && modes=($(printf '%s\n' $enc | tac) off)
     for m in "${modes[@]}"; do
       read -r t bw < <(run "$m" "$size" "$iters")
       k="$m/$size"
@@ -43,7 +45,7 @@ done
 aes=$(openssl speed -evp aes-256-gcm -seconds 1 2>/dev/null | awk '/^AES-256-GCM/ {print $NF}' | tr -d k)
 out=""
 for size in 8 67108864; do
-  for m in cross-site all; do
+  for m in $enc; do
     line=$(awk -v m="$m" -v s="$size" -v pt="${best_t[off/$size]}" -v et="${best_t[$m/$size]}" \
       -v pb="${best_bw[off/$size]}" -v eb="${best_bw[$m/$size]}" 'BEGIN {
       printf "ratio encrypt %s %s plain_busbw=%.3f enc_busbw=%.3f enc/plain=%.3f plain_us=%.1f enc_us=%.1f added_us=%.1f\n",
