@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <string>
 
-namespace htest {
+namespace hetccl_test {
 
 // Runs cmd through the shell and returns what it printed; *status (when
 // given) gets its exit status, -1 where it did not run or did not exit.
@@ -24,4 +24,4 @@ inline std::string commandOutput(const std::string& cmd, int* status = nullptr) 
   return text;
 }
 
-}  // namespace htest
+}  // namespace hetccl_test

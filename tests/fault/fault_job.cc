@@ -106,14 +106,6 @@ void closeInheritedSockets(int keep) {
 
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
-std::vector<std::string> parseLayout(const std::string& layout) {
-  std::vector<std::string> out;
-  std::stringstream ss(layout);
-  std::string item;
-  while (std::getline(ss, item, ',')) out.push_back(item);
-  return out;
-}
-
 void RankCtx::report(const std::string& key, const std::string& value) const { sendLine(key, value); }
 void RankCtx::report(const std::string& key, double value) const {
   char b[64];

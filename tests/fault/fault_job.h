@@ -23,13 +23,14 @@
 
 #include "forked_ranks.h"
 #include "hetccl/hetccl.h"
+#include "layout.h"
 
 namespace hfault {
 
 // Seconds on CLOCK_MONOTONIC.
 double now();
 
-std::vector<std::string> parseLayout(const std::string& layout);
+using hetccl_test::parseLayout;  // "a,a,b,b" -> the group name of each rank
 
 struct JobSpec {
   std::string layout = "a,a,b,b";  // group name of each rank

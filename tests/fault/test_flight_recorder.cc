@@ -32,7 +32,7 @@ std::string tempDir() {
 // Runs the doctor on dir; returns its output (stdout and stderr) and exit status.
 std::string doctor(const std::string& dir, int* status) {
   std::string cmd = std::string("/usr/bin/python3 ") + HETCCL_DOCTOR + " " + dir + " 2>&1";
-  return htest::commandOutput(cmd, status);
+  return hetccl_test::commandOutput(cmd, status);
 }
 
 // 12 AllReduce calls; rank 2 stops itself (SIGSTOP) before the tenth.
@@ -131,7 +131,7 @@ TEST(FlightRecorder, DoctorShowsAMismatchedRoot) {
 // its own dump is there. The dumps say why they were written, hold the five
 // calls completed, and the doctor finds no rank behind.
 bool hasFile(const std::string& dir, const std::string& suffix) {
-  return htest::commandOutput("ls " + dir + " 2>/dev/null").find(suffix) != std::string::npos;
+  return hetccl_test::commandOutput("ls " + dir + " 2>/dev/null").find(suffix) != std::string::npos;
 }
 
 int signalBody(RankCtx& ctx) {
@@ -170,7 +170,7 @@ TEST(FlightRecorder, EveryRankDumpsOnSigusr1) {
   for (int r = 0; r < 4; ++r) EXPECT_EQ(job.get(r, "dumped"), "1") << "rank " << r << ": " << job.describe();
   const std::string grep = "grep -l '\"SIGUSR1\"' " + dir + "/*.json | wc -l";
   int st = -1;
-  const std::string counted = htest::commandOutput(grep, &st);
+  const std::string counted = hetccl_test::commandOutput(grep, &st);
   ASSERT_EQ(st, 0) << grep;
   EXPECT_EQ(atoi(counted.c_str()), 4) << "dumps that name SIGUSR1 as their reason";
   int status = -1;

@@ -26,7 +26,7 @@ inline std::string readDump(const std::string& dir, int rank, int nranks = 0) {
   const std::string cmd =
       nranks ? "grep -l '\"nranks\": " + std::to_string(nranks) + ",' " + files + " 2>/dev/null | xargs -r cat"
              : "cat " + files + " 2>/dev/null";
-  return htest::commandOutput(cmd);
+  return hetccl_test::commandOutput(cmd);
 }
 
 inline size_t countOf(const std::string& text, const std::string& what) {

@@ -189,14 +189,6 @@ void handleLine(Child& c, int rank, const std::string& line, SameValues& same) {
 
 }  // namespace
 
-std::vector<std::string> parseLayout(const std::string& layout) {
-  std::vector<std::string> out;
-  std::stringstream ss(layout);
-  std::string item;
-  while (std::getline(ss, item, ',')) out.push_back(item);
-  return out;
-}
-
 std::vector<std::string> parseDevices(const std::string& devices) { return parseLayout(devices); }
 
 DeviceBuffer::DeviceBuffer(const Rank& r, size_t bytes) : kind_(r.device), bytes_(bytes) {

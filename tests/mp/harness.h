@@ -24,12 +24,11 @@
 #include <vector>
 
 #include "hetccl/hetccl.h"
+#include "layout.h"
 
 namespace hmp {
 
-// "a,a,b,b" -> {"a","a","b","b"}: the group name of each rank ("-": none
-// in the config, so the environment decides, e.g. HETCCL_GROUP_MAP).
-std::vector<std::string> parseLayout(const std::string& layout);
+using hetccl_test::parseLayout;  // "a,a,b,b" -> the group name of each rank
 // "a,a,b,b" -> "aabb": a layout as a gtest parameter name.
 std::string layoutTag(const std::string& layout);
 
