@@ -42,8 +42,7 @@ struct BorderAllReduce : BorderCall {
     d.streamWriteValue(s, b.ready(me(), slot), seq);
     for (int q = 0; q < G(); ++q) {
       if (q == me()) continue;
-      d.streamWaitValue(s, b.ready(q, slot), seq);
-      d.copy(scratchOf(q), b.out(q, slot), bytes, s);
+      fetch(s, q, seq, slot, false, scratchOf(q), b.out(q, slot), bytes);
     }
     ackReads(seq, slot, s);
     fold(dst, src, len, s);
@@ -94,8 +93,7 @@ struct BorderAllReduce : BorderCall {
     const size_t lo = t.lo(me()), n = t.cnt(me());
     for (int q = 0; q < G(); ++q) {
       if (q == me()) continue;
-      d.streamWaitValue(in, b.ready(q, t.slot), t.seq);
-      d.copy(scratchOf(q), b.out(q, t.slot) + lo * es, n * es, in);
+      fetch(in, q, t.seq, t.slot, false, scratchOf(q), b.out(q, t.slot) + lo * es, n * es);
     }
     fold(dst + (t.off + lo) * es, src + (t.off + lo) * es, n, in);
     t.folded = event(in);
@@ -108,8 +106,7 @@ struct BorderAllReduce : BorderCall {
   void resultsIn(const Slice& t, Stream in) {
     for (int q = 0; q < G(); ++q) {
       if (q == me()) continue;
-      d.streamWaitValue(in, b.done(q, t.slot), t.seq);
-      d.copy(dst + (t.off + t.lo(q)) * es, b.result(q, t.slot), t.cnt(q) * es, in);
+      fetch(in, q, t.seq, t.slot, true, dst + (t.off + t.lo(q)) * es, b.result(q, t.slot), t.cnt(q) * es);
     }
     ackReads(t.seq, t.slot, in);
   }

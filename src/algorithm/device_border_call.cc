@@ -23,6 +23,7 @@ BorderCall::BorderCall(Comm& comm, DataType type, RedKind k)
       es(dataTypeSize(type)) {}
 
 BorderCall::~BorderCall() {
+  b.commit();
   StagingState* ds = c.stagingState();
   if (!ds) return;
   for (Event e : events) ds->giveEvent(e);
@@ -152,10 +153,14 @@ void BorderCall::watch(Stream caller, const char* what, size_t bytes, std::funct
         }
         bool poisoned = false;
         behind(&poisoned);
-        if (poisoned)
+        if (poisoned) {
+          const std::string relay = border.relayError();
           throwError(hetcclRemoteError, "device border " + name +
-                                            ": a border peer released the border (it failed "
-                                            "or aborted); the result is not valid");
+                                            (relay.empty() ? std::string(": a border peer released the border (it "
+                                                                         "failed or aborted)")
+                                                           : ": " + relay) +
+                                            "; the result is not valid");
+        }
         std::string why;
         const int failed = border.failedRank(&why);
         if (failed >= 0 && failed != comm.rank())

@@ -17,7 +17,7 @@ namespace hetccl {
 struct BorderCall {
   BorderCall(Comm& comm, DataType type, RedKind k);
   // Gives back the events that no watch() took (a call that threw before
-  // its watch).
+  // its watch), and commits the slot uses taken (DeviceBorder::commit).
   ~BorderCall();
   BorderCall(const BorderCall&) = delete;
   BorderCall& operator=(const BorderCall&) = delete;
@@ -53,6 +53,15 @@ struct BorderCall {
   void put(void* dst, const void* src, size_t n, Stream s) {
     sent += n;
     d.copy(dst, src, n, s);
+  }
+  // On stream st: waits until border peer q stored its ready flag (results:
+  // its done flag) of `slot` for `seq`, then copies n bytes from `from` (in
+  // q's segment) to `to`. A peer on another host: the relay brings them
+  // into its mirror first.
+  void fetch(Stream st, int q, uint64_t seq, int slot, bool results, void* to, const void* from, size_t n) {
+    b.want(q, seq, results, from, n);
+    d.streamWaitValue(st, results ? b.done(q, slot) : b.ready(q, slot), seq);
+    d.copy(to, from, n, st);
   }
   // Throws naming the kernel and the plugin's text on a nonzero return.
   void check(int rc, const char* what);
@@ -101,8 +110,7 @@ struct BorderCall {
     if (afterOwn) d.streamWaitValue(in, b.ready(me(), slot), seq);
     for (int q = 0; q < G(); ++q) {
       if (q == me()) continue;
-      d.streamWaitValue(in, b.ready(q, slot), seq);
-      d.copy(to(q), b.out(q, slot, me()), len, in);
+      fetch(in, q, seq, slot, false, to(q), b.out(q, slot, me()), len);
     }
     ackReads(seq, slot, in);
   }

@@ -75,8 +75,7 @@ struct BlockCall : BorderCall {
     } else {
       for (int q = 0; q < G(); ++q) {
         if (q == me()) continue;
-        d.streamWaitValue(in, b.ready(q, slot), seq);
-        d.copy(to(q), b.out(q, slot), len, in);
+        fetch(in, q, seq, slot, false, to(q), b.out(q, slot), len);
       }
     }
     ackReads(seq, slot, in);
@@ -109,8 +108,7 @@ void enqueueAllGather(Comm& c, const CollArgs& a) {
     bc.d.streamWriteValue(bc.o, b.ready(me, slot), seq);
     for (int q = 0; q < G; ++q) {
       if (q == me) continue;
-      bc.d.streamWaitValue(bc.in, b.ready(q, slot), seq);
-      bc.d.copy(bc.block(rankAt(c, q, i)) + off, b.out(q, slot), len, bc.in);
+      bc.fetch(bc.in, q, seq, slot, false, bc.block(rankAt(c, q, i)) + off, b.out(q, slot), len);
     }
     bc.ackReads(seq, slot, bc.in);
   });
@@ -147,8 +145,7 @@ void enqueueBroadcast(Comm& c, const CollArgs& a) {
         bc.put(b.out(bc.me(), slot), bc.recv + off, len, bc.o);
         bc.d.streamWriteValue(bc.o, b.ready(bc.me(), slot), seq);
       } else {
-        bc.d.streamWaitValue(bc.in, b.ready(rootGroup, slot), seq);
-        bc.d.copy(bc.recv + off, b.out(rootGroup, slot), len, bc.in);
+        bc.fetch(bc.in, rootGroup, seq, slot, false, bc.recv + off, b.out(rootGroup, slot), len);
       }
       bc.ackReads(seq, slot, bc.in);
     });
@@ -252,8 +249,7 @@ void enqueueGroupAlltoAll(BlockCall& bc) {
     bc.d.streamWriteValue(bc.o, b.ready(me, slot), seq);
     for (int q = 0; q < G; ++q) {
       if (q == me) continue;
-      bc.d.streamWaitValue(bc.in, b.ready(q, slot), seq);
-      bc.d.copy(bc.scratchOf(q), b.out(q, slot, me), k * len, bc.in);
+      bc.fetch(bc.in, q, seq, slot, false, bc.scratchOf(q), b.out(q, slot, me), k * len);
     }
     bc.ackReads(seq, slot, bc.in);
     bc.join(bc.s);
@@ -421,8 +417,7 @@ void enqueueGroupScatter(BlockCall& bc) {
             bc.put(b.out(me, slot, h) + j * len, bc.send + rankAt(c, h, j) * bc.blk + off, len, bc.o);
         bc.d.streamWriteValue(bc.o, b.ready(me, slot), seq);
       } else {
-        bc.d.streamWaitValue(bc.in, b.ready(rootGroup, slot), seq);
-        bc.d.copy(bc.scratchOf(rootGroup), b.out(rootGroup, slot, me), k * len, bc.in);
+        bc.fetch(bc.in, rootGroup, seq, slot, false, bc.scratchOf(rootGroup), b.out(rootGroup, slot, me), k * len);
       }
       bc.ackReads(seq, slot, bc.in);
       bc.join(bc.s);
@@ -463,8 +458,7 @@ void enqueueScatter(Comm& c, const CollArgs& a) {
         if (p != me) bc.put(b.out(me, slot, p), bc.sendTo(p) + off, len, bc.o);
       bc.d.streamWriteValue(bc.o, b.ready(me, slot), seq);
     } else {
-      bc.d.streamWaitValue(bc.in, b.ready(rootGroup, slot), seq);
-      bc.d.copy(bc.recv + off, b.out(rootGroup, slot, me), len, bc.in);
+      bc.fetch(bc.in, rootGroup, seq, slot, false, bc.recv + off, b.out(rootGroup, slot, me), len);
     }
     bc.ackReads(seq, slot, bc.in);
   });

@@ -12,12 +12,13 @@ namespace {
 constexpr int kSlots = DeviceBorder::kSlots;
 
 // The border peer index of global rank `peer`, or -1 where it is not a
-// border peer of this rank.
+// border peer of this rank on this host (pair channels are not relayed
+// across hosts: such pairs stage, as both ends decide alike).
 int borderIndex(Comm& c, int peer) {
   const DeviceBorder* b = c.deviceBorder();
   if (!b || peer < 0 || peer >= c.nranks() || peer == c.rank()) return -1;
   for (int g = 0; g < b->peers(); ++g)
-    if (g != b->me() && b->peerRank(g) == peer) return g;
+    if (g != b->me() && b->peerRank(g) == peer) return b->remote(g) ? -1 : g;
   return -1;
 }
 

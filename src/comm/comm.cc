@@ -248,11 +248,14 @@ void Comm::setUp(const PeerInfo& me, const std::string& group) {
   }
   std::vector<uint8_t> remoteHost(nranks, 0);
   tc.localRanks = 0;
+  hostOf_.assign(nranks, 0);
   for (int r = 0; r < nranks; ++r) {
+    while (peers[hostOf_[r]].hostHash != peers[r].hostHash) ++hostOf_[r];  // the lowest rank on r's host
     remoteHost[r] = peers[r].hostHash != me.hostHash;
     if (r < rank && !remoteHost[r]) ++hostIndex_;
     tc.localRanks += remoteHost[r] ? 0 : 1;
   }
+  relayContext_ = tc;  // the device border's relay across hosts (its own transports)
   std::unique_ptr<Transport> inner;
   if (transportName_ == intraName_) {
     inner = createTransport(transportName_, tc);
@@ -380,7 +383,6 @@ void Comm::setUpDeviceBorder() {
   for (const Group& g : topo_.groups) {
     f.groupKinds.push_back(g.deviceKind);
   }
-  f.singleHost = topo_.singleHost;
   std::string whyNot = deviceBorderWhyNot(f);
   if (whyNot == kNotEveryRankSays) return;
   if (!whyNot.empty()) {
@@ -427,7 +429,12 @@ void Comm::setUpDeviceBorder() {
   s.minIsSet = settings::kGpuBorderMin.isSet();
   s.roundKernel = settings::kGpuBorderKernel.get();
   s.canRound = kernels_->borderRound != nullptr;
-  s.ranksOnHost = nranks_;  // one host (deviceBorderWhyNot)
+  s.ranksOnHost = relayContext_.localRanks;
+  if (!topo_.singleHost) {
+    s.hostOf = hostOf_;
+    s.relayTransport = interName_;
+    s.relayContext = &relayContext_;
+  }
   auto b = DeviceBorder::create(s);
   if (!b) {
     if (!gpuDirect_) kernels_ = nullptr;

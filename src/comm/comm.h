@@ -223,6 +223,8 @@ class Comm {
   int hostIndex_ = 0;
   std::string transportName_;          // "shm", "tcp", "ucx", or "shm+tcp" (intra+inter) where both are used
   std::string intraName_, interName_;  // the transports of peers on this host and on others
+  std::vector<int> hostOf_;            // by global rank: the lowest rank on its host
+  TransportContext relayContext_;      // the transports' context, for the device border's relay
   LinkSecurity security_;
   BorderCut borderCut_;
   std::string site_;

@@ -97,13 +97,22 @@ std::unique_ptr<DeviceBorder> DeviceBorder::create(const Setup& s) {
   s.bootstrap->allGather(all.data(), sizeof(Entry));
   std::vector<uint64_t> gpus;
   std::vector<bool> mps;
-  for (const Entry& e : all) {
-    gpus.push_back(e.gpu);
-    mps.push_back(e.mps != 0);
+  auto hostOf = [&](int r) { return s.hostOf.empty() ? 0 : s.hostOf[r]; };
+  for (int r = 0; r < nranks; ++r) {
+    // Two ranks share a GPU only on one host (the same PCI address on two
+    // hosts is two GPUs).
+    const uint64_t gpu = all[r].gpu ^ (static_cast<uint64_t>(hostOf(r)) * 0x9e3779b97f4a7c15ull);
+    gpus.push_back(all[r].gpu ? (gpu ? gpu : 1) : 0);
+    mps.push_back(all[r].mps != 0);
   }
   b->timeSliced_ = timeSlicedGpus(gpus, mps);
   if (!s.minIsSet && !b->timeSliced_) b->minBytes_ = 0;
-  b->round_ = s.canRound && g >= 2 && g <= HETCCL_BORDER_ROUND_MAX_PEERS &&
+  b->remote_.assign(g, false);
+  for (int q = 0; q < g; ++q) b->remote_[q] = hostOf(s.peerRanks[q]) != hostOf(s.rank);
+  const bool anyRemote = std::find(b->remote_.begin(), b->remote_.end(), true) != b->remote_.end();
+  // The round kernel would spin on flags the relay stores after a network
+  // round trip: slot uses with remote peers go by copies.
+  b->round_ = s.canRound && !anyRemote && g >= 2 && g <= HETCCL_BORDER_ROUND_MAX_PEERS &&
               (s.roundKernel == "1" || (s.roundKernel == "auto" && !b->timeSliced_));
   const uint64_t jobId = s.bootstrap->id().jobId ^ all[0].nonce ^ kNameSalt;
   for (const Entry& e : all) part = std::min<size_t>(part, e.part);
@@ -131,11 +140,19 @@ std::unique_ptr<DeviceBorder> DeviceBorder::create(const Setup& s) {
   h->jobId = jobId;
   try {
     s.bootstrap->barrier();  // every segment exists
-    // Peers' segments whole, every other rank's header page.
+    // Peers' segments whole (mirrors of those on other hosts), every other
+    // rank's header page on this host.
     for (int r = 0; r < nranks; ++r) {
       if (r == s.rank) continue;
       auto it = std::find(s.peerRanks.begin(), s.peerRanks.end(), r);
       const int q = it == s.peerRanks.end() ? -1 : static_cast<int>(it - s.peerRanks.begin());
+      if (hostOf(r) != hostOf(s.rank)) {
+        if (q < 0) continue;
+        void* p = mmap(nullptr, b->segBytes_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+        if (p == MAP_FAILED) throwSystemError("device border: mmap of a mirror", errno);
+        b->seg_[q] = static_cast<uint8_t*>(p);
+        continue;
+      }
       const std::string name = shmSegmentName(all[r].pid, jobId, r);
       int fd = shm_open(name.c_str(), O_RDWR, 0600);
       if (fd < 0) throwSystemError("device border: shm_open " + name + " (rank " + std::to_string(r) + ")", errno);
@@ -155,6 +172,12 @@ std::unique_ptr<DeviceBorder> DeviceBorder::create(const Setup& s) {
     throw;
   }
   shm_unlink(mine.c_str());
+  if (s.relayContext) {  // every rank: the relay's transports are made together
+    std::vector<int> remote;
+    for (int q = 0; q < g; ++q)
+      if (b->remote_[q]) remote.push_back(q);
+    b->relay_ = BorderRelay::create(*b, s.relayTransport, *s.relayContext, std::move(remote));
+  }
   if (g == 1) {
     LOG_INFO(kInit, "rank %d: device border without peers (index %d and up of a larger group: group steps only)",
              s.rank, s.shares);
@@ -190,6 +213,7 @@ bool DeviceBorder::timeSlicedGpus(const std::vector<uint64_t>& gpu, const std::v
 }
 
 DeviceBorder::~DeviceBorder() {
+  relay_.reset();  // its threads read the segments
   if (dev_ && out_) {
     dev_->destroyStream(out_);
     dev_->destroyStream(in_);
@@ -253,7 +277,19 @@ void DeviceBorder::releaseAll() {
       store(pairReady(q, me_, slot));
       store(pairAck(me_, q, slot));
     }
+  if (relay_) relay_->halt("rank " + std::to_string(rank_) + " released its device border (it failed or aborted)");
 }
+
+void DeviceBorder::want(int q, uint64_t seq, bool results, const void* at, size_t n) {
+  if (!relay_ || !remote_[q]) return;
+  relay_->want(q, seq, results, static_cast<size_t>(static_cast<const uint8_t*>(at) - seg_[q]), n);
+}
+
+void DeviceBorder::commit() {
+  if (relay_) relay_->commit(seq_);
+}
+
+std::string DeviceBorder::relayError() const { return relay_ ? relay_->error() : std::string(); }
 
 int DeviceBorder::pairBehind(int peer, uint64_t sent, uint64_t received, bool* poisoned) {
   auto load = [](volatile uint64_t* f) { return __atomic_load_n(const_cast<uint64_t*>(f), __ATOMIC_ACQUIRE); };

@@ -33,6 +33,13 @@
 // HETCCL_TIMEOUT_S and the abort flag) and, to release the streams, stores
 // kFlagReleased (device/device.h) to every flag they may wait on.
 //
+// Border peers on other hosts (comm/border_relay.h): this rank keeps a
+// mirror of each one's segment (its own memory, laid out alike and
+// registered alike), which the relay's threads fill with what this rank's
+// streams read and whose flags they store; the collectives do not change.
+// Each read of a peer's segment is announced first (want()) and each call
+// commits its slot uses (commit()), so the relay knows what to fetch.
+//
 // Everything here is made at init: the segments, their registration (which
 // may synchronise the device), two internal streams and the device scratch.
 // Memory: slots x (2 x peers) x HETCCL_GPU_BORDER_CHUNK bytes of shared
@@ -47,6 +54,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "comm/border_relay.h"
 #include "device/device.h"
 
 namespace hetccl {
@@ -70,6 +78,11 @@ class DeviceBorder {
     bool minIsSet = false;             // HETCCL_GPU_BORDER_MIN was given (else: see minBytes())
     std::string roundKernel = "auto";  // HETCCL_GPU_BORDER_KERNEL: auto, 0 or 1
     bool canRound = false;             // the kernels plugin has borderRound
+    std::vector<int> hostOf;           // host index of every global rank (empty: all on one)
+    // Where ranks span hosts: every rank makes the relay (collective), over
+    // this transport with this context (the communicator's, for its peers).
+    std::string relayTransport;
+    const TransportContext* relayContext = nullptr;
   };
   // Collective over every rank of the communicator (one bootstrap allgather
   // and two barriers): every rank calls it, with its own border peers. The
@@ -111,6 +124,20 @@ class DeviceBorder {
     return reinterpret_cast<T*>(devSeg_[owner] + (h - seg_[owner]));
   }
   size_t segmentBytes() const { return segBytes_; }
+  // Where border peer q's segment (or its mirror) is mapped here, and where
+  // its data (slots and pair channels) begins.
+  uint8_t* segment(int q) const { return seg_[q]; }
+  size_t dataOffset() const { return flagBytes_; }
+  // Border peer q is on another host: its segment here is a mirror.
+  bool remote(int q) const { return remote_[q]; }
+  // This rank's streams read n bytes at `at` (in peer q's segment) in slot
+  // use `seq` after its ready flag (results: done): the relay brings them
+  // where q is remote. The enqueuing thread.
+  void want(int q, uint64_t seq, bool results, const void* at, size_t n);
+  // Every slot use taken so far is enqueued (the end of each call).
+  void commit();
+  // What made the relay fail, or "".
+  std::string relayError() const;
   size_t scratchBytes() const { return scratchBytes_; }
 
   volatile uint64_t* ready(int owner, int slot) { return flag(owner, slot, 0); }
@@ -184,6 +211,8 @@ class DeviceBorder {
   std::vector<uint8_t*> headerPages_;        // header pages of ranks that are not peers (mapped alone)
   int rank_ = 0;
   std::vector<bool> registered_;
+  std::vector<bool> remote_;            // by peer index
+  std::unique_ptr<BorderRelay> relay_;  // where a peer is remote (threads: before the segments go)
   uint8_t* scratch_ = nullptr;
   Stream out_ = nullptr, in_ = nullptr;
   uint64_t seq_ = 0;

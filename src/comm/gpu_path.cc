@@ -35,7 +35,6 @@ std::string deviceBorderWhyNot(const DeviceBorderFacts& f) {
   for (const std::string& k : f.groupKinds)
     if (k == "host") return kNotEveryRankSays;
   if (f.want == "0") return "HETCCL_GPU_BORDER=0";
-  if (!f.singleHost) return "the ranks span several hosts (the device border is one host's shared memory)";
   return "";
 }
 

@@ -32,7 +32,6 @@ std::string directPathWhyNot(const GpuPathFacts& f);
 struct DeviceBorderFacts {
   std::string want;                     // HETCCL_GPU_BORDER: auto, 0 or 1
   std::vector<std::string> groupKinds;  // device kind of every group
-  bool singleHost = true;
 };
 // "" where every rank may set up the device border (each still has to load
 // its kernels plugin), else why not. kNotEveryRankSays is returned alone when

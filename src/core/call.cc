@@ -23,6 +23,12 @@ const char* collKindName(CollKind k) {
 
 std::string MsgTag::describe() const {
   char buf[160];
+  if (coll == kDeviceBorderRelay) {
+    static const char* const kWhat[] = {"request", "parts", "results", "acknowledgement"};
+    snprintf(buf, sizeof(buf), "device border relay #%llu (%s)", static_cast<unsigned long long>(seq),
+             op < 4 ? kWhat[op] : "?");
+    return buf;
+  }
   const char* dt = dataTypeValid(dtype) ? dataTypeName(static_cast<DataType>(dtype)) : "?";
   const char* opName = op < 4 ? redKindName(static_cast<RedKind>(op)) : "?";
   int n = snprintf(buf, sizeof(buf), "%s #%llu (count %llu, %s", collKindName(static_cast<CollKind>(coll)),

@@ -20,6 +20,9 @@ enum class CollKind : uint16_t {
   kSendRecv,
 };
 const char* collKindName(CollKind k);
+// MsgTag::coll of the device border relay's messages (comm/border_relay.h):
+// not a collective of the API; MsgTag::op then says which message.
+inline constexpr uint16_t kDeviceBorderRelay = 0x100;
 
 struct MsgTag {
   uint64_t seq = 0;    // collective sequence number on the communicator

@@ -281,8 +281,8 @@ namespace hetccl {
 namespace {
 
 // HETCCL_GPU_BORDER's choice from the facts every rank shares (groups of
-// any sizes: unequal ones take it for AllReduce).
-TEST(GpuPath, DeviceBorderOnlyForGpuGroupsOnOneHost) {
+// any sizes: unequal ones take it for AllReduce; any hosts).
+TEST(GpuPath, DeviceBorderOnlyForGpuGroups) {
   DeviceBorderFacts f;
   f.want = "auto";
   f.groupKinds = {"cuda", "hip"};  // two vendors: the case it is for
@@ -290,10 +290,8 @@ TEST(GpuPath, DeviceBorderOnlyForGpuGroupsOnOneHost) {
   f.want = "0";
   EXPECT_EQ(deviceBorderWhyNot(f), "HETCCL_GPU_BORDER=0");
   f.want = "1";
-  f.singleHost = false;
-  EXPECT_NE(deviceBorderWhyNot(f).find("several hosts"), std::string::npos);
-  f.singleHost = true;
-  f.groupKinds = {"cuda", "host"};  // a host group has no device to copy with
+  EXPECT_EQ(deviceBorderWhyNot(f), "");  // on several hosts too: peers elsewhere are relayed
+  f.groupKinds = {"cuda", "host"};       // a host group has no device to copy with
   EXPECT_EQ(deviceBorderWhyNot(f), kNotEveryRankSays);
   f.groupKinds = {"emu"};
   EXPECT_EQ(deviceBorderWhyNot(f), kNotEveryRankSays);  // one group: nothing crosses

@@ -1,6 +1,7 @@
 #include "bench.h"
 
 #include <ctime>
+#include <exception>
 
 #include "buffers.h"
 #include "reference/elements.h"
@@ -30,8 +31,12 @@ struct Bench::Buffers {
     GuardedBuffer* all[3] = {&send, &recv, &inPlace};
     for (int i = 0; i < 3; ++i) dev[i] = static_cast<unsigned char*>(gpu->alloc(all[i]->rawBytes()));
   }
+  // Left to the process's exit while a failed call unwinds: freeing device
+  // memory synchronises the device, whose streams may hold the vendor
+  // library's calls that only the communicator's abort (after the unwind)
+  // ends.
   ~Buffers() {
-    if (gpu)
+    if (gpu && std::uncaught_exceptions() == 0)
       for (unsigned char* d : dev) gpu->free(d);
   }
   Buffers(const Buffers&) = delete;

@@ -1,0 +1,116 @@
+// The device border's reach across hosts (comm/device_border.h). A border
+// peer on another host cannot map this rank's segment, so this rank keeps a
+// mirror of that peer's segment (its own memory, registered with its GPU
+// runtime like the segments of peers on this host) and two threads of the
+// relay carry over the communicator's inter-host transport what the
+// streams on either side read from the other. The streams, the flags and
+// the collectives stay as they are on one host: a stream that waits on a
+// remote peer's flag waits on the mirror's, and the relay stores it once
+// the data it guards is in the mirror.
+//
+// - The data thread, one slot use (border sequence number) after another:
+//   the ranges of a remote peer's segment that this rank's streams will
+//   read in that use (recorded while the calls are enqueued: want()) go to
+//   that peer, and its requests come here; once this rank's stream stored
+//   its own ready flag of the use (then its done flag, where a peer asked
+//   for results), each remote peer gets the ranges it asked for, and what
+//   this rank asked for lands in its mirrors, whose flags the thread then
+//   stores.
+// - The ack thread: once this rank's streams acknowledged a slot use in a
+//   remote peer's mirror (ackReads), the ack goes to that peer, whose
+//   thread stores it in its own segment, where its streams wait for it
+//   before they fill the slot again.
+// Both go through the slot uses in order and only after the enqueuing
+// thread committed them (the end of each call), so every rank's relay
+// meets its peers' in the same order; the acks have a thread of their own
+// because a use's data may wait, in stream order, for an earlier use's
+// acks (the writer's slot must be free).
+//
+// Failure: a relay thread that fails (a peer closed, a timeout, a request
+// outside the segment) releases every stream of this rank (releaseAll) and
+// poisons its transports, so the remote peers' relays fail too; error()
+// names what went wrong for the call's watch. halt() (abort, a failed
+// call) stops both threads and tells the remote peers.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "transport/transport.h"
+
+namespace hetccl {
+
+class DeviceBorder;
+
+class BorderRelay {
+ public:
+  static constexpr int kMaxRanges = 4;  // per slot use, flag and remote peer
+
+  // Collective over every rank of ctx.bootstrap (two transports named
+  // `transport`): every rank calls it, those without remote peers with
+  // `remote` empty (then no thread runs). remote: the border peer indices
+  // (DeviceBorder::peerRank) on other hosts.
+  static std::unique_ptr<BorderRelay> create(DeviceBorder& b, const std::string& transport, TransportContext ctx,
+                                             std::vector<int> remote);
+  ~BorderRelay();
+  BorderRelay(const BorderRelay&) = delete;
+  BorderRelay& operator=(const BorderRelay&) = delete;
+
+  // This rank's streams read bytes [off, off + len) of remote peer q's
+  // segment in slot use `seq`, after its ready flag (results: its done
+  // flag); len may be 0 (the flag alone). The enqueuing thread.
+  void want(int q, uint64_t seq, bool results, size_t off, size_t len);
+  // Every slot use up to `seq` is enqueued: the threads may serve them.
+  void commit(uint64_t seq);
+  // Stops both threads and poisons the transports (the remote peers' relays
+  // fail naming this rank). Any thread; idempotent.
+  void halt(const std::string& why);
+  // What made a relay thread fail ("": nothing). Any thread.
+  std::string error() const;
+
+ private:
+  struct Range {
+    uint64_t off, len;
+  };
+  // What this rank asks a remote peer for in one slot use (a wire format).
+  struct Request {
+    uint64_t seq = 0;
+    uint32_t count[2] = {0, 0};  // ranges after ready, after done
+    uint32_t flags = 0;          // bit w: the flag (0 ready, 1 done) is waited on
+    uint32_t pad = 0;
+    Range ranges[2][kMaxRanges] = {};
+  };
+  enum Msg : uint8_t { kRequest = 0, kReady = 1, kDone = 2, kAck = 3 };
+
+  BorderRelay(DeviceBorder& b, std::vector<int> remote, double timeoutS);
+  void loop(bool acks);
+  void serveData(uint64_t seq);
+  void serveAcks(uint64_t seq);
+  // Waits until *f holds `seq` or more (stored by this rank's streams).
+  void waitStored(volatile uint64_t* f, uint64_t seq, const char* what);
+  void check(const Request& r, int q, uint64_t seq) const;
+  MsgTag tag(uint64_t seq, Msg m) const;
+  void failed(const std::string& why);
+
+  DeviceBorder& b_;
+  std::vector<int> remote_;  // peer indices
+  double timeoutS_;
+  std::unique_ptr<Transport> data_, acks_;
+  std::atomic<bool> stop_{false};
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  uint64_t committed_ = 0;
+  std::map<uint64_t, std::vector<Request>> wants_;  // by slot use, then index in remote_
+  std::string error_;
+  std::thread dataThread_, ackThread_;
+};
+
+}  // namespace hetccl

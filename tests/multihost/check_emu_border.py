@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""Emulated GPU ranks (device kind emu) on emulated hosts (emu_hosts.py):
+the device border with border peers on other hosts, through its relay
+(comm/border_relay.h), then a host killed under it.
+
+  check_emu_border.py HETCCL_PERF [--quick]
+
+1. Layouts (ranks per host, groups by rank), every collective checked by
+   hetccl-perf against its reference, 8 B to 1 MiB (--quick: to 64 KiB),
+   with 64 KiB border parts (many slot uses a call):
+     2 hosts x 2, groups a,a | b,b      (every border peer on the other host)
+     2 hosts, a,a,b,b | c,c             (three groups: peers on this host and on the other)
+     2 hosts, a,a,a | b,b               (groups of unequal sizes)
+   Each must have set up the relay (its INFO line) and taken the device
+   border for the calls it takes on one host (the TRACE lines of the
+   border's calls): AllReduce everywhere, every collective but send/recv
+   where the groups are equal (send/recv between hosts stages, as the
+   pair channels do not cross hosts).
+2. kill -9 of host 1 while 2 hosts x 2 (a,a | b,b) loop over border
+   AllReduces of 1 MiB and up: host 0's ranks exit with an error within
+   HETCCL_TIMEOUT_S + 10 s, naming the device border or a peer.
+Exit status 0 pass, 1 fail, 77 skip (not root, or namespaces unavailable).
+"""
+import os
+import re
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from emu_hosts import Cluster, Unavailable  # noqa: E402
+
+COLLS = ["allreduce", "allgather", "reducescatter", "broadcast", "reduce", "alltoall", "sendrecv", "gather", "scatter"]
+LAYOUTS = [
+    # name, host of each rank, groups, collectives, groups of equal sizes
+    ("2 hosts x 2, groups a,a|b,b", [0, 0, 1, 1], "0-1:a,2-3:b", COLLS, True),
+    ("2 hosts, groups a,a,b,b|c,c", [0, 0, 0, 0, 1, 1], "0-1:a,2-3:b,4-5:c", COLLS, True),
+    ("2 hosts, groups a,a,a|b,b", [0, 0, 0, 1, 1], "0-2:a,3-4:b", ["allreduce", "broadcast", "allgather"], False),
+]
+BORDER_NAMES = {"allreduce": "AllReduce", "allgather": "AllGather", "reducescatter": "ReduceScatter",
+                "broadcast": "Broadcast", "reduce": "Reduce", "alltoall": "AlltoAll", "gather": "Gather",
+                "scatter": "Scatter"}
+TIMEOUT_S = 5
+ENV = {"HETCCL_DEVICE": "emu", "HETCCL_GPU_BORDER_CHUNK": "65536", "HETCCL_GPU_DIRECT": "0"}
+
+
+def fail(msg):
+    print(f"check_emu_border: FAILED: {msg}")
+    sys.exit(1)
+
+
+def now():
+    return time.clock_gettime(time.CLOCK_MONOTONIC)
+
+
+def run_layout(cl, perf, name, hosts, gmap, equal, coll, maxb, port):
+    env = dict(ENV, HETCCL_GROUP_MAP=gmap, HETCCL_TIMEOUT_S="60", HETCCL_DEBUG="TRACE",
+               HETCCL_DEBUG_SUBSYS="INIT,COLL")
+    job = cl.launch(hosts, [perf, "-o", coll, "-b", "8", "-e", maxb, "-f", "8", "-n", "2", "-w", "1", "-c", "1"],
+                    env=env, master_port=port)
+    codes = job.wait(300)
+    if codes != [0] * len(hosts) or "# Out of bounds values : 0 OK" not in job.out(0):
+        fail(f"{name}: {coll}: exit codes {codes}\n{job.show()}")
+    relayed = border = 0
+    for r in range(len(hosts)):
+        err = job.err(r)
+        relayed += "relayed over tcp" in err
+        border += len(re.findall(r"device border %s of \d+ bytes" % BORDER_NAMES.get(coll, "-"), err))
+    if not relayed:
+        fail(f"{name}: {coll}: no rank set up the device border's relay\n{job.show()}")
+    takes = coll != "sendrecv" and (coll == "allreduce" or equal)
+    if takes and border == 0:
+        fail(f"{name}: {coll}: no call took the device border\n{job.show()}")
+    if not takes and border:
+        fail(f"{name}: {coll}: {border} calls took the device border where they should stage\n{job.show()}")
+    return border
+
+
+def kill_host(cl, perf, port):
+    hosts = [0, 0, 1, 1]
+    env = dict(ENV, HETCCL_GROUP_MAP="0-1:a,2-3:b", HETCCL_TIMEOUT_S=str(TIMEOUT_S))
+    # Calls of 1 MiB and up, each size synchronised: no long backlog of
+    # enqueued calls for the emulated streams to drain after the release.
+    job = cl.launch(hosts, [perf, "-o", "allreduce", "-b", "1M", "-e", "64M", "-i", "4096", "-n", "5", "-w", "0",
+                            "-c", "0"], env=env, master_port=port)
+    time.sleep(6)  # init and a few hundred calls
+    if any(p.poll() is not None for p in job.procs):
+        fail(f"kill: a rank ended before host 1 was killed\n{job.show()}")
+    t_kill = now()
+    cl.kill_host(1)
+    limit = TIMEOUT_S + 10
+    lines = []
+    for r in (0, 1):
+        try:
+            job.procs[r].wait(timeout=max(0.1, t_kill + limit + 20 - now()))
+        except Exception:
+            pass
+        code = job.procs[r].poll()
+        after = now() - t_kill
+        if code is None:
+            job.procs[r].kill()
+            fail(f"kill: rank {r} still runs {after:.0f} s after host 1 was killed\n{job.show()}")
+        if code == 0:
+            fail(f"kill: rank {r} exited 0 after host 1 was killed\n{job.show()}")
+        if after > limit + 1:
+            fail(f"kill: rank {r} exited {after:.1f} s after host 1 was killed (limit {limit} s)")
+        text = job.err(r) + job.out(r)
+        m = re.search(r"^.*(device border|rank [23]).*$", text, re.M)
+        if not m:
+            fail(f"kill: rank {r}'s error names neither the device border nor a rank of host 1\n{job.show()}")
+        lines.append(f"rank {r} exited {code} within {after:.1f} s: {m.group(0).strip()[:200]}")
+    job.wait(30)
+    return lines
+
+
+def main():
+    perf = sys.argv[1]
+    maxb = "64K" if "--quick" in sys.argv else "1M"
+    try:
+        cl = Cluster(2)
+    except Unavailable as e:
+        print(f"check_emu_border: SKIPPED: {e}")
+        return 77
+    port = 29700
+    with cl:
+        for name, hosts, gmap, colls, equal in LAYOUTS:
+            counts = []
+            for coll in colls:
+                port += 1
+                counts.append(f"{coll} {run_layout(cl, perf, name, hosts, gmap, equal, coll, maxb, port)}")
+            print(f"check_emu_border: {name}: right; border calls (all ranks): {', '.join(counts)}")
+        port += 1
+        for line in kill_host(cl, perf, port):
+            print(f"check_emu_border: kill host 1: {line}")
+    print("check_emu_border: PASSED")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
