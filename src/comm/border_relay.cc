@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "comm/call_metrics.h"
 #include "comm/device_border.h"
 #include "core/clock.h"
 #include "core/error.h"
@@ -25,16 +26,15 @@ BorderRelay::BorderRelay(DeviceBorder& b, std::vector<int> remote, double timeou
     : b_(b), remote_(std::move(remote)), timeoutS_(timeoutS) {}
 
 std::unique_ptr<BorderRelay> BorderRelay::create(DeviceBorder& b, const std::string& transport, TransportContext ctx,
-                                                 std::vector<int> remote) {
+                                                 std::vector<int> remote, CallMetrics* metrics) {
   std::unique_ptr<BorderRelay> r(new BorderRelay(b, std::move(remote), ctx.timeoutS));
+  r->metrics_ = metrics;
   ctx.peers.clear();
   for (int q : r->remote_) ctx.peers.push_back(b.peerRank(q));
   ctx.abort = &r->stop_;
-  r->data_ = createTransport(transport, ctx);
-  r->acks_ = createTransport(transport, ctx);
+  for (auto& t : r->transports_) t = createTransport(transport, ctx);
   if (!r->remote_.empty()) {
-    r->dataThread_ = std::thread([p = r.get()] { p->loop(false); });
-    r->ackThread_ = std::thread([p = r.get()] { p->loop(true); });
+    for (int w = 0; w < kWorks; ++w) r->threads_[w] = std::thread([p = r.get(), w] { p->loop(static_cast<Work>(w)); });
     std::string who;
     for (int q : r->remote_) who += (who.empty() ? "" : ", ") + std::to_string(b.peerRank(q));
     LOG_INFO(kInit, "device border: border peers on other hosts (ranks %s) through mirrors relayed over %s",
@@ -49,8 +49,8 @@ BorderRelay::~BorderRelay() {
     stop_.store(true);
   }
   cv_.notify_all();
-  if (dataThread_.joinable()) dataThread_.join();
-  if (ackThread_.joinable()) ackThread_.join();
+  for (std::thread& t : threads_)
+    if (t.joinable()) t.join();
 }
 
 void BorderRelay::want(int q, uint64_t seq, bool results, size_t off, size_t len) {
@@ -93,8 +93,7 @@ void BorderRelay::halt(const std::string& why) {
     std::lock_guard<std::mutex> g(mu_);  // a thread between its check and its wait sees it
   }
   cv_.notify_all();
-  data_->poison(why);
-  acks_->poison(why);
+  for (auto& t : transports_) t->poison(why);
 }
 
 std::string BorderRelay::error() const {
@@ -109,22 +108,34 @@ void BorderRelay::failed(const std::string& why) {
     if (error_.empty()) error_ = why;
   }
   LOG_WARN(kColl, "device border relay failed: %s", why.c_str());
-  b_.releaseAll();  // halts this relay too: the other thread and the remote peers stop
+  b_.releaseAll();  // halts this relay too: the other threads and the remote peers stop
 }
 
-void BorderRelay::loop(bool acks) {
+void BorderRelay::loop(Work w) {
   uint64_t next = 1;  // DeviceBorder::nextSeq counts from 1
   try {
     for (;;) {
+      Swapped results;
       {
         std::unique_lock<std::mutex> lk(mu_);
-        cv_.wait(lk, [&] { return stop_.load() || committed_ >= next; });
+        // Results wait for the parts thread's swap of the requests.
+        cv_.wait(lk, [&] { return stop_.load() || (w == kResults ? swappedUpTo_ : committed_) >= next; });
         if (stop_.load()) return;
+        if (w == kResults) {
+          auto it = swapped_.find(next);
+          if (it != swapped_.end()) {
+            results = std::move(it->second);
+            swapped_.erase(it);
+          }
+        }
       }
-      if (acks)
+      if (w == kAcks) {
         serveAcks(next);
-      else
-        serveData(next);
+      } else if (w == kParts) {
+        serveParts(next);
+      } else if (!results.mine.empty()) {
+        move(next, 1, results.mine, results.theirs);
+      }
       ++next;
     }
   } catch (const std::exception& e) {
@@ -181,8 +192,7 @@ void BorderRelay::check(const Request& r, int q, uint64_t seq) const {
   }
 }
 
-void BorderRelay::serveData(uint64_t seq) {
-  const int slot = static_cast<int>(seq % kSlots), me = b_.me();
+void BorderRelay::serveParts(uint64_t seq) {
   const size_t n = remote_.size();
   std::vector<Request> mine(n), theirs(n);
   {
@@ -200,51 +210,65 @@ void BorderRelay::serveData(uint64_t seq) {
     x.push_back(Xfer::send(peer, &mine[i], sizeof(Request), tag(seq, kRequest)));
     x.push_back(Xfer::recv(peer, &theirs[i], sizeof(Request), tag(seq, kRequest)));
   }
-  data_->run(x);
-  for (size_t i = 0; i < n; ++i) check(theirs[i], remote_[i], seq);
+  transports_[kParts]->run(x);
+  bool results = false;
+  for (size_t i = 0; i < n; ++i) {
+    check(theirs[i], remote_[i], seq);
+    results = results || ((mine[i].flags | theirs[i].flags) & 2u);
+  }
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (results) swapped_[seq] = Swapped{mine, theirs};
+    swappedUpTo_ = seq;
+  }
+  cv_.notify_all();
+  move(seq, 0, mine, theirs);
+}
 
-  // The ready flag's data, then the done flag's (results come after parts).
-  for (int w = 0; w < 2; ++w) {
-    const uint32_t bit = 1u << w;
-    bool asked = false, asking = false;
-    for (size_t i = 0; i < n; ++i) {
-      asked = asked || (theirs[i].flags & bit);
-      asking = asking || (mine[i].flags & bit);
-    }
-    if (!asked && !asking) continue;
-    if (asked)
-      waitStored(w ? b_.done(me, slot) : b_.ready(me, slot), seq,
-                 w ? "this rank's done flag" : "this rank's ready flag");
-    const Msg m = w ? kDone : kReady;
-    std::vector<uint64_t> got(n, 0);
-    x.clear();
-    for (size_t i = 0; i < n; ++i) {
-      const int q = remote_[i], peer = b_.peerRank(q);
-      if (theirs[i].flags & bit) {
-        for (uint32_t j = 0; j < theirs[i].count[w]; ++j) {
-          const Range& r = theirs[i].ranges[w][j];
-          x.push_back(Xfer::send(peer, b_.segment(me) + r.off, r.len, tag(seq, m)));
-        }
-        x.push_back(Xfer::send(peer, &seq, sizeof(seq), tag(seq, m)));
+void BorderRelay::move(uint64_t seq, int w, const std::vector<Request>& mine, const std::vector<Request>& theirs) {
+  const int slot = static_cast<int>(seq % kSlots), me = b_.me();
+  const size_t n = remote_.size();
+  const uint32_t bit = 1u << w;
+  bool asked = false, asking = false;
+  for (size_t i = 0; i < n; ++i) {
+    asked = asked || (theirs[i].flags & bit);
+    asking = asking || (mine[i].flags & bit);
+  }
+  if (!asked && !asking) return;
+  if (asked)
+    waitStored(w ? b_.done(me, slot) : b_.ready(me, slot), seq, w ? "this rank's done flag" : "this rank's ready flag");
+  const Msg m = w ? kDone : kReady;
+  std::vector<uint64_t> got(n, 0);
+  uint64_t sent = 0;
+  std::vector<Xfer> x;
+  for (size_t i = 0; i < n; ++i) {
+    const int q = remote_[i], peer = b_.peerRank(q);
+    if (theirs[i].flags & bit) {
+      for (uint32_t j = 0; j < theirs[i].count[w]; ++j) {
+        const Range& r = theirs[i].ranges[w][j];
+        x.push_back(Xfer::send(peer, b_.segment(me) + r.off, r.len, tag(seq, m)));
+        sent += r.len;
       }
-      if (mine[i].flags & bit) {
-        for (uint32_t j = 0; j < mine[i].count[w]; ++j) {
-          const Range& r = mine[i].ranges[w][j];
-          x.push_back(Xfer::recv(peer, b_.segment(q) + r.off, r.len, tag(seq, m)));
-        }
-        x.push_back(Xfer::recv(peer, &got[i], sizeof(uint64_t), tag(seq, m)));
+      x.push_back(Xfer::send(peer, &seq, sizeof(seq), tag(seq, m)));
+    }
+    if (mine[i].flags & bit) {
+      for (uint32_t j = 0; j < mine[i].count[w]; ++j) {
+        const Range& r = mine[i].ranges[w][j];
+        x.push_back(Xfer::recv(peer, b_.segment(q) + r.off, r.len, tag(seq, m)));
       }
+      x.push_back(Xfer::recv(peer, &got[i], sizeof(uint64_t), tag(seq, m)));
     }
-    data_->run(x);
-    for (size_t i = 0; i < n; ++i) {
-      if (!(mine[i].flags & bit)) continue;
-      const int q = remote_[i];
-      if (got[i] != seq)
-        throwError(hetcclRemoteError, "device border relay: rank " + std::to_string(b_.peerRank(q)) +
-                                          " sent the data of slot use " + std::to_string(got[i]) + " for " +
-                                          std::to_string(seq));
-      store(w ? b_.done(q, slot) : b_.ready(q, slot), seq);
-    }
+  }
+  transports_[w ? kResults : kParts]->run(x);
+  if (metrics_ && sent) metrics_->linkBytes(CallMetrics::kBorderRemote, sent);
+  for (size_t i = 0; i < n; ++i) {
+    if (!(mine[i].flags & bit)) continue;
+    const int q = remote_[i];
+    if (got[i] != seq)
+      throwError(hetcclRemoteError, "device border relay: rank " + std::to_string(b_.peerRank(q)) +
+                                        " sent the data of slot use " + std::to_string(got[i]) + " for " +
+                                        std::to_string(seq));
+    store(w ? b_.done(q, slot) : b_.ready(q, slot), seq);
   }
 }
 
@@ -259,7 +283,7 @@ void BorderRelay::serveAcks(uint64_t seq) {
     x.push_back(Xfer::send(peer, &seq, sizeof(seq), tag(seq, kAck)));
     x.push_back(Xfer::recv(peer, &got[i], sizeof(uint64_t), tag(seq, kAck)));
   }
-  acks_->run(x);
+  transports_[kAcks]->run(x);
   for (size_t i = 0; i < n; ++i) {
     const int q = remote_[i];
     if (got[i] != seq)

@@ -434,6 +434,7 @@ void Comm::setUpDeviceBorder() {
     s.hostOf = hostOf_;
     s.relayTransport = interName_;
     s.relayContext = &relayContext_;
+    s.metrics = &metrics_;
   }
   auto b = DeviceBorder::create(s);
   if (!b) {

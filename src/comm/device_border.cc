@@ -176,7 +176,7 @@ std::unique_ptr<DeviceBorder> DeviceBorder::create(const Setup& s) {
     std::vector<int> remote;
     for (int q = 0; q < g; ++q)
       if (b->remote_[q]) remote.push_back(q);
-    b->relay_ = BorderRelay::create(*b, s.relayTransport, *s.relayContext, std::move(remote));
+    b->relay_ = BorderRelay::create(*b, s.relayTransport, *s.relayContext, std::move(remote), s.metrics);
   }
   if (g == 1) {
     LOG_INFO(kInit, "rank %d: device border without peers (index %d and up of a larger group: group steps only)",

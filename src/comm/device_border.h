@@ -60,6 +60,7 @@
 namespace hetccl {
 
 class Bootstrap;
+class CallMetrics;
 
 class DeviceBorder {
  public:
@@ -83,6 +84,7 @@ class DeviceBorder {
     // this transport with this context (the communicator's, for its peers).
     std::string relayTransport;
     const TransportContext* relayContext = nullptr;
+    CallMetrics* metrics = nullptr;  // the relay counts the bytes it sends (border_remote)
   };
   // Collective over every rank of the communicator (one bootstrap allgather
   // and two barriers): every rank calls it, with its own border peers. The

@@ -135,13 +135,12 @@ const std::vector<VarSpec>& settingsTable() {
        0, 0, "auto|0|1"},
       {"HETCCL_GPU_BORDER", VarType::kChoice, "auto", nullptr,
        "GPU ranks' collectives (the README lists the few that stage) and send/recv between ranks of the same index "
-       "in two groups, "
-       "across groups on one host through the device border: each group's vendor library "
+       "in two groups on one host, across groups through the device border: each group's vendor library "
        "works inside the group in device memory, and only each rank's share crosses to the other groups, by "
-       "the GPUs' copy engines through shared memory registered with every runtime, folded by GPU kernels, in "
-       "the caller's stream order. auto: where every group holds GPU ranks (groups of different sizes: AllReduce "
-       "alone) and all ranks share a host and the kernels plugin loads on every rank; 1: the same, init fails naming "
-       "why it "
+       "the GPUs' copy engines through shared memory registered with every runtime (to peers on other hosts "
+       "through a mirror of it that hetccl's relay fills over the inter-host transport), folded by GPU kernels, "
+       "in the caller's stream order. auto: where every group holds GPU ranks (groups of different sizes: "
+       "AllReduce alone) and the kernels plugin loads on every rank; 1: the same, init fails naming why it "
        "cannot; 0: never (staged through pinned memory)",
        0, 0, "auto|0|1"},
       {"HETCCL_GPU_BORDER_CHUNK", VarType::kBytes, "8M", nullptr,

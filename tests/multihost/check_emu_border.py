@@ -3,7 +3,7 @@
 the device border with border peers on other hosts, through its relay
 (comm/border_relay.h), then a host killed under it.
 
-  check_emu_border.py HETCCL_PERF [--quick]
+  check_emu_border.py HETCCL_PERF [--quick] [--kind emu|cuda|hip]
 
 1. Layouts (ranks per host, groups by rank), every collective checked by
    hetccl-perf against its reference, 8 B to 1 MiB (--quick: to 64 KiB),
@@ -19,6 +19,9 @@ the device border with border peers on other hosts, through its relay
 2. kill -9 of host 1 while 2 hosts x 2 (a,a | b,b) loop over border
    AllReduces of 1 MiB and up: host 0's ranks exit with an error within
    HETCCL_TIMEOUT_S + 10 s, naming the device border or a peer.
+--kind cuda (or hip) runs the same on a machine with one real GPU, which
+every rank shares: one rank a group (a vendor library takes one rank a
+GPU), layouts a | b and a,b | c, and the kill under a | b.
 Exit status 0 pass, 1 fail, 77 skip (not root, or namespaces unavailable).
 """
 import os
@@ -30,17 +33,21 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from emu_hosts import Cluster, Unavailable  # noqa: E402
 
 COLLS = ["allreduce", "allgather", "reducescatter", "broadcast", "reduce", "alltoall", "sendrecv", "gather", "scatter"]
-LAYOUTS = [
+EMU_LAYOUTS = [
     # name, host of each rank, groups, collectives, groups of equal sizes
     ("2 hosts x 2, groups a,a|b,b", [0, 0, 1, 1], "0-1:a,2-3:b", COLLS, True),
     ("2 hosts, groups a,a,b,b|c,c", [0, 0, 0, 0, 1, 1], "0-1:a,2-3:b,4-5:c", COLLS, True),
     ("2 hosts, groups a,a,a|b,b", [0, 0, 0, 1, 1], "0-2:a,3-4:b", ["allreduce", "broadcast", "allgather"], False),
 ]
+GPU_LAYOUTS = [
+    ("2 hosts x 1, groups a|b", [0, 1], "0:a,1:b", COLLS, True),
+    ("2 hosts, groups a,b|c", [0, 0, 1], "0:a,1:b,2:c", COLLS, True),
+]
 BORDER_NAMES = {"allreduce": "AllReduce", "allgather": "AllGather", "reducescatter": "ReduceScatter",
                 "broadcast": "Broadcast", "reduce": "Reduce", "alltoall": "AlltoAll", "gather": "Gather",
                 "scatter": "Scatter"}
 TIMEOUT_S = 5
-ENV = {"HETCCL_DEVICE": "emu", "HETCCL_GPU_BORDER_CHUNK": "65536", "HETCCL_GPU_DIRECT": "0"}
+ENV = {"HETCCL_GPU_BORDER_CHUNK": "65536", "HETCCL_GPU_DIRECT": "0", "NCCL_NVLS_ENABLE": "0"}
 
 
 def fail(msg):
@@ -52,8 +59,8 @@ def now():
     return time.clock_gettime(time.CLOCK_MONOTONIC)
 
 
-def run_layout(cl, perf, name, hosts, gmap, equal, coll, maxb, port):
-    env = dict(ENV, HETCCL_GROUP_MAP=gmap, HETCCL_TIMEOUT_S="60", HETCCL_DEBUG="TRACE",
+def run_layout(cl, perf, kind, name, hosts, gmap, equal, coll, maxb, port):
+    env = dict(ENV, HETCCL_DEVICE=kind, HETCCL_GROUP_MAP=gmap, HETCCL_TIMEOUT_S="60", HETCCL_DEBUG="TRACE",
                HETCCL_DEBUG_SUBSYS="INIT,COLL")
     job = cl.launch(hosts, [perf, "-o", coll, "-b", "8", "-e", maxb, "-f", "8", "-n", "2", "-w", "1", "-c", "1"],
                     env=env, master_port=port)
@@ -75,9 +82,10 @@ def run_layout(cl, perf, name, hosts, gmap, equal, coll, maxb, port):
     return border
 
 
-def kill_host(cl, perf, port):
-    hosts = [0, 0, 1, 1]
-    env = dict(ENV, HETCCL_GROUP_MAP="0-1:a,2-3:b", HETCCL_TIMEOUT_S=str(TIMEOUT_S))
+def kill_host(cl, perf, kind, port):
+    hosts, gmap = ([0, 0, 1, 1], "0-1:a,2-3:b") if kind == "emu" else ([0, 1], "0:a,1:b")
+    survivors = [r for r in range(len(hosts)) if hosts[r] == 0]
+    env = dict(ENV, HETCCL_DEVICE=kind, HETCCL_GROUP_MAP=gmap, HETCCL_TIMEOUT_S=str(TIMEOUT_S))
     # Calls of 1 MiB and up, each size synchronised: no long backlog of
     # enqueued calls for the emulated streams to drain after the release.
     job = cl.launch(hosts, [perf, "-o", "allreduce", "-b", "1M", "-e", "64M", "-i", "4096", "-n", "5", "-w", "0",
@@ -89,7 +97,7 @@ def kill_host(cl, perf, port):
     cl.kill_host(1)
     limit = TIMEOUT_S + 10
     lines = []
-    for r in (0, 1):
+    for r in survivors:
         try:
             job.procs[r].wait(timeout=max(0.1, t_kill + limit + 20 - now()))
         except Exception:
@@ -104,7 +112,8 @@ def kill_host(cl, perf, port):
         if after > limit + 1:
             fail(f"kill: rank {r} exited {after:.1f} s after host 1 was killed (limit {limit} s)")
         text = job.err(r) + job.out(r)
-        m = re.search(r"^.*(device border|rank [23]).*$", text, re.M)
+        m = re.search(r"^.*(device border|rank [%s]).*$" % "".join(str(q) for q in range(len(hosts)) if hosts[q]),
+                      text, re.M)
         if not m:
             fail(f"kill: rank {r}'s error names neither the device border nor a rank of host 1\n{job.show()}")
         lines.append(f"rank {r} exited {code} within {after:.1f} s: {m.group(0).strip()[:200]}")
@@ -114,7 +123,10 @@ def kill_host(cl, perf, port):
 
 def main():
     perf = sys.argv[1]
-    maxb = "64K" if "--quick" in sys.argv else "1M"
+    kind = sys.argv[sys.argv.index("--kind") + 1] if "--kind" in sys.argv else "emu"
+    # A real GPU that two ranks of one host share stages calls under 1 MiB
+    # (HETCCL_GPU_BORDER_MIN's default there): sizes up to 2 MiB.
+    maxb = "64K" if "--quick" in sys.argv else "1M" if kind == "emu" else "2M"
     try:
         cl = Cluster(2)
     except Unavailable as e:
@@ -122,14 +134,14 @@ def main():
         return 77
     port = 29700
     with cl:
-        for name, hosts, gmap, colls, equal in LAYOUTS:
+        for name, hosts, gmap, colls, equal in (EMU_LAYOUTS if kind == "emu" else GPU_LAYOUTS):
             counts = []
             for coll in colls:
                 port += 1
-                counts.append(f"{coll} {run_layout(cl, perf, name, hosts, gmap, equal, coll, maxb, port)}")
+                counts.append(f"{coll} {run_layout(cl, perf, kind, name, hosts, gmap, equal, coll, maxb, port)}")
             print(f"check_emu_border: {name}: right; border calls (all ranks): {', '.join(counts)}")
         port += 1
-        for line in kill_host(cl, perf, port):
+        for line in kill_host(cl, perf, kind, port):
             print(f"check_emu_border: kill host 1: {line}")
     print("check_emu_border: PASSED")
     return 0
