@@ -130,17 +130,24 @@ void enqueueAllGather(Comm& c, const CollArgs& a) {
   bc.finish("AllGather", bc.blk * c.nranks());
 }
 
+// The root's group's rank of index `across` (the root's index, or 0 where
+// groups differ in size and the root's index has no border peers: the root
+// first broadcasts inside its group) carries the buffer to its border
+// peers, which broadcast it inside their groups.
 void enqueueBroadcast(Comm& c, const CollArgs& a) {
   BlockCall bc(c, a, RedKind::kSum);
   DeviceBorder& b = bc.b;
   const int rootGroup = c.topo().groupOf[a.root], rootIndex = c.topo().groupRank[a.root];
-  const bool isRoot = c.rank() == a.root;
+  const int across = rootIndex < b.shares() ? rootIndex : 0;
+  const bool isRoot = c.rank() == a.root, inRootGroup = c.topo().groupOf[c.rank()] == rootGroup;
+  const bool carrier = inRootGroup && bc.i() == across;
   if (isRoot) bc.d.copy(bc.recv, a.send, bc.blk, bc.s);
-  if (bc.i() == rootIndex) {  // the border peers of the root
+  if (across != rootIndex && inRootGroup) bc.groupBackend().broadcast(bc.recv, bc.recv, a.count, a.dt, rootIndex, bc.s);
+  if (bc.i() == across) {  // the carrier and its border peers
     bc.pieces(b.partBytes() * bc.G(), [&](size_t off, size_t len) {
       int slot = 0;
       const uint64_t seq = bc.take(&slot);
-      if (isRoot) {
+      if (carrier) {
         bc.waitSlotFree(seq, slot, bc.o);
         bc.put(b.out(bc.me(), slot), bc.recv + off, len, bc.o);
         bc.d.streamWriteValue(bc.o, b.ready(bc.me(), slot), seq);
@@ -151,7 +158,8 @@ void enqueueBroadcast(Comm& c, const CollArgs& a) {
     });
     bc.join(bc.s);
   }
-  if (bc.k() > 1) bc.groupBackend().broadcast(bc.recv, bc.recv, a.count, a.dt, rootIndex, bc.s);
+  if (bc.k() > 1 && !(inRootGroup && across != rootIndex))
+    bc.groupBackend().broadcast(bc.recv, bc.recv, a.count, a.dt, across, bc.s);
   bc.finish("Broadcast", bc.blk, rootGroup);
 }
 
@@ -481,9 +489,11 @@ bool scalesOnBorder(const CollArgs& a, bool groupScales) {
 
 bool takesDeviceBorder(Comm& c, const CollArgs& a) {
   if (!c.deviceBorder() || !c.kernels() || a.count == 0) return false;
-  // Groups of different sizes: AllReduce alone (comm/device_border.h).
+  // Groups of different sizes: AllReduce and Broadcast alone (comm/device_border.h).
   for (const Group& g : c.topo().groups)
-    if (static_cast<int>(g.ranks.size()) != c.deviceBorder()->shares() && a.kind != CollKind::kAllReduce) return false;
+    if (static_cast<int>(g.ranks.size()) != c.deviceBorder()->shares() && a.kind != CollKind::kAllReduce &&
+        a.kind != CollKind::kBroadcast)
+      return false;
   const size_t es = dataTypeSize(a.dt), n = static_cast<size_t>(c.nranks());
   const size_t blk = a.count * es;
   auto* s = static_cast<const uint8_t*>(a.send);

@@ -28,9 +28,11 @@
 //   and the other rank's; with groups of several ranks through each
 //   group's rank of the root's index, which gathers from or hands to its
 //   group through the vendor library.
-// Groups of different sizes take it for AllReduce alone (shares of the
-// smallest group's size; a larger group's ranks from that index on join
-// the group steps only) and for send/recv between ranks of one index.
+// Groups of different sizes take it for AllReduce (shares of the smallest
+// group's size; a larger group's ranks from that index on join the group
+// steps only), for Broadcast (a root of such an index first broadcasts in
+// its group, whose rank 0 carries the buffer across) and for send/recv
+// between ranks of one index.
 // Send/recv and the other cases stage through pinned memory (device_exec.h).
 #pragma once
 

@@ -349,11 +349,12 @@ TEST(EmuBorder, IntegerPreMulSumStagesAndIsRight) {
 // Groups of different sizes: AllReduce through the device border (shares
 // of the smallest group's size; the larger groups' other ranks in the group
 // steps only), at counts below, at and around the number of shares, in and
-// out of place, int32 sum and float Avg; every other collective stages (an
-// AllGather shows it, right and counted as staged).
+// out of place, int32 sum and float Avg; Broadcast from every root; every
+// other collective stages (an AllGather shows it, right and counted as
+// staged).
 class EmuBorderUnequal : public ::testing::TestWithParam<const char*> {};
 
-TEST_P(EmuBorderUnequal, AllReduceTakesTheBorderOtherCallsStage) {
+TEST_P(EmuBorderUnequal, AllReduceAndBroadcastTakeTheBorderOtherCallsStage) {
   JobOptions o;
   const std::string layout = GetParam();
   std::string devices;
@@ -386,6 +387,26 @@ TEST_P(EmuBorderUnequal, AllReduceTakesTheBorderOtherCallsStage) {
       EXPECT_EQ(readBack(a, count), want) << "in place, count " << count;
       EXPECT_EQ(readFloats(f, count), fwant) << "float Avg, count " << count;
     }
+    // Broadcast from every root, in and out of place: roots of an index the
+    // smallest group lacks first broadcast in their group, whose rank 0
+    // carries the buffer across.
+    int broadcasts = 0;
+    for (int root = 0; root < n; ++root) {
+      r.progress("Broadcast from " + std::to_string(root));
+      const size_t count = 70001;
+      const std::vector<int32_t> want = iota(count, root * 1000, root + 3);
+      DeviceBuffer src(r, count * 4), dst(r, count * 4), both(r, count * 4);
+      std::vector<int32_t> junk(count, -1);
+      dst.upload(junk.data(), count * 4);
+      both.upload(me == root ? want.data() : junk.data(), count * 4);
+      if (me == root) src.upload(want.data(), count * 4);
+      HC_ASSERT_OK(hetcclBroadcast(src.get(), dst.get(), count, hetcclInt32, root, r.comm, r.stream), r.comm);
+      HC_ASSERT_OK(hetcclBroadcast(both.get(), both.get(), count, hetcclInt32, root, r.comm, r.stream), r.comm);
+      broadcasts += 2;
+      syncStream(r);
+      EXPECT_EQ(readBack(dst, count), want) << "Broadcast from " << root << ", out of place";
+      EXPECT_EQ(readBack(both, count), want) << "Broadcast from " << root << ", in place";
+    }
     r.progress("AllGather (stages)");
     const size_t m = 20000;
     DeviceBuffer gin(r, m * 4), gout(r, m * 4 * n);
@@ -402,7 +423,7 @@ TEST_P(EmuBorderUnequal, AllReduceTakesTheBorderOtherCallsStage) {
     info.size = sizeof(info);
     HC_ASSERT_OK(hetcclCommGetInfo(r.comm, &info), r.comm);
     EXPECT_STREQ(info.borderPath, "device");
-    EXPECT_EQ(info.pathCalls[hetcclPathDevice], static_cast<unsigned long long>(allReduces));
+    EXPECT_EQ(info.pathCalls[hetcclPathDevice], static_cast<unsigned long long>(allReduces + broadcasts));
     EXPECT_EQ(info.pathCalls[hetcclPathStaged], 1ull);
   });
 }

@@ -13,8 +13,8 @@ the device border with border peers on other hosts, through its relay
      2 hosts, a,a,a | b,b               (groups of unequal sizes)
    Each must have set up the relay (its INFO line) and taken the device
    border for the calls it takes on one host (the TRACE lines of the
-   border's calls): AllReduce everywhere, every collective but send/recv
-   where the groups are equal (send/recv between hosts stages, as the
+   border's calls): AllReduce and Broadcast everywhere, every collective
+   but send/recv where the groups are equal (send/recv between hosts stages, as the
    pair channels do not cross hosts).
 2. kill -9 of host 1 while 2 hosts x 2 (a,a | b,b) loop over border
    AllReduces of 1 MiB and up: host 0's ranks exit with an error within
@@ -37,7 +37,8 @@ EMU_LAYOUTS = [
     # name, host of each rank, groups, collectives, groups of equal sizes
     ("2 hosts x 2, groups a,a|b,b", [0, 0, 1, 1], "0-1:a,2-3:b", COLLS, True),
     ("2 hosts, groups a,a,b,b|c,c", [0, 0, 0, 0, 1, 1], "0-1:a,2-3:b,4-5:c", COLLS, True),
-    ("2 hosts, groups a,a,a|b,b", [0, 0, 0, 1, 1], "0-2:a,3-4:b", ["allreduce", "broadcast", "allgather"], False),
+    ("2 hosts, groups a,a,a|b,b", [0, 0, 0, 1, 1], "0-2:a,3-4:b", ["allreduce", "broadcast", "broadcast -R 2", "allgather"],
+     False),
 ]
 GPU_LAYOUTS = [
     ("2 hosts x 1, groups a|b", [0, 1], "0:a,1:b", COLLS, True),
@@ -62,7 +63,8 @@ def now():
 def run_layout(cl, perf, kind, name, hosts, gmap, equal, coll, maxb, port):
     env = dict(ENV, HETCCL_DEVICE=kind, HETCCL_GROUP_MAP=gmap, HETCCL_TIMEOUT_S="60", HETCCL_DEBUG="TRACE",
                HETCCL_DEBUG_SUBSYS="INIT,COLL")
-    job = cl.launch(hosts, [perf, "-o", coll, "-b", "8", "-e", maxb, "-f", "8", "-n", "2", "-w", "1", "-c", "1"],
+    op, extra = coll.split()[0], coll.split()[1:]  # e.g. "broadcast -R 2": a root of index 2
+    job = cl.launch(hosts, [perf, "-o", op, "-b", "8", "-e", maxb, "-f", "8", "-n", "2", "-w", "1", "-c", "1"] + extra,
                     env=env, master_port=port)
     codes = job.wait(300)
     if codes != [0] * len(hosts) or "# Out of bounds values : 0 OK" not in job.out(0):
@@ -71,10 +73,10 @@ def run_layout(cl, perf, kind, name, hosts, gmap, equal, coll, maxb, port):
     for r in range(len(hosts)):
         err = job.err(r)
         relayed += "relayed over tcp" in err
-        border += len(re.findall(r"device border %s of \d+ bytes" % BORDER_NAMES.get(coll, "-"), err))
+        border += len(re.findall(r"device border %s of \d+ bytes" % BORDER_NAMES.get(op, "-"), err))
     if not relayed:
         fail(f"{name}: {coll}: no rank set up the device border's relay\n{job.show()}")
-    takes = coll != "sendrecv" and (coll == "allreduce" or equal)
+    takes = op != "sendrecv" and (op in ("allreduce", "broadcast") or equal)
     if takes and border == 0:
         fail(f"{name}: {coll}: no call took the device border\n{job.show()}")
     if not takes and border:
