@@ -4,6 +4,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <chrono>
 
 #include "comm/call_metrics.h"
 #include "comm/device_border.h"
@@ -45,7 +46,11 @@ std::unique_ptr<BorderRelay> BorderRelay::create(DeviceBorder& b, const std::str
 
 BorderRelay::~BorderRelay() {
   {
-    std::lock_guard<std::mutex> g(mu_);
+    // The acks of the last calls may still be on their way (the calls end
+    // on the device before their acks cross): the peers' ack threads wait
+    // for them. A while for that, then stop.
+    std::unique_lock<std::mutex> lk(mu_);
+    cv_.wait_for(lk, std::chrono::seconds(5), [&] { return stop_.load() || acked_ >= committed_; });
     stop_.store(true);
   }
   cv_.notify_all();
@@ -131,6 +136,11 @@ void BorderRelay::loop(Work w) {
       }
       if (w == kAcks) {
         serveAcks(next);
+        {
+          std::lock_guard<std::mutex> g(mu_);
+          acked_ = next;
+        }
+        cv_.notify_all();
       } else if (w == kParts) {
         serveParts(next);
       } else if (!results.mine.empty()) {

@@ -127,6 +127,7 @@ class BorderRelay {
   std::map<uint64_t, std::vector<Request>> wants_;  // by slot use, then index in remote_
   std::map<uint64_t, Swapped> swapped_;
   uint64_t swappedUpTo_ = 0;
+  uint64_t acked_ = 0;  // the ack thread is done with every slot use up to it
   std::string error_;
   std::thread threads_[kWorks];
 };
