@@ -61,11 +61,14 @@ BorderRelay::~BorderRelay() {
 void BorderRelay::want(int q, uint64_t seq, bool results, size_t off, size_t len) {
   const auto it = std::find(remote_.begin(), remote_.end(), q);
   if (it == remote_.end()) return;
-  const int w = results ? 1 : 0;
   std::lock_guard<std::mutex> g(mu_);
   std::vector<Request>& reqs = wants_[seq];
   if (reqs.empty()) reqs.resize(remote_.size());
-  Request& r = reqs[it - remote_.begin()];
+  addRange(reqs[it - remote_.begin()], results, off, len);
+}
+
+void BorderRelay::addRange(Request& r, bool results, size_t off, size_t len) {
+  const int w = results ? 1 : 0;
   r.flags |= 1u << w;
   if (len == 0) return;
   for (uint32_t i = 0; i < r.count[w]; ++i) {  // the same range again, or one that goes on from it
@@ -183,23 +186,26 @@ void BorderRelay::waitStored(volatile uint64_t* f, uint64_t seq, const char* wha
   }
 }
 
-void BorderRelay::check(const Request& r, int q, uint64_t seq) const {
-  auto bad = [&](const std::string& what) {
-    throwError(hetcclRemoteError, "device border relay: rank " + std::to_string(b_.peerRank(q)) + " " + what +
-                                      " in slot use " + std::to_string(seq));
-  };
-  if (r.seq != seq) bad("sent the request of slot use " + std::to_string(r.seq));
-  const uint64_t lo = b_.dataOffset(), hi = b_.segmentBytes();
+std::string BorderRelay::requestError(const Request& r, uint64_t seq, uint64_t lo, uint64_t hi) {
+  if (r.seq != seq) return "sent the request of slot use " + std::to_string(r.seq);
   for (int w = 0; w < 2; ++w) {
-    if (r.count[w] > kMaxRanges) bad("asked for " + std::to_string(r.count[w]) + " ranges");
-    if (r.count[w] && !(r.flags & (1u << w))) bad("asked for data without its flag");
+    if (r.count[w] > kMaxRanges) return "asked for " + std::to_string(r.count[w]) + " ranges";
+    if (r.count[w] && !(r.flags & (1u << w))) return "asked for data without its flag";
     for (uint32_t i = 0; i < r.count[w]; ++i) {
       const Range& x = r.ranges[w][i];
       if (x.off < lo || x.off > hi || x.len > hi - x.off)
-        bad("asked for bytes " + std::to_string(x.off) + " + " + std::to_string(x.len) +
-            ", outside this rank's border data (" + std::to_string(lo) + " to " + std::to_string(hi) + ")");
+        return "asked for bytes " + std::to_string(x.off) + " + " + std::to_string(x.len) +
+               ", outside this rank's border data (" + std::to_string(lo) + " to " + std::to_string(hi) + ")";
     }
   }
+  return "";
+}
+
+void BorderRelay::check(const Request& r, int q, uint64_t seq) const {
+  const std::string why = requestError(r, seq, b_.dataOffset(), b_.segmentBytes());
+  if (!why.empty())
+    throwError(hetcclRemoteError, "device border relay: rank " + std::to_string(b_.peerRank(q)) + " " + why +
+                                      " in slot use " + std::to_string(seq));
 }
 
 void BorderRelay::serveParts(uint64_t seq) {

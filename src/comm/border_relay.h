@@ -82,7 +82,6 @@ class BorderRelay {
   // What made a relay thread fail ("": nothing). Any thread.
   std::string error() const;
 
- private:
   struct Range {
     uint64_t off, len;
   };
@@ -94,6 +93,15 @@ class BorderRelay {
     uint32_t pad = 0;
     Range ranges[2][kMaxRanges] = {};
   };
+  // Adds a read to a request (joined to one it goes on from; a range read
+  // again is not added twice); throws past kMaxRanges.
+  static void addRange(Request& r, bool results, size_t off, size_t len);
+  // Why a peer's request for slot use `seq` may not be served ("" where it
+  // may): another slot use, too many ranges, data without its flag, bytes
+  // outside [lo, hi) (this rank's border data in its segment).
+  static std::string requestError(const Request& r, uint64_t seq, uint64_t lo, uint64_t hi);
+
+ private:
   enum Msg : uint8_t { kRequest = 0, kReady = 1, kDone = 2, kAck = 3 };
 
   BorderRelay(DeviceBorder& b, std::vector<int> remote, double timeoutS);

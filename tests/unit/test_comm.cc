@@ -10,6 +10,7 @@
 #include <string>
 
 #include "comm/border_cut.h"
+#include "comm/border_relay.h"
 #include "comm/flight_recorder.h"
 #include "topology/peer.h"
 #include "unit_util.h"
@@ -193,4 +194,56 @@ TEST(BorderCut, LinkRateHintsReadAsANumberOrByRank) {
 }
 
 }  // namespace
+// The device border relay's requests: reads joined where one goes on from
+// another, a read again not added twice, a flag alone, too many ranges
+// refused as the call is enqueued.
+TEST(BorderRelay, RequestsJoinReadsAndRefuseTooMany) {
+  BorderRelay::Request r;
+  BorderRelay::addRange(r, false, 4096, 100);
+  BorderRelay::addRange(r, false, 4196, 50);  // goes on from the first
+  BorderRelay::addRange(r, false, 4100, 10);  // inside it
+  BorderRelay::addRange(r, true, 8192, 0);    // the done flag alone
+  EXPECT_EQ(r.count[0], 1u);
+  EXPECT_EQ(r.ranges[0][0].off, 4096u);
+  EXPECT_EQ(r.ranges[0][0].len, 150u);
+  EXPECT_EQ(r.count[1], 0u);
+  EXPECT_EQ(r.flags, 3u);
+  for (int i = 1; i < BorderRelay::kMaxRanges; ++i) BorderRelay::addRange(r, false, 100000u * (i + 1), 8);
+  EXPECT_EQ(r.count[0], static_cast<uint32_t>(BorderRelay::kMaxRanges));
+  EXPECT_THROW(BorderRelay::addRange(r, false, 9000000, 8), Error);
+}
+
+// A peer's request is served only within this rank's border data: every
+// way a hostile or confused peer could ask for other memory is named.
+TEST(BorderRelay, RequestsOutsideTheBorderDataAreRefused) {
+  const uint64_t lo = 4096, hi = 1 << 20;
+  BorderRelay::Request ok;
+  ok.seq = 7;
+  BorderRelay::addRange(ok, false, lo, 64);
+  BorderRelay::addRange(ok, true, hi - 64, 64);
+  EXPECT_EQ(BorderRelay::requestError(ok, 7, lo, hi), "");
+  EXPECT_NE(BorderRelay::requestError(ok, 8, lo, hi).find("slot use 7"), std::string::npos);
+  auto with = [&](uint64_t off, uint64_t len) {
+    BorderRelay::Request r;
+    r.seq = 7;
+    r.flags = 1;
+    r.count[0] = 1;
+    r.ranges[0][0] = {off, len};
+    return BorderRelay::requestError(r, 7, lo, hi);
+  };
+  EXPECT_NE(with(0, 64).find("outside this rank's border data"), std::string::npos);  // the flags and header
+  EXPECT_NE(with(hi - 63, 64).find("outside"), std::string::npos);                    // past the end
+  EXPECT_NE(with(lo, ~uint64_t{0}).find("outside"), std::string::npos);               // wraps around
+  EXPECT_NE(with(~uint64_t{0} - 10, 20).find("outside"), std::string::npos);
+  EXPECT_EQ(with(hi, 0), "");  // nothing at the end
+  BorderRelay::Request many = ok;
+  many.count[0] = BorderRelay::kMaxRanges + 1;
+  EXPECT_NE(BorderRelay::requestError(many, 7, lo, hi).find("ranges"), std::string::npos);
+  BorderRelay::Request noFlag;
+  noFlag.seq = 7;
+  noFlag.count[1] = 1;
+  noFlag.ranges[1][0] = {lo, 8};
+  EXPECT_NE(BorderRelay::requestError(noFlag, 7, lo, hi).find("without its flag"), std::string::npos);
+}
+
 }  // namespace hetccl
