@@ -55,8 +55,9 @@ struct BlockCall : BorderCall {
   // Where peer g's outgoing part lies in device scratch (g != me).
   uint8_t* outgoingOf(int g) { return b.outgoing(g < me() ? g : g - 1); }
   // Integer Avg: the division once the folds are done (on the in stream).
-  void divide(uint8_t* buf) {
-    if (a.op.postDiv) check(kn.divide(buf, a.count, static_cast<int>(dt), a.op.divisor, in), "divide");
+  void divide(uint8_t* buf) { divide(buf, in); }
+  void divide(uint8_t* buf, Stream st) {
+    if (a.op.postDiv) check(kn.divide(buf, a.count, static_cast<int>(dt), a.op.divisor, st), "divide");
   }
   void finish(const char* what, size_t bytes, int writer = -1) { watch(s, what, bytes, firstSeq, writer, false); }
   // Groups of one rank: the send block for group g's rank.
@@ -311,8 +312,13 @@ void enqueueAlltoAll(Comm& c, const CollArgs& a) {
 void enqueueReduce(Comm& c, const CollArgs& a) {
   BlockCall bc(c, a, a.op.kind);
   DeviceBorder& b = bc.b;
-  const bool isRoot = c.rank() == a.root, atBorder = bc.i() == c.topo().groupRank[a.root];
-  if (bc.k() == 1) {
+  const int rootGroup = c.topo().groupOf[a.root], rootIndex = c.topo().groupRank[a.root];
+  // Groups of different sizes: a root of an index the smallest group lacks
+  // gets the result from its group's rank 0 (the collector), piece by piece.
+  const int across = rootIndex < b.shares() ? rootIndex : 0;
+  const bool isRoot = c.rank() == a.root, atBorder = bc.i() == across;
+  const bool collector = atBorder && c.topo().groupOf[c.rank()] == rootGroup, handOver = collector != isRoot;
+  if (bc.k() == 1) {  // then the collector is the root
     // A PreMulSum scales each piece first: the others' into outgoing
     // scratch (out stream), the root's own into its receive buffer.
     const bool pre = a.op.preMul;
@@ -327,19 +333,31 @@ void enqueueReduce(Comm& c, const CollArgs& a) {
   } else {
     Backend& be = bc.groupBackend();
     const ReduceOp groupOp = bc.groupOp();
-    const int rootIndex = c.topo().groupRank[a.root];
     for (size_t off = 0; off < bc.blk; off += b.partBytes()) {
       const size_t len = std::min(b.partBytes(), bc.blk - off), cnt = len / bc.es;
-      uint8_t* to = isRoot ? bc.recv + off : b.outgoing(0);                        // written at each group's root only
+      // Written at each group's rank of index `across` only (others pass
+      // their input: the vendor library does not write it).
+      uint8_t* to = isRoot && collector ? bc.recv + off
+                    : atBorder          ? b.outgoing(0)
+                                        : const_cast<uint8_t*>(bc.send + off);
       if (off && atBorder && !isRoot) bc.d.streamWaitEvent(bc.s, bc.event(bc.o));  // the last piece is out
-      be.reduce(bc.send + off, to, cnt, bc.dt, groupOp, rootIndex, bc.s);
-      if (!atBorder) continue;
-      bc.fork(bc.s);
-      bc.toRoot(isRoot, to, len, [&](int q) { return bc.scratchOf(q); });
-      if (isRoot) bc.fold(bc.recv + off, bc.recv + off, cnt, bc.in);
+      be.reduce(bc.send + off, to, cnt, bc.dt, groupOp, across, bc.s);
+      if (atBorder) {
+        bc.fork(bc.s);
+        bc.toRoot(collector, to, len, [&](int q) { return bc.scratchOf(q); });
+        if (collector) bc.fold(to, to, cnt, bc.in);
+      }
+      if (!handOver) continue;
+      if (collector) bc.join(bc.s);  // the piece is folded
+      be.groupStart();
+      if (collector)
+        be.send(to, cnt, bc.dt, rootIndex, bc.s);
+      else
+        be.recv(bc.recv + off, cnt, bc.dt, across, bc.s);
+      be.groupEnd();
     }
   }
-  if (isRoot) bc.divide(bc.recv);
+  if (isRoot) bc.divide(bc.recv, collector ? bc.in : bc.s);
   if (atBorder) bc.join(bc.s);
   bc.finish("Reduce", bc.blk);
 }
@@ -489,11 +507,16 @@ bool scalesOnBorder(const CollArgs& a, bool groupScales) {
 
 bool takesDeviceBorder(Comm& c, const CollArgs& a) {
   if (!c.deviceBorder() || !c.kernels() || a.count == 0) return false;
-  // Groups of different sizes: AllReduce and Broadcast alone (comm/device_border.h).
-  for (const Group& g : c.topo().groups)
+  // Groups of different sizes: AllReduce, Broadcast and Reduce alone
+  // (comm/device_border.h). Whether any group has several ranks: the same
+  // answer on every rank, as the choice must be.
+  bool several = false;
+  for (const Group& g : c.topo().groups) {
+    several = several || g.ranks.size() > 1;
     if (static_cast<int>(g.ranks.size()) != c.deviceBorder()->shares() && a.kind != CollKind::kAllReduce &&
-        a.kind != CollKind::kBroadcast)
+        a.kind != CollKind::kBroadcast && a.kind != CollKind::kReduce)
       return false;
+  }
   const size_t es = dataTypeSize(a.dt), n = static_cast<size_t>(c.nranks());
   const size_t blk = a.count * es;
   auto* s = static_cast<const uint8_t*>(a.send);
@@ -507,11 +530,11 @@ bool takesDeviceBorder(Comm& c, const CollArgs& a) {
     case CollKind::kBroadcast:
       return blk >= c.deviceBorder()->minBytes() && (c.rank() != a.root || inPlaceOrDisjoint(a, blk, blk));
     case CollKind::kReduceScatter:
-      if (!scalesOnBorder(a, groupSize(c) > 1)) return false;
+      if (!scalesOnBorder(a, several)) return false;
       return blk * n >= c.deviceBorder()->minBytes() && (r == s + c.rank() * blk || s + blk * n <= r || r + blk <= s);
     case CollKind::kAlltoAll: return blk * n >= c.deviceBorder()->minBytes() && inPlaceOrDisjoint(a, blk * n, blk * n);
     case CollKind::kReduce:
-      if (!scalesOnBorder(a, groupSize(c) > 1)) return false;
+      if (!scalesOnBorder(a, several)) return false;
       return blk >= c.deviceBorder()->minBytes() && (c.rank() != a.root || inPlaceOrDisjoint(a, blk, blk));
     case CollKind::kGather:
       return blk * n >= c.deviceBorder()->minBytes() &&

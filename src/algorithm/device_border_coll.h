@@ -30,9 +30,10 @@
 //   group through the vendor library.
 // Groups of different sizes take it for AllReduce (shares of the smallest
 // group's size; a larger group's ranks from that index on join the group
-// steps only), for Broadcast (a root of such an index first broadcasts in
-// its group, whose rank 0 carries the buffer across) and for send/recv
-// between ranks of one index.
+// steps only), for Broadcast and Reduce (a root of such an index first
+// broadcasts in its group, whose rank 0 carries the buffer across; its
+// group's rank 0 collects a Reduce and hands each piece to it) and for
+// send/recv between ranks of one index.
 // Send/recv and the other cases stage through pinned memory (device_exec.h).
 #pragma once
 

@@ -349,12 +349,13 @@ TEST(EmuBorder, IntegerPreMulSumStagesAndIsRight) {
 // Groups of different sizes: AllReduce through the device border (shares
 // of the smallest group's size; the larger groups' other ranks in the group
 // steps only), at counts below, at and around the number of shares, in and
-// out of place, int32 sum and float Avg; Broadcast from every root; every
+// out of place, int32 sum and float Avg; Broadcast and Reduce from and to
+// every root; every
 // other collective stages (an AllGather shows it, right and counted as
 // staged).
 class EmuBorderUnequal : public ::testing::TestWithParam<const char*> {};
 
-TEST_P(EmuBorderUnequal, AllReduceAndBroadcastTakeTheBorderOtherCallsStage) {
+TEST_P(EmuBorderUnequal, AllReduceBroadcastAndReduceTakeTheBorderOtherCallsStage) {
   JobOptions o;
   const std::string layout = GetParam();
   std::string devices;
@@ -387,10 +388,11 @@ TEST_P(EmuBorderUnequal, AllReduceAndBroadcastTakeTheBorderOtherCallsStage) {
       EXPECT_EQ(readBack(a, count), want) << "in place, count " << count;
       EXPECT_EQ(readFloats(f, count), fwant) << "float Avg, count " << count;
     }
-    // Broadcast from every root, in and out of place: roots of an index the
+    // Broadcast from every root, in and out of place (and Reduce below,
+    // counted with them): roots of an index the
     // smallest group lacks first broadcast in their group, whose rank 0
     // carries the buffer across.
-    int broadcasts = 0;
+    int rooted = 0;  // Broadcasts and Reduces
     for (int root = 0; root < n; ++root) {
       r.progress("Broadcast from " + std::to_string(root));
       const size_t count = 70001;
@@ -402,10 +404,32 @@ TEST_P(EmuBorderUnequal, AllReduceAndBroadcastTakeTheBorderOtherCallsStage) {
       if (me == root) src.upload(want.data(), count * 4);
       HC_ASSERT_OK(hetcclBroadcast(src.get(), dst.get(), count, hetcclInt32, root, r.comm, r.stream), r.comm);
       HC_ASSERT_OK(hetcclBroadcast(both.get(), both.get(), count, hetcclInt32, root, r.comm, r.stream), r.comm);
-      broadcasts += 2;
+      rooted += 2;
       syncStream(r);
       EXPECT_EQ(readBack(dst, count), want) << "Broadcast from " << root << ", out of place";
       EXPECT_EQ(readBack(both, count), want) << "Broadcast from " << root << ", in place";
+    }
+    // Reduce to every root, out of place and in place at the root: roots of
+    // such an index get the result from their group's rank 0.
+    for (int root = 0; root < n; ++root) {
+      r.progress("Reduce to " + std::to_string(root));
+      const size_t count = 70001;
+      std::vector<int32_t> want(count, 0);
+      for (int q = 0; q < n; ++q) {
+        std::vector<int32_t> v = iota(count, q * 11 + root, q + 2);
+        for (size_t j = 0; j < count; ++j) want[j] += v[j];
+      }
+      DeviceBuffer src(r, count * 4), dst(r, count * 4), both(r, count * 4);
+      src.upload(iota(count, me * 11 + root, me + 2).data(), count * 4);
+      both.upload(iota(count, me * 11 + root, me + 2).data(), count * 4);
+      HC_ASSERT_OK(hetcclReduce(src.get(), dst.get(), count, hetcclInt32, hetcclSum, root, r.comm, r.stream), r.comm);
+      HC_ASSERT_OK(hetcclReduce(both.get(), both.get(), count, hetcclInt32, hetcclSum, root, r.comm, r.stream), r.comm);
+      rooted += 2;
+      syncStream(r);
+      if (me == root) {
+        EXPECT_EQ(readBack(dst, count), want) << "Reduce to " << root << ", out of place";
+        EXPECT_EQ(readBack(both, count), want) << "Reduce to " << root << ", in place";
+      }
     }
     r.progress("AllGather (stages)");
     const size_t m = 20000;
@@ -423,7 +447,7 @@ TEST_P(EmuBorderUnequal, AllReduceAndBroadcastTakeTheBorderOtherCallsStage) {
     info.size = sizeof(info);
     HC_ASSERT_OK(hetcclCommGetInfo(r.comm, &info), r.comm);
     EXPECT_STREQ(info.borderPath, "device");
-    EXPECT_EQ(info.pathCalls[hetcclPathDevice], static_cast<unsigned long long>(allReduces + broadcasts));
+    EXPECT_EQ(info.pathCalls[hetcclPathDevice], static_cast<unsigned long long>(allReduces + rooted));
     EXPECT_EQ(info.pathCalls[hetcclPathStaged], 1ull);
   });
 }
