@@ -95,12 +95,73 @@ struct BlockCall : BorderCall {
   }
 };
 
+// Groups of different sizes (m = the smallest group's size): lane s < m
+// of each group carries the blocks of its ranks j with j % m == s. Inside
+// each group the ranks from index m on hand their block to their lane's
+// rank (vendor send/recv); the lane's border peers swap their blocks, one
+// block of each peer a round (a peer with fewer sits the last rounds out);
+// then each lane's rank broadcasts every block it holds inside its group.
+void enqueueUnequalAllGather(BlockCall& bc) {
+  Comm& c = bc.c;
+  DeviceBorder& b = bc.b;
+  const int m = b.shares(), i = bc.i(), me = bc.me(), G = bc.G(), groups = c.topo().ngroups();
+  const int mine = c.topo().groupOf[c.rank()];
+  auto size = [&](int g) { return static_cast<int>(c.topo().groups[g].ranks.size()); };
+  // Lane s of group g: its ranks s, s + m, ...; how many.
+  auto lane = [&](int g, int s) { return (size(g) - s + m - 1) / m; };
+  if (size(mine) > 1) {
+    Backend& be = bc.groupBackend();
+    be.groupStart();
+    if (i >= m) be.send(bc.block(c.rank()), bc.a.count, bc.dt, i % m, bc.s);
+    for (int j = i + m; i < m && j < size(mine); j += m)
+      be.recv(bc.block(rankAt(c, mine, j)), bc.a.count, bc.dt, j, bc.s);
+    be.groupEnd();
+  }
+  if (i < m) {
+    int rounds = 0;
+    for (int g = 0; g < groups; ++g) rounds = std::max(rounds, lane(g, i));
+    bc.fork(bc.s);
+    for (int t = 0; t < rounds; ++t) {
+      for (size_t off = 0, piece = b.partBytes() * G; off < bc.blk; off += piece) {
+        const size_t len = std::min(piece, bc.blk - off);
+        int slot = 0;
+        const uint64_t seq = bc.take(&slot);
+        if (t < lane(me, i)) {
+          bc.waitSlotFree(seq, slot, bc.o);
+          bc.put(b.out(me, slot), bc.block(rankAt(c, me, i + t * m)) + off, len, bc.o);
+          bc.d.streamWriteValue(bc.o, b.ready(me, slot), seq);
+        }
+        for (int q = 0; q < G; ++q)
+          if (q != me && t < lane(q, i))
+            bc.fetch(bc.in, q, seq, slot, false, bc.block(rankAt(c, q, i + t * m)) + off, b.out(q, slot), len);
+        bc.ackReads(seq, slot, bc.in);
+      }
+    }
+    bc.join(bc.s);
+  }
+  if (size(mine) == 1) return;
+  Backend& be = bc.groupBackend();
+  be.groupStart();
+  for (int g = 0; g < groups; ++g)
+    for (int j = 0; j < size(g); ++j) {
+      uint8_t* at = bc.block(rankAt(c, g, j));
+      be.broadcast(at, at, bc.a.count, bc.dt, j % m, bc.s);
+    }
+  be.groupEnd();
+}
+
 void enqueueAllGather(Comm& c, const CollArgs& a) {
   BlockCall bc(c, a, RedKind::kSum);
   DeviceBorder& b = bc.b;
   const int k = bc.k(), i = bc.i(), G = bc.G(), me = bc.me();
   uint8_t* mine = bc.block(c.rank());
   bc.d.copy(mine, a.send, bc.blk, bc.s);  // nothing where in place
+  for (const Group& g : c.topo().groups)
+    if (static_cast<int>(g.ranks.size()) != b.shares()) {
+      enqueueUnequalAllGather(bc);
+      bc.finish("AllGather", bc.blk * c.nranks());
+      return;
+    }
   bc.pieces(b.partBytes() * G /* the whole out area */, [&](size_t off, size_t len) {
     int slot = 0;
     const uint64_t seq = bc.take(&slot);
@@ -507,14 +568,14 @@ bool scalesOnBorder(const CollArgs& a, bool groupScales) {
 
 bool takesDeviceBorder(Comm& c, const CollArgs& a) {
   if (!c.deviceBorder() || !c.kernels() || a.count == 0) return false;
-  // Groups of different sizes: AllReduce, Broadcast and Reduce alone
+  // Groups of different sizes: AllReduce, Broadcast, Reduce and AllGather
   // (comm/device_border.h). Whether any group has several ranks: the same
   // answer on every rank, as the choice must be.
   bool several = false;
   for (const Group& g : c.topo().groups) {
     several = several || g.ranks.size() > 1;
     if (static_cast<int>(g.ranks.size()) != c.deviceBorder()->shares() && a.kind != CollKind::kAllReduce &&
-        a.kind != CollKind::kBroadcast && a.kind != CollKind::kReduce)
+        a.kind != CollKind::kBroadcast && a.kind != CollKind::kReduce && a.kind != CollKind::kAllGather)
       return false;
   }
   const size_t es = dataTypeSize(a.dt), n = static_cast<size_t>(c.nranks());

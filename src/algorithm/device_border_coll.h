@@ -32,7 +32,8 @@
 // group's size; a larger group's ranks from that index on join the group
 // steps only), for Broadcast and Reduce (a root of such an index first
 // broadcasts in its group, whose rank 0 carries the buffer across; its
-// group's rank 0 collects a Reduce and hands each piece to it) and for
+// group's rank 0 collects a Reduce and hands each piece to it), for
+// AllGather (lanes of index mod that size: enqueueUnequalAllGather) and for
 // send/recv between ranks of one index.
 // Send/recv and the other cases stage through pinned memory (device_exec.h).
 #pragma once

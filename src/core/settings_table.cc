@@ -140,7 +140,8 @@ const std::vector<VarSpec>& settingsTable() {
        "the GPUs' copy engines through shared memory registered with every runtime (to peers on other hosts "
        "through a mirror of it that hetccl's relay fills over the inter-host transport), folded by GPU kernels, "
        "in the caller's stream order. auto: where every group holds GPU ranks (groups of different sizes: "
-       "AllReduce, Broadcast and Reduce alone) and the kernels plugin loads on every rank; 1: the same, init fails "
+       "AllReduce, Broadcast, Reduce and AllGather) and the kernels plugin loads on every rank; 1: the same, init "
+       "fails "
        "naming why "
        "it "
        "cannot; 0: never (staged through pinned memory)",

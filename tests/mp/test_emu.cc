@@ -350,12 +350,11 @@ TEST(EmuBorder, IntegerPreMulSumStagesAndIsRight) {
 // of the smallest group's size; the larger groups' other ranks in the group
 // steps only), at counts below, at and around the number of shares, in and
 // out of place, int32 sum and float Avg; Broadcast and Reduce from and to
-// every root; every
-// other collective stages (an AllGather shows it, right and counted as
-// staged).
+// every root; AllGather in and out of place; every other collective stages
+// (a ReduceScatter shows it, right and counted as staged).
 class EmuBorderUnequal : public ::testing::TestWithParam<const char*> {};
 
-TEST_P(EmuBorderUnequal, AllReduceBroadcastAndReduceTakeTheBorderOtherCallsStage) {
+TEST_P(EmuBorderUnequal, AllReduceBroadcastReduceAllGatherTakeTheBorderOthersStage) {
   JobOptions o;
   const std::string layout = GetParam();
   std::string devices;
@@ -431,23 +430,46 @@ TEST_P(EmuBorderUnequal, AllReduceBroadcastAndReduceTakeTheBorderOtherCallsStage
         EXPECT_EQ(readBack(both, count), want) << "Reduce to " << root << ", in place";
       }
     }
-    r.progress("AllGather (stages)");
-    const size_t m = 20000;
-    DeviceBuffer gin(r, m * 4), gout(r, m * 4 * n);
-    gin.upload(iota(m, me * 100000, 1).data(), m * 4);
-    HC_ASSERT_OK(hetcclAllGather(gin.get(), gout.get(), m, hetcclInt32, r.comm, r.stream), r.comm);
-    syncStream(r);
-    std::vector<int32_t> gwant;
-    for (int q = 0; q < n; ++q) {
-      std::vector<int32_t> part = iota(m, q * 100000, 1);
-      gwant.insert(gwant.end(), part.begin(), part.end());
+    // AllGather, out of place and in place: lanes of index mod the smallest
+    // group's size (counts of 20000 and 70001 elements: one piece and more).
+    int gathers = 0;
+    for (size_t m : {size_t{20000}, size_t{70001}}) {
+      r.progress("AllGather of " + std::to_string(m));
+      DeviceBuffer gin(r, m * 4), gout(r, m * 4 * n), gboth(r, m * 4 * n);
+      gin.upload(iota(m, me * 100000, 1).data(), m * 4);
+      std::vector<int32_t> gwant, start(m * n, -1);
+      for (int q = 0; q < n; ++q) {
+        std::vector<int32_t> part = iota(m, q * 100000, 1);
+        gwant.insert(gwant.end(), part.begin(), part.end());
+        if (q == me) std::copy(part.begin(), part.end(), start.begin() + q * m);
+      }
+      gboth.upload(start.data(), m * 4 * n);
+      HC_ASSERT_OK(hetcclAllGather(gin.get(), gout.get(), m, hetcclInt32, r.comm, r.stream), r.comm);
+      HC_ASSERT_OK(
+          hetcclAllGather(static_cast<int32_t*>(gboth.get()) + me * m, gboth.get(), m, hetcclInt32, r.comm, r.stream),
+          r.comm);
+      gathers += 2;
+      syncStream(r);
+      EXPECT_EQ(readBack(gout, m * n), gwant) << "AllGather of " << m << ", out of place";
+      EXPECT_EQ(readBack(gboth, m * n), gwant) << "AllGather of " << m << ", in place";
     }
-    EXPECT_EQ(readBack(gout, m * n), gwant) << "AllGather";
+    r.progress("ReduceScatter (stages)");
+    const size_t m = 20000;
+    DeviceBuffer rin(r, m * 4 * n), rout(r, m * 4);
+    rin.upload(iota(m * n, me, 1).data(), m * 4 * n);
+    HC_ASSERT_OK(hetcclReduceScatter(rin.get(), rout.get(), m, hetcclInt32, hetcclSum, r.comm, r.stream), r.comm);
+    syncStream(r);
+    std::vector<int32_t> rwant(m, 0);
+    for (int q = 0; q < n; ++q) {
+      std::vector<int32_t> all = iota(m * n, q, 1);
+      for (size_t j = 0; j < m; ++j) rwant[j] += all[me * m + j];
+    }
+    EXPECT_EQ(readBack(rout, m), rwant) << "ReduceScatter";
     hetcclCommInfo_t info{};
     info.size = sizeof(info);
     HC_ASSERT_OK(hetcclCommGetInfo(r.comm, &info), r.comm);
     EXPECT_STREQ(info.borderPath, "device");
-    EXPECT_EQ(info.pathCalls[hetcclPathDevice], static_cast<unsigned long long>(allReduces + rooted));
+    EXPECT_EQ(info.pathCalls[hetcclPathDevice], static_cast<unsigned long long>(allReduces + rooted + gathers));
     EXPECT_EQ(info.pathCalls[hetcclPathStaged], 1ull);
   });
 }
