@@ -258,8 +258,91 @@ void enqueueGroupReduceScatter(BlockCall& bc) {
 // Groups of one rank: global rank of group g is rankAt(c, g, 0). A
 // PreMulSum scales each piece first: those going out into outgoing scratch
 // (out stream), the own one into the receive buffer (in stream).
+// Groups of different sizes (m = the smallest group's size; no PreMulSum):
+// lane s < m of each group reduces, for the ranks of the other groups, the
+// blocks of their ranks j with j % m == s, one such rank a round. A round,
+// piece by piece: the vendor library reduces inside each group to each
+// lane's rank the blocks of that round's ranks in the other groups (into
+// outgoing scratch); the lane's border peers swap them; the lane's rank
+// folds what came with its own block for its own group's rank of the
+// round; the vendor library reduces that rank's block inside the group to
+// it, the lane's rank giving the fold instead of its block.
+void enqueueUnequalReduceScatter(BlockCall& bc) {
+  Comm& c = bc.c;
+  DeviceBorder& b = bc.b;
+  const int m = b.shares(), i = bc.i(), me = bc.me(), groups = c.topo().ngroups();
+  const int mine = c.topo().groupOf[c.rank()];
+  auto size = [&](int g) { return static_cast<int>(c.topo().groups[g].ranks.size()); };
+  auto lane = [&](int g, int s) { return (size(g) - s + m - 1) / m; };  // group g's ranks s, s + m, ...
+  auto src = [&](int g, int j, size_t off) { return bc.send + rankAt(c, g, j) * bc.blk + off; };
+  int rounds = 0, laneRounds = 0;
+  for (int g = 0; g < groups; ++g) {
+    rounds = std::max(rounds, lane(g, 0));
+    if (i < m) laneRounds = std::max(laneRounds, lane(g, i));
+  }
+  const bool several = size(mine) > 1;
+  const ReduceOp op(bc.kind);
+  for (int t = 0; t < rounds; ++t)
+    for (size_t off = 0; off < bc.blk; off += b.partBytes()) {
+      const size_t len = std::min(b.partBytes(), bc.blk - off), cnt = len / bc.es;
+      const bool crosses = i < m && t < laneRounds;
+      if (several) {
+        if (crosses && (t || off)) bc.d.streamWaitEvent(bc.s, bc.event(bc.o));  // outgoing scratch is out
+        Backend& be = bc.groupBackend();
+        be.groupStart();
+        for (int s = 0; s < m; ++s)
+          for (int h = 0; h < groups; ++h)
+            if (h != mine && t < lane(h, s)) {
+              const uint8_t* from = src(h, s + t * m, off);
+              // Written at the lane's rank only.
+              be.reduce(from, s == i ? bc.outgoingOf(h) : const_cast<uint8_t*>(from), cnt, bc.dt, op, s, bc.s);
+            }
+        be.groupEnd();
+      }
+      const bool arrives = i < m && t < lane(mine, i);  // this round has a rank in this lane here
+      // The fold for this group's rank of the round: straight into the
+      // receive buffer where that is this rank (a group of one).
+      uint8_t* folded = several ? b.outgoing(0) : bc.recv + off;
+      if (crosses) {
+        bc.fork(bc.s);
+        int slot = 0;
+        const uint64_t seq = bc.take(&slot);
+        bc.waitSlotFree(seq, slot, bc.o);
+        for (int p = 0; p < bc.G(); ++p)
+          if (p != me && t < lane(p, i))
+            bc.put(b.out(me, slot, p), several ? bc.outgoingOf(p) : src(p, i + t * m, off), len, bc.o);
+        bc.d.streamWriteValue(bc.o, b.ready(me, slot), seq);
+        if (arrives) {
+          bc.d.streamWaitValue(bc.in, b.ready(me, slot), seq);  // outgoing scratch is out: the fold goes there
+          for (int q = 0; q < bc.G(); ++q)
+            if (q != me) bc.fetch(bc.in, q, seq, slot, false, bc.scratchOf(q), b.out(q, slot, me), len);
+        }
+        bc.ackReads(seq, slot, bc.in);
+        if (arrives) bc.fold(folded, src(mine, i + t * m, off), cnt, bc.in);
+        bc.join(bc.s);
+      }
+      if (!several) continue;
+      Backend& be = bc.groupBackend();
+      be.groupStart();
+      for (int s = 0; s < m; ++s) {
+        if (t >= lane(mine, s)) continue;
+        const int j = s + t * m;
+        const uint8_t* from = s == i ? folded : src(mine, j, off);
+        be.reduce(from, j == i ? bc.recv + off : const_cast<uint8_t*>(from), cnt, bc.dt, op, j, bc.s);
+      }
+      be.groupEnd();
+    }
+  bc.divide(bc.recv, bc.s);
+}
+
 void enqueueReduceScatter(Comm& c, const CollArgs& a) {
   BlockCall bc(c, a, a.op.kind);
+  for (const Group& g : c.topo().groups)
+    if (static_cast<int>(g.ranks.size()) != bc.b.shares()) {
+      enqueueUnequalReduceScatter(bc);
+      bc.finish("ReduceScatter", bc.blk * c.nranks());
+      return;
+    }
   if (bc.k() > 1) {
     enqueueGroupReduceScatter(bc);
   } else {
@@ -568,16 +651,18 @@ bool scalesOnBorder(const CollArgs& a, bool groupScales) {
 
 bool takesDeviceBorder(Comm& c, const CollArgs& a) {
   if (!c.deviceBorder() || !c.kernels() || a.count == 0) return false;
-  // Groups of different sizes: AllReduce, Broadcast, Reduce and AllGather
-  // (comm/device_border.h). Whether any group has several ranks: the same
-  // answer on every rank, as the choice must be.
-  bool several = false;
+  // Groups of different sizes: AllReduce, Broadcast, Reduce, AllGather and
+  // ReduceScatter without a PreMulSum (comm/device_border.h). Whether any
+  // group has several ranks: the same answer on every rank, as the choice
+  // must be.
+  bool several = false, unequal = false;
   for (const Group& g : c.topo().groups) {
     several = several || g.ranks.size() > 1;
-    if (static_cast<int>(g.ranks.size()) != c.deviceBorder()->shares() && a.kind != CollKind::kAllReduce &&
-        a.kind != CollKind::kBroadcast && a.kind != CollKind::kReduce && a.kind != CollKind::kAllGather)
-      return false;
+    unequal = unequal || static_cast<int>(g.ranks.size()) != c.deviceBorder()->shares();
   }
+  if (unequal && (a.kind == CollKind::kAlltoAll || a.kind == CollKind::kGather || a.kind == CollKind::kScatter ||
+                  (a.kind == CollKind::kReduceScatter && a.op.preMul)))
+    return false;
   const size_t es = dataTypeSize(a.dt), n = static_cast<size_t>(c.nranks());
   const size_t blk = a.count * es;
   auto* s = static_cast<const uint8_t*>(a.send);

@@ -33,7 +33,8 @@
 // steps only), for Broadcast and Reduce (a root of such an index first
 // broadcasts in its group, whose rank 0 carries the buffer across; its
 // group's rank 0 collects a Reduce and hands each piece to it), for
-// AllGather (lanes of index mod that size: enqueueUnequalAllGather) and for
+// AllGather and ReduceScatter without a PreMulSum (lanes of index mod that
+// size: enqueueUnequalAllGather, enqueueUnequalReduceScatter) and for
 // send/recv between ranks of one index.
 // Send/recv and the other cases stage through pinned memory (device_exec.h).
 #pragma once

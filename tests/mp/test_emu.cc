@@ -350,11 +350,12 @@ TEST(EmuBorder, IntegerPreMulSumStagesAndIsRight) {
 // of the smallest group's size; the larger groups' other ranks in the group
 // steps only), at counts below, at and around the number of shares, in and
 // out of place, int32 sum and float Avg; Broadcast and Reduce from and to
-// every root; AllGather in and out of place; every other collective stages
-// (a ReduceScatter shows it, right and counted as staged).
+// every root; AllGather and ReduceScatter in and out of place; AlltoAll,
+// Gather and Scatter stage (an AlltoAll shows it, right and counted as
+// staged).
 class EmuBorderUnequal : public ::testing::TestWithParam<const char*> {};
 
-TEST_P(EmuBorderUnequal, AllReduceBroadcastReduceAllGatherTakeTheBorderOthersStage) {
+TEST_P(EmuBorderUnequal, CollectivesTakeTheBorderAlltoAllStages) {
   JobOptions o;
   const std::string layout = GetParam();
   std::string devices;
@@ -430,7 +431,8 @@ TEST_P(EmuBorderUnequal, AllReduceBroadcastReduceAllGatherTakeTheBorderOthersSta
         EXPECT_EQ(readBack(both, count), want) << "Reduce to " << root << ", in place";
       }
     }
-    // AllGather, out of place and in place: lanes of index mod the smallest
+    // AllGather, out of place and in place (counted with ReduceScatter below):
+    // lanes of index mod the smallest
     // group's size (counts of 20000 and 70001 elements: one piece and more).
     int gathers = 0;
     for (size_t m : {size_t{20000}, size_t{70001}}) {
@@ -453,18 +455,40 @@ TEST_P(EmuBorderUnequal, AllReduceBroadcastReduceAllGatherTakeTheBorderOthersSta
       EXPECT_EQ(readBack(gout, m * n), gwant) << "AllGather of " << m << ", out of place";
       EXPECT_EQ(readBack(gboth, m * n), gwant) << "AllGather of " << m << ", in place";
     }
-    r.progress("ReduceScatter (stages)");
-    const size_t m = 20000;
-    DeviceBuffer rin(r, m * 4 * n), rout(r, m * 4);
-    rin.upload(iota(m * n, me, 1).data(), m * 4 * n);
-    HC_ASSERT_OK(hetcclReduceScatter(rin.get(), rout.get(), m, hetcclInt32, hetcclSum, r.comm, r.stream), r.comm);
-    syncStream(r);
-    std::vector<int32_t> rwant(m, 0);
-    for (int q = 0; q < n; ++q) {
-      std::vector<int32_t> all = iota(m * n, q, 1);
-      for (size_t j = 0; j < m; ++j) rwant[j] += all[me * m + j];
+    // ReduceScatter, out of place and in place (int32 sum): lanes again.
+    for (size_t m : {size_t{20000}, size_t{70001}}) {
+      r.progress("ReduceScatter of " + std::to_string(m));
+      DeviceBuffer rin(r, m * 4 * n), rout(r, m * 4), rboth(r, m * 4 * n);
+      rin.upload(iota(m * n, me, 1).data(), m * 4 * n);
+      rboth.upload(iota(m * n, me, 1).data(), m * 4 * n);
+      HC_ASSERT_OK(hetcclReduceScatter(rin.get(), rout.get(), m, hetcclInt32, hetcclSum, r.comm, r.stream), r.comm);
+      HC_ASSERT_OK(hetcclReduceScatter(rboth.get(), static_cast<int32_t*>(rboth.get()) + me * m, m, hetcclInt32,
+                                       hetcclSum, r.comm, r.stream),
+                   r.comm);
+      gathers += 2;
+      syncStream(r);
+      std::vector<int32_t> rwant(m, 0);
+      for (int q = 0; q < n; ++q) {
+        std::vector<int32_t> all = iota(m * n, q, 1);
+        for (size_t j = 0; j < m; ++j) rwant[j] += all[me * m + j];
+      }
+      EXPECT_EQ(readBack(rout, m), rwant) << "ReduceScatter of " << m << ", out of place";
+      std::vector<int32_t> both = readBack(rboth, m * n);
+      EXPECT_EQ(std::vector<int32_t>(both.begin() + me * m, both.begin() + (me + 1) * m), rwant)
+          << "ReduceScatter of " << m << ", in place";
     }
-    EXPECT_EQ(readBack(rout, m), rwant) << "ReduceScatter";
+    r.progress("AlltoAll (stages)");
+    const size_t m = 5000;
+    DeviceBuffer ain(r, m * 4 * n), aout(r, m * 4 * n);
+    ain.upload(iota(m * n, me * 1000, 1).data(), m * 4 * n);
+    HC_ASSERT_OK(hetcclAlltoAll(ain.get(), aout.get(), m, hetcclInt32, r.comm, r.stream), r.comm);
+    syncStream(r);
+    std::vector<int32_t> awant;
+    for (int q = 0; q < n; ++q) {
+      std::vector<int32_t> all = iota(m * n, q * 1000, 1);
+      awant.insert(awant.end(), all.begin() + me * m, all.begin() + (me + 1) * m);
+    }
+    EXPECT_EQ(readBack(aout, m * n), awant) << "AlltoAll";
     hetcclCommInfo_t info{};
     info.size = sizeof(info);
     HC_ASSERT_OK(hetcclCommGetInfo(r.comm, &info), r.comm);

@@ -13,8 +13,8 @@ the device border with border peers on other hosts, through its relay
      2 hosts, a,a,a | b,b               (groups of unequal sizes)
    Each must have set up the relay (its INFO line) and taken the device
    border for the calls it takes on one host (the TRACE lines of the
-   border's calls): AllReduce, Broadcast, Reduce and AllGather everywhere,
-   every collective but send/recv where the groups are equal (send/recv between hosts stages, as the
+   border's calls): every collective but send/recv where the groups are
+   equal, and but AlltoAll, Gather and Scatter too where they are not (send/recv between hosts stages, as the
    pair channels do not cross hosts).
 2. kill -9 of host 1 while 2 hosts x 2 (a,a | b,b) loop over border
    AllReduces of 1 MiB and up: host 0's ranks exit with an error within
@@ -37,7 +37,8 @@ EMU_LAYOUTS = [
     # name, host of each rank, groups, collectives, groups of equal sizes
     ("2 hosts x 2, groups a,a|b,b", [0, 0, 1, 1], "0-1:a,2-3:b", COLLS, True),
     ("2 hosts, groups a,a,b,b|c,c", [0, 0, 0, 0, 1, 1], "0-1:a,2-3:b,4-5:c", COLLS, True),
-    ("2 hosts, groups a,a,a|b,b", [0, 0, 0, 1, 1], "0-2:a,3-4:b", ["allreduce", "broadcast", "broadcast -R 2", "reduce -R 2", "allgather", "reducescatter"],
+    ("2 hosts, groups a,a,a|b,b", [0, 0, 0, 1, 1], "0-2:a,3-4:b", ["allreduce", "broadcast", "broadcast -R 2", "reduce -R 2", "allgather", "reducescatter",
+                                                    "alltoall"],
      False),
 ]
 GPU_LAYOUTS = [
@@ -76,7 +77,7 @@ def run_layout(cl, perf, kind, name, hosts, gmap, equal, coll, maxb, port):
         border += len(re.findall(r"device border %s of \d+ bytes" % BORDER_NAMES.get(op, "-"), err))
     if not relayed:
         fail(f"{name}: {coll}: no rank set up the device border's relay\n{job.show()}")
-    takes = op != "sendrecv" and (op in ("allreduce", "broadcast", "reduce", "allgather") or equal)
+    takes = op != "sendrecv" and (op not in ("alltoall", "gather", "scatter") or equal)
     if takes and border == 0:
         fail(f"{name}: {coll}: no call took the device border\n{job.show()}")
     if not takes and border:
