@@ -82,6 +82,10 @@ void BorderCall::waitSlotFree(uint64_t seq, int slot, Stream s) {
 void BorderCall::ackReads(uint64_t seq, int slot, Stream s) {
   for (int q = 0; q < G(); ++q)
     if (q != me()) d.streamWriteValue(s, b.ack(q, me(), slot), seq);
+  // Every read of this use is announced: the relay may serve it now, while
+  // the rest of the call is enqueued (a long call's streams would else wait
+  // on the relay until the runtime's queue stops this thread).
+  b.commit(seq);
 }
 
 uint64_t BorderCall::take(int* slot) {

@@ -19,7 +19,14 @@ namespace {
 constexpr int kSlots = DeviceBorder::kSlots;
 
 uint64_t load(volatile uint64_t* f) { return __atomic_load_n(const_cast<uint64_t*>(f), __ATOMIC_ACQUIRE); }
-void store(volatile uint64_t* f, uint64_t v) { __atomic_store_n(const_cast<uint64_t*>(f), v, __ATOMIC_RELEASE); }
+// Raises *f to v, never lowers it: a release (kFlagReleased, above every
+// sequence number) stored meanwhile stays.
+void raise(volatile uint64_t* f, uint64_t v) {
+  auto* p = const_cast<uint64_t*>(f);
+  uint64_t cur = __atomic_load_n(p, __ATOMIC_ACQUIRE);
+  while (cur < v && !__atomic_compare_exchange_n(p, &cur, v, true, __ATOMIC_RELEASE, __ATOMIC_ACQUIRE)) {
+  }
+}
 
 }  // namespace
 
@@ -44,13 +51,18 @@ std::unique_ptr<BorderRelay> BorderRelay::create(DeviceBorder& b, const std::str
   return r;
 }
 
-BorderRelay::~BorderRelay() {
+BorderRelay::~BorderRelay() { stop(); }
+
+void BorderRelay::stop() {
   {
-    // The acks of the last calls may still be on their way (the calls end
-    // on the device before their acks cross): the peers' ack threads wait
-    // for them. A while for that, then stop.
+    // The last calls' acks, and exchanges a peer waits for where this rank
+    // read nothing, may still be on their way after the calls ended on the
+    // device: a while for every thread to be done with what was committed,
+    // then stop.
     std::unique_lock<std::mutex> lk(mu_);
-    cv_.wait_for(lk, std::chrono::seconds(5), [&] { return stop_.load() || acked_ >= committed_; });
+    cv_.wait_for(lk, std::chrono::seconds(5), [&] {
+      return stop_.load() || std::all_of(served_, served_ + kWorks, [&](uint64_t s) { return s >= committed_; });
+    });
     stop_.store(true);
   }
   cv_.notify_all();
@@ -137,18 +149,17 @@ void BorderRelay::loop(Work w) {
           }
         }
       }
-      if (w == kAcks) {
+      if (w == kAcks)
         serveAcks(next);
-        {
-          std::lock_guard<std::mutex> g(mu_);
-          acked_ = next;
-        }
-        cv_.notify_all();
-      } else if (w == kParts) {
+      else if (w == kParts)
         serveParts(next);
-      } else if (!results.mine.empty()) {
+      else if (!results.mine.empty())
         move(next, 1, results.mine, results.theirs);
+      {
+        std::lock_guard<std::mutex> g(mu_);
+        served_[w] = next;
       }
+      cv_.notify_all();
       ++next;
     }
   } catch (const std::exception& e) {
@@ -284,7 +295,7 @@ void BorderRelay::move(uint64_t seq, int w, const std::vector<Request>& mine, co
       throwError(hetcclRemoteError, "device border relay: rank " + std::to_string(b_.peerRank(q)) +
                                         " sent the data of slot use " + std::to_string(got[i]) + " for " +
                                         std::to_string(seq));
-    store(w ? b_.done(q, slot) : b_.ready(q, slot), seq);
+    raise(w ? b_.done(q, slot) : b_.ready(q, slot), seq);
   }
 }
 
@@ -306,7 +317,7 @@ void BorderRelay::serveAcks(uint64_t seq) {
       throwError(hetcclRemoteError, "device border relay: rank " + std::to_string(b_.peerRank(q)) +
                                         " acknowledged slot use " + std::to_string(got[i]) + " for " +
                                         std::to_string(seq));
-    store(b_.ack(me, q, slot), seq);
+    raise(b_.ack(me, q, slot), seq);
   }
 }
 

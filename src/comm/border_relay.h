@@ -23,8 +23,8 @@
 //   thread stores it in its own segment, where its streams wait for it
 //   before they fill the slot again.
 // Each goes through the slot uses in order and only after the enqueuing
-// thread committed them (the end of each call), so every rank's relay
-// meets its peers' in the same order. They are apart because a use's data
+// thread committed them (after each use's last read is enqueued), so every
+// rank's relay meets its peers' in the same order. They are apart because a use's data
 // may wait, in stream order, for another flag of an earlier use (results,
 // acks: the writer's slot must be free), and each thread waits on the CPU
 // for the flag its next transfer needs.
@@ -79,6 +79,10 @@ class BorderRelay {
   // Stops the threads and poisons the transports (the remote peers' relays
   // fail naming this rank). Any thread; idempotent.
   void halt(const std::string& why);
+  // Waits a while (5 s) for the threads to serve what was committed, then
+  // stops and joins them (the destructor; DeviceBorder calls it first, so
+  // that a thread failing meanwhile still finds its relay).
+  void stop();
   // What made a relay thread fail ("": nothing). Any thread.
   std::string error() const;
 
@@ -135,7 +139,7 @@ class BorderRelay {
   std::map<uint64_t, std::vector<Request>> wants_;  // by slot use, then index in remote_
   std::map<uint64_t, Swapped> swapped_;
   uint64_t swappedUpTo_ = 0;
-  uint64_t acked_ = 0;  // the ack thread is done with every slot use up to it
+  uint64_t served_[kWorks] = {};  // each thread is done with every slot use up to it
   std::string error_;
   std::thread threads_[kWorks];
 };

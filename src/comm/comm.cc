@@ -458,7 +458,10 @@ void Comm::fail(hetcclResult_t code, const std::string& text) {
   if (first) dumpFlight("failed: " + text);
   setAsyncError(code == hetcclSuccess || code == hetcclInProgress ? hetcclInternalError : code);
   if (transport_) transport_->poison(text);
-  if (border_) border_->markFailed(text);
+  if (border_) {
+    border_->markFailed(text);
+    border_->haltRelay(text);  // the peers on other hosts learn of it at once
+  }
 }
 
 std::string Comm::idText() const {

@@ -213,7 +213,8 @@ bool DeviceBorder::timeSlicedGpus(const std::vector<uint64_t>& gpu, const std::v
 }
 
 DeviceBorder::~DeviceBorder() {
-  relay_.reset();  // its threads read the segments
+  if (relay_) relay_->stop();  // its threads read the segments
+  relay_.reset();
   if (dev_ && out_) {
     dev_->destroyStream(out_);
     dev_->destroyStream(in_);
@@ -265,6 +266,8 @@ uint8_t* DeviceBorder::pairData(int owner, int reader, int slot) {
 }
 
 void DeviceBorder::releaseAll() {
+  // The relay first: none of its stores lands after the release values.
+  if (relay_) relay_->halt("rank " + std::to_string(rank_) + " released its device border (it failed or aborted)");
   auto store = [](volatile uint64_t* f) {
     __atomic_store_n(const_cast<uint64_t*>(f), kFlagReleased, __ATOMIC_RELEASE);
   };
@@ -277,7 +280,6 @@ void DeviceBorder::releaseAll() {
       store(pairReady(q, me_, slot));
       store(pairAck(me_, q, slot));
     }
-  if (relay_) relay_->halt("rank " + std::to_string(rank_) + " released its device border (it failed or aborted)");
 }
 
 void DeviceBorder::want(int q, uint64_t seq, bool results, const void* at, size_t n) {
@@ -285,8 +287,20 @@ void DeviceBorder::want(int q, uint64_t seq, bool results, const void* at, size_
   relay_->want(q, seq, results, static_cast<size_t>(static_cast<const uint8_t*>(at) - seg_[q]), n);
 }
 
-void DeviceBorder::commit() {
-  if (relay_) relay_->commit(seq_);
+void DeviceBorder::commit(uint64_t seq) {
+  if (relay_) relay_->commit(seq ? seq : seq_);
+}
+
+void DeviceBorder::haltRelay(const std::string& why) {
+  if (!relay_) return;
+  relay_->halt(why);
+  // What the relay would have stored for this rank's streams: released.
+  for (int slot = 0; slot < kSlots; ++slot)
+    for (int q = 0; q < peers(); ++q) {
+      if (!remote_[q]) continue;
+      for (volatile uint64_t* f : {ready(q, slot), done(q, slot), ack(me_, q, slot)})
+        __atomic_store_n(const_cast<uint64_t*>(f), kFlagReleased, __ATOMIC_RELEASE);
+    }
 }
 
 std::string DeviceBorder::relayError() const { return relay_ ? relay_->error() : std::string(); }

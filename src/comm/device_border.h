@@ -137,8 +137,14 @@ class DeviceBorder {
   // use `seq` after its ready flag (results: done): the relay brings them
   // where q is remote. The enqueuing thread.
   void want(int q, uint64_t seq, bool results, const void* at, size_t n);
-  // Every slot use taken so far is enqueued (the end of each call).
-  void commit();
+  // Every slot use up to `seq` (0: taken so far) is enqueued, its reads
+  // announced: the relay may serve it. After each use's last read
+  // (ackReads) and at the end of each call.
+  void commit(uint64_t seq = 0);
+  // This rank's communicator failed: the relay stops and tells the remote
+  // peers, and what it would have stored for this rank's streams is
+  // released. Any thread.
+  void haltRelay(const std::string& why);
   // What made the relay fail, or "".
   std::string relayError() const;
   size_t scratchBytes() const { return scratchBytes_; }
