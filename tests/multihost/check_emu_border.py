@@ -16,7 +16,11 @@ the device border with border peers on other hosts, through its relay
    border's calls): every collective but send/recv where the groups are
    equal, and but AlltoAll, Gather and Scatter too where they are not (send/recv between hosts stages, as the
    pair channels do not cross hosts).
-2. kill -9 of host 1 while 2 hosts x 2 (a,a | b,b) loop over border
+2. Encrypted links: 2 hosts x 2 (a,a | b,b), each host its own site
+   (HETCCL_SITE_MAP, a job secret of its own): AllReduce right, and the
+   relay's three transports on each rank connected encrypted (AES-256-GCM
+   records, as every link across sites).
+3. kill -9 of host 1 while 2 hosts x 2 (a,a | b,b) loop over border
    AllReduces of 1 MiB and up: host 0's ranks exit with an error within
    HETCCL_TIMEOUT_S + 10 s, naming the device border or a peer.
 --kind cuda (or hip) runs the same on a machine with one real GPU, which
@@ -85,6 +89,24 @@ def run_layout(cl, perf, kind, name, hosts, gmap, equal, coll, maxb, port):
     return border
 
 
+def encrypted(cl, perf, kind, port):
+    hosts, gmap = ([0, 0, 1, 1], "0-1:a,2-3:b") if kind == "emu" else ([0, 1], "0:a,1:b")
+    sites = "0-1:h0,2-3:h1" if kind == "emu" else "0:h0,1:h1"
+    env = dict(ENV, HETCCL_DEVICE=kind, HETCCL_GROUP_MAP=gmap, HETCCL_SITE_MAP=sites, HETCCL_ENCRYPT="cross-site",
+               HETCCL_JOB_SECRET=os.urandom(32).hex(), HETCCL_TIMEOUT_S="60", HETCCL_DEBUG="INFO",
+               HETCCL_DEBUG_SUBSYS="INIT,TRANSPORT")
+    job = cl.launch(hosts, [perf, "-o", "allreduce", "-b", "8", "-e", "1M", "-f", "8", "-n", "2", "-w", "1", "-c", "1"],
+                    env=env, master_port=port)
+    codes = job.wait(300)
+    if codes != [0] * len(hosts) or "# Out of bounds values : 0 OK" not in job.out(0):
+        fail(f"encrypted: exit codes {codes}\n{job.show()}")
+    err = job.err(0)
+    relay = len(re.findall(r"tcp: rank 0 connected to 1 peers \(1 encrypted", err))
+    if "relayed over tcp" not in err or relay < 3:
+        fail(f"encrypted: rank 0's relay is not on three encrypted links ({relay} such lines)\n{job.show()}")
+    return f"AllReduce right; rank 0's relay on {relay} encrypted tcp links"
+
+
 def kill_host(cl, perf, kind, port):
     hosts, gmap = ([0, 0, 1, 1], "0-1:a,2-3:b") if kind == "emu" else ([0, 1], "0:a,1:b")
     survivors = [r for r in range(len(hosts)) if hosts[r] == 0]
@@ -143,6 +165,8 @@ def main():
                 port += 1
                 counts.append(f"{coll} {run_layout(cl, perf, kind, name, hosts, gmap, equal, coll, maxb, port)}")
             print(f"check_emu_border: {name}: right; border calls (all ranks): {', '.join(counts)}")
+        port += 1
+        print(f"check_emu_border: encrypted, a site a host: {encrypted(cl, perf, kind, port)}")
         port += 1
         for line in kill_host(cl, perf, kind, port):
             print(f"check_emu_border: kill host 1: {line}")
