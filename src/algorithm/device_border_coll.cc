@@ -3,152 +3,11 @@
 #include <algorithm>
 
 #include "algorithm/device_border_allreduce.h"
-#include "algorithm/device_border_call.h"
-#include "algorithm/device_exec.h"
+#include "algorithm/device_border_block.h"
 #include "comm/comm.h"
 
 namespace hetccl {
 namespace {
-
-int groupSize(Comm& c) { return static_cast<int>(c.topo().groupOfRank(c.rank()).ranks.size()); }
-
-// Global rank of group g's rank with index i.
-int rankAt(Comm& c, int g, int i) { return c.topo().groups[g].ranks[i]; }
-
-// One collective over the border, with what every step names: the caller's
-// stream, the block (count elements: per rank, or the whole buffer), the
-// buffers, the internal streams and the border sequence before the call.
-struct BlockCall : BorderCall {
-  BlockCall(Comm& comm, const CollArgs& args, RedKind k)
-      : BorderCall(comm, args.dt, k),
-        a(args),
-        s(args.stream),
-        blk(args.count * es),
-        send(static_cast<const uint8_t*>(args.send)),
-        recv(static_cast<uint8_t*>(args.recv)),
-        o(b.outStream()),
-        in(b.inStream()),
-        firstSeq(b.seq()) {
-    callStart = startCall(comm, s);  // made first thing in each collective below
-  }
-  const CollArgs& a;
-  Stream s;
-  size_t blk;
-  const uint8_t* send;
-  uint8_t* recv;
-  Stream o, in;
-  uint64_t firstSeq;
-
-  int k() { return groupSize(c); }
-  int i() { return c.groupRank(); }
-  // The receive block of global rank r.
-  uint8_t* block(int r) { return recv + r * blk; }
-  // The vendor library takes calls from this thread next: staged calls
-  // queued on the proxy go first (device_exec.h).
-  Backend& groupBackend() {
-    c.stagingState()->waitStagedDone(c.options().timeoutS, &c.abortFlag());
-    return c.groupBackend();
-  }
-  // The op of the group steps: a PreMulSum (float Avg too) scales there,
-  // by the vendor library; the border then sums. Else the plain kind.
-  ReduceOp groupOp() { return a.op.preMul ? a.op : ReduceOp(kind); }
-  // Where peer g's outgoing part lies in device scratch (g != me).
-  uint8_t* outgoingOf(int g) { return b.outgoing(g < me() ? g : g - 1); }
-  // Integer Avg: the division once the folds are done (on the in stream).
-  void divide(uint8_t* buf) { divide(buf, in); }
-  void divide(uint8_t* buf, Stream st) {
-    if (a.op.postDiv) check(kn.divide(buf, a.count, static_cast<int>(dt), a.op.divisor, st), "divide");
-  }
-  void finish(const char* what, size_t bytes, int writer = -1) { watch(s, what, bytes, firstSeq, writer, false); }
-  // Groups of one rank: the send block for group g's rank.
-  const uint8_t* sendTo(int g) { return send + rankAt(c, g, 0) * blk; }
-  // One slot use in which every border peer but the root's puts its piece
-  // [from, from + len) out, and the root's copies peer q's into to(q)
-  // (Reduce, Gather).
-  template <typename To>
-  void toRoot(bool atRoot, const uint8_t* from, size_t len, To to) {
-    int slot = 0;
-    const uint64_t seq = take(&slot);
-    if (!atRoot) {
-      waitSlotFree(seq, slot, o);
-      put(b.out(me(), slot), from, len, o);
-      d.streamWriteValue(o, b.ready(me(), slot), seq);
-    } else {
-      for (int q = 0; q < G(); ++q) {
-        if (q == me()) continue;
-        fetch(in, q, seq, slot, false, to(q), b.out(q, slot), len);
-      }
-    }
-    ackReads(seq, slot, in);
-  }
-  // Groups of several ranks: a piece of every block per slot use, a part
-  // over k (whole elements); the root's group and index in its group.
-  size_t groupPiece() { return std::max(es, b.partBytes() / k() / es * es); }
-  int rootGroup() { return c.topo().groupOf[a.root]; }
-  int rootIndex() { return c.topo().groupRank[a.root]; }
-  // The internal streams take over, and f(offset, length) runs for every
-  // piece of the block.
-  template <typename F>
-  void pieces(size_t piece, F f) {
-    fork(s);
-    for (size_t off = 0; off < blk; off += piece) f(off, std::min(piece, blk - off));
-  }
-};
-
-// Groups of different sizes (m = the smallest group's size): lane s < m
-// of each group carries the blocks of its ranks j with j % m == s. Inside
-// each group the ranks from index m on hand their block to their lane's
-// rank (vendor send/recv); the lane's border peers swap their blocks, one
-// block of each peer a round (a peer with fewer sits the last rounds out);
-// then each lane's rank broadcasts every block it holds inside its group.
-void enqueueUnequalAllGather(BlockCall& bc) {
-  Comm& c = bc.c;
-  DeviceBorder& b = bc.b;
-  const int m = b.shares(), i = bc.i(), me = bc.me(), G = bc.G(), groups = c.topo().ngroups();
-  const int mine = c.topo().groupOf[c.rank()];
-  auto size = [&](int g) { return static_cast<int>(c.topo().groups[g].ranks.size()); };
-  // Lane s of group g: its ranks s, s + m, ...; how many.
-  auto lane = [&](int g, int s) { return (size(g) - s + m - 1) / m; };
-  if (size(mine) > 1) {
-    Backend& be = bc.groupBackend();
-    be.groupStart();
-    if (i >= m) be.send(bc.block(c.rank()), bc.a.count, bc.dt, i % m, bc.s);
-    for (int j = i + m; i < m && j < size(mine); j += m)
-      be.recv(bc.block(rankAt(c, mine, j)), bc.a.count, bc.dt, j, bc.s);
-    be.groupEnd();
-  }
-  if (i < m) {
-    int rounds = 0;
-    for (int g = 0; g < groups; ++g) rounds = std::max(rounds, lane(g, i));
-    bc.fork(bc.s);
-    for (int t = 0; t < rounds; ++t) {
-      for (size_t off = 0, piece = b.partBytes() * G; off < bc.blk; off += piece) {
-        const size_t len = std::min(piece, bc.blk - off);
-        int slot = 0;
-        const uint64_t seq = bc.take(&slot);
-        if (t < lane(me, i)) {
-          bc.waitSlotFree(seq, slot, bc.o);
-          bc.put(b.out(me, slot), bc.block(rankAt(c, me, i + t * m)) + off, len, bc.o);
-          bc.d.streamWriteValue(bc.o, b.ready(me, slot), seq);
-        }
-        for (int q = 0; q < G; ++q)
-          if (q != me && t < lane(q, i))
-            bc.fetch(bc.in, q, seq, slot, false, bc.block(rankAt(c, q, i + t * m)) + off, b.out(q, slot), len);
-        bc.ackReads(seq, slot, bc.in);
-      }
-    }
-    bc.join(bc.s);
-  }
-  if (size(mine) == 1) return;
-  Backend& be = bc.groupBackend();
-  be.groupStart();
-  for (int g = 0; g < groups; ++g)
-    for (int j = 0; j < size(g); ++j) {
-      uint8_t* at = bc.block(rankAt(c, g, j));
-      be.broadcast(at, at, bc.a.count, bc.dt, j % m, bc.s);
-    }
-  be.groupEnd();
-}
 
 void enqueueAllGather(Comm& c, const CollArgs& a) {
   BlockCall bc(c, a, RedKind::kSum);
@@ -156,12 +15,11 @@ void enqueueAllGather(Comm& c, const CollArgs& a) {
   const int k = bc.k(), i = bc.i(), G = bc.G(), me = bc.me();
   uint8_t* mine = bc.block(c.rank());
   bc.d.copy(mine, a.send, bc.blk, bc.s);  // nothing where in place
-  for (const Group& g : c.topo().groups)
-    if (static_cast<int>(g.ranks.size()) != b.shares()) {
-      enqueueUnequalAllGather(bc);
-      bc.finish("AllGather", bc.blk * c.nranks());
-      return;
-    }
+  if (unequalGroups(c)) {
+    enqueueUnequalAllGather(bc);
+    bc.finish("AllGather", bc.blk * c.nranks());
+    return;
+  }
   bc.pieces(b.partBytes() * G /* the whole out area */, [&](size_t off, size_t len) {
     int slot = 0;
     const uint64_t seq = bc.take(&slot);
@@ -258,91 +116,13 @@ void enqueueGroupReduceScatter(BlockCall& bc) {
 // Groups of one rank: global rank of group g is rankAt(c, g, 0). A
 // PreMulSum scales each piece first: those going out into outgoing scratch
 // (out stream), the own one into the receive buffer (in stream).
-// Groups of different sizes (m = the smallest group's size; no PreMulSum):
-// lane s < m of each group reduces, for the ranks of the other groups, the
-// blocks of their ranks j with j % m == s, one such rank a round. A round,
-// piece by piece: the vendor library reduces inside each group to each
-// lane's rank the blocks of that round's ranks in the other groups (into
-// outgoing scratch); the lane's border peers swap them; the lane's rank
-// folds what came with its own block for its own group's rank of the
-// round; the vendor library reduces that rank's block inside the group to
-// it, the lane's rank giving the fold instead of its block.
-void enqueueUnequalReduceScatter(BlockCall& bc) {
-  Comm& c = bc.c;
-  DeviceBorder& b = bc.b;
-  const int m = b.shares(), i = bc.i(), me = bc.me(), groups = c.topo().ngroups();
-  const int mine = c.topo().groupOf[c.rank()];
-  auto size = [&](int g) { return static_cast<int>(c.topo().groups[g].ranks.size()); };
-  auto lane = [&](int g, int s) { return (size(g) - s + m - 1) / m; };  // group g's ranks s, s + m, ...
-  auto src = [&](int g, int j, size_t off) { return bc.send + rankAt(c, g, j) * bc.blk + off; };
-  int rounds = 0, laneRounds = 0;
-  for (int g = 0; g < groups; ++g) {
-    rounds = std::max(rounds, lane(g, 0));
-    if (i < m) laneRounds = std::max(laneRounds, lane(g, i));
-  }
-  const bool several = size(mine) > 1;
-  const ReduceOp op(bc.kind);
-  for (int t = 0; t < rounds; ++t)
-    for (size_t off = 0; off < bc.blk; off += b.partBytes()) {
-      const size_t len = std::min(b.partBytes(), bc.blk - off), cnt = len / bc.es;
-      const bool crosses = i < m && t < laneRounds;
-      if (several) {
-        if (crosses && (t || off)) bc.d.streamWaitEvent(bc.s, bc.event(bc.o));  // outgoing scratch is out
-        Backend& be = bc.groupBackend();
-        be.groupStart();
-        for (int s = 0; s < m; ++s)
-          for (int h = 0; h < groups; ++h)
-            if (h != mine && t < lane(h, s)) {
-              const uint8_t* from = src(h, s + t * m, off);
-              // Written at the lane's rank only.
-              be.reduce(from, s == i ? bc.outgoingOf(h) : const_cast<uint8_t*>(from), cnt, bc.dt, op, s, bc.s);
-            }
-        be.groupEnd();
-      }
-      const bool arrives = i < m && t < lane(mine, i);  // this round has a rank in this lane here
-      // The fold for this group's rank of the round: straight into the
-      // receive buffer where that is this rank (a group of one).
-      uint8_t* folded = several ? b.outgoing(0) : bc.recv + off;
-      if (crosses) {
-        bc.fork(bc.s);
-        int slot = 0;
-        const uint64_t seq = bc.take(&slot);
-        bc.waitSlotFree(seq, slot, bc.o);
-        for (int p = 0; p < bc.G(); ++p)
-          if (p != me && t < lane(p, i))
-            bc.put(b.out(me, slot, p), several ? bc.outgoingOf(p) : src(p, i + t * m, off), len, bc.o);
-        bc.d.streamWriteValue(bc.o, b.ready(me, slot), seq);
-        if (arrives) {
-          bc.d.streamWaitValue(bc.in, b.ready(me, slot), seq);  // outgoing scratch is out: the fold goes there
-          for (int q = 0; q < bc.G(); ++q)
-            if (q != me) bc.fetch(bc.in, q, seq, slot, false, bc.scratchOf(q), b.out(q, slot, me), len);
-        }
-        bc.ackReads(seq, slot, bc.in);
-        if (arrives) bc.fold(folded, src(mine, i + t * m, off), cnt, bc.in);
-        bc.join(bc.s);
-      }
-      if (!several) continue;
-      Backend& be = bc.groupBackend();
-      be.groupStart();
-      for (int s = 0; s < m; ++s) {
-        if (t >= lane(mine, s)) continue;
-        const int j = s + t * m;
-        const uint8_t* from = s == i ? folded : src(mine, j, off);
-        be.reduce(from, j == i ? bc.recv + off : const_cast<uint8_t*>(from), cnt, bc.dt, op, j, bc.s);
-      }
-      be.groupEnd();
-    }
-  bc.divide(bc.recv, bc.s);
-}
-
 void enqueueReduceScatter(Comm& c, const CollArgs& a) {
   BlockCall bc(c, a, a.op.kind);
-  for (const Group& g : c.topo().groups)
-    if (static_cast<int>(g.ranks.size()) != bc.b.shares()) {
-      enqueueUnequalReduceScatter(bc);
-      bc.finish("ReduceScatter", bc.blk * c.nranks());
-      return;
-    }
+  if (unequalGroups(c)) {
+    enqueueUnequalReduceScatter(bc);
+    bc.finish("ReduceScatter", bc.blk * c.nranks());
+    return;
+  }
   if (bc.k() > 1) {
     enqueueGroupReduceScatter(bc);
   } else {
@@ -655,13 +435,10 @@ bool takesDeviceBorder(Comm& c, const CollArgs& a) {
   // ReduceScatter without a PreMulSum (comm/device_border.h). Whether any
   // group has several ranks: the same answer on every rank, as the choice
   // must be.
-  bool several = false, unequal = false;
-  for (const Group& g : c.topo().groups) {
-    several = several || g.ranks.size() > 1;
-    unequal = unequal || static_cast<int>(g.ranks.size()) != c.deviceBorder()->shares();
-  }
-  if (unequal && (a.kind == CollKind::kAlltoAll || a.kind == CollKind::kGather || a.kind == CollKind::kScatter ||
-                  (a.kind == CollKind::kReduceScatter && a.op.preMul)))
+  bool several = false;
+  for (const Group& g : c.topo().groups) several = several || g.ranks.size() > 1;
+  if (unequalGroups(c) && (a.kind == CollKind::kAlltoAll || a.kind == CollKind::kGather ||
+                           a.kind == CollKind::kScatter || (a.kind == CollKind::kReduceScatter && a.op.preMul)))
     return false;
   const size_t es = dataTypeSize(a.dt), n = static_cast<size_t>(c.nranks());
   const size_t blk = a.count * es;

@@ -297,11 +297,7 @@ void Comm::setUp(const PeerInfo& me, const std::string& group) {
   bc.timeoutS = opts_.timeoutS;
   bc.blocking = opts_.blocking;
   bc.vendorConfig = opts_.vendorConfig;
-  for (int r : bc.ranks) {  // each group rank's host, as the lowest global rank on it
-    int first = 0;
-    while (peers[first].hostHash != peers[r].hostHash) ++first;
-    bc.hostOf.push_back(first);
-  }
+  for (int r : bc.ranks) bc.hostOf.push_back(hostOf_[r]);  // each group rank's host
   {
     auto be = createBackend(opts_.backend.empty() ? defaultBackendFor(device_->kind()) : opts_.backend, bc);
     std::lock_guard<std::mutex> g(backendMu_);

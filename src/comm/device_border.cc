@@ -43,6 +43,9 @@ size_t pageRound(size_t b) {
   return (b + page - 1) / page * page;
 }
 
+// Every wait on *f goes on (comm/device_border.h: the release value).
+void storeRelease(volatile uint64_t* f) { __atomic_store_n(const_cast<uint64_t*>(f), kFlagReleased, __ATOMIC_RELEASE); }
+
 uint8_t* mapSegment(int fd, size_t bytes, const std::string& name) {
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   close(fd);
@@ -268,17 +271,12 @@ uint8_t* DeviceBorder::pairData(int owner, int reader, int slot) {
 void DeviceBorder::releaseAll() {
   // The relay first: none of its stores lands after the release values.
   if (relay_) relay_->halt("rank " + std::to_string(rank_) + " released its device border (it failed or aborted)");
-  auto store = [](volatile uint64_t* f) {
-    __atomic_store_n(const_cast<uint64_t*>(f), kFlagReleased, __ATOMIC_RELEASE);
-  };
   for (int slot = 0; slot < kSlots; ++slot)
     for (int q = 0; q < peers(); ++q) {
       if (q == me_) continue;
-      store(ready(q, slot));
-      store(done(q, slot));
-      store(ack(me_, q, slot));
-      store(pairReady(q, me_, slot));
-      store(pairAck(me_, q, slot));
+      for (volatile uint64_t* f :
+           {ready(q, slot), done(q, slot), ack(me_, q, slot), pairReady(q, me_, slot), pairAck(me_, q, slot)})
+        storeRelease(f);
     }
 }
 
@@ -298,8 +296,7 @@ void DeviceBorder::haltRelay(const std::string& why) {
   for (int slot = 0; slot < kSlots; ++slot)
     for (int q = 0; q < peers(); ++q) {
       if (!remote_[q]) continue;
-      for (volatile uint64_t* f : {ready(q, slot), done(q, slot), ack(me_, q, slot)})
-        __atomic_store_n(const_cast<uint64_t*>(f), kFlagReleased, __ATOMIC_RELEASE);
+      for (volatile uint64_t* f : {ready(q, slot), done(q, slot), ack(me_, q, slot)}) storeRelease(f);
     }
 }
 
