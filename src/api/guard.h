@@ -74,10 +74,16 @@ void failOnError(hetcclComm& comm, F&& body) {
   } catch (const RefusedError&) {
     throw;  // refused before anything moved: the communicator is as it was
   } catch (const Error& e) {
-    comm.fail(e.code(), e.what());
+    // A call that fails because another thread or a peer failed the
+    // communicator names that first cause, not only what it saw after it.
+    const std::string cause = comm.fail(e.code(), e.what());
+    if (cause != e.what())
+      throw Error(e.code(), std::string(e.what()) + " (the communicator had failed: " + cause + ")");
     throw;
   } catch (const std::exception& e) {
-    comm.fail(hetcclInternalError, e.what());
+    const std::string cause = comm.fail(hetcclInternalError, e.what());
+    if (cause != e.what())
+      throw Error(hetcclInternalError, std::string(e.what()) + " (the communicator had failed: " + cause + ")");
     throw;
   }
 }

@@ -445,11 +445,13 @@ void Comm::setUpDeviceBorder() {
   border_ = std::move(b);
 }
 
-void Comm::fail(hetcclResult_t code, const std::string& text) {
+std::string Comm::fail(hetcclResult_t code, const std::string& text) {
   bool first = false;
+  std::string cause;
   {
     std::lock_guard<std::mutex> g(failMu_);
     if (failText_.empty()) failText_ = text, first = true;
+    cause = failText_;
   }
   if (first) dumpFlight("failed: " + text);
   setAsyncError(code == hetcclSuccess || code == hetcclInProgress ? hetcclInternalError : code);
@@ -458,6 +460,7 @@ void Comm::fail(hetcclResult_t code, const std::string& text) {
     border_->markFailed(text);
     border_->haltRelay(text);  // the peers on other hosts learn of it at once
   }
+  return cause;
 }
 
 std::string Comm::idText() const {

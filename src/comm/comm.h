@@ -182,7 +182,8 @@ class Comm {
   // its peers. The communicator fails for good here (the first failure's
   // code and text stick), and the transport tells the peers, whose waits
   // then fail at once instead of at their timeout. Any thread.
-  void fail(hetcclResult_t code, const std::string& text);
+  // Returns the communicator's first failure (this text if it is the first).
+  std::string fail(hetcclResult_t code, const std::string& text);
   std::string failureText() const;
 
   // Scratch memory for border staging, bounded by HETCCL_BUFFSIZE per use.
