@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """GPU ranks on two emulated hosts (tests/multihost/emu_hosts.py: network,
-UTS, IPC and mount namespaces; needs root, iproute2 and util-linux): one
-rank a host, groups g0 and g1, so the border crosses hosts over tcp on a
-veth pair. float32 sum AllReduce, out of place, in one command:
+UTS, IPC and mount namespaces; needs root, iproute2 and util-linux; where
+those are missing, hosts of their own UTS, IPC and mount namespaces that
+share the machine's network, on loopback): one rank a host, groups g0 and
+g1, so the border crosses hosts over tcp (a veth pair, or loopback). float32 sum AllReduce, out of place, in one command:
   relay   the device border through its relay (comm/border_relay.h): the
           GPUs' copy engines fill pinned slots, the relay carries them
   staged  HETCCL_GPU_BORDER=0: the whole buffer to pinned memory, the host
@@ -23,7 +24,7 @@ import sys
 
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(here, "..", "tests", "multihost"))
-from emu_hosts import Cluster, Unavailable  # noqa: E402
+from emu_hosts import Unavailable, any_cluster  # noqa: E402
 
 
 def run(cl, perf, kind, env, lo, hi, iters, port):
@@ -51,10 +52,12 @@ def main():
     ap.add_argument("--max", type=int, default=256 << 20)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--iters", type=int, default=10)
+    ap.add_argument("--shared-network", action="store_true", help="hosts on one network (loopback) even where "
+                    "network namespaces can be made")
     a = ap.parse_args()
     perf = os.path.abspath(os.path.join(a.build, "tools", "hetccl-perf"))
     try:
-        cl = Cluster(2)
+        cl = any_cluster(2, "gpu_relay_hosts", shared=a.shared_network)
     except Unavailable as e:
         sys.exit(f"gpu_relay_hosts: cannot make emulated hosts: {e}")
     modes = [("relay", a.kind, {"HETCCL_GPU_DIRECT": "0"}), ("staged", a.kind, {"HETCCL_GPU_BORDER": "0",

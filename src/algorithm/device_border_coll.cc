@@ -214,6 +214,11 @@ void enqueueGroupAlltoAll(BlockCall& bc) {
 // comes from rank q.
 void enqueueAlltoAll(Comm& c, const CollArgs& a) {
   BlockCall bc(c, a, RedKind::kSum);
+  if (unequalGroups(c)) {
+    enqueueUnequalAlltoAll(bc);
+    bc.finish("AlltoAll", bc.blk * c.nranks());
+    return;
+  }
   if (bc.k() > 1) {
     enqueueGroupAlltoAll(bc);
     bc.finish("AlltoAll", bc.blk * c.nranks());
@@ -326,6 +331,11 @@ void enqueueGroupGather(BlockCall& bc) {
 
 void enqueueGather(Comm& c, const CollArgs& a) {
   BlockCall bc(c, a, RedKind::kSum);
+  if (unequalGroups(c)) {
+    enqueueUnequalGather(bc);
+    bc.finish("Gather", bc.blk * c.nranks());
+    return;
+  }
   if (bc.k() > 1) {
     enqueueGroupGather(bc);
     bc.finish("Gather", bc.blk * c.nranks());
@@ -390,6 +400,11 @@ void enqueueGroupScatter(BlockCall& bc) {
 // parts).
 void enqueueScatter(Comm& c, const CollArgs& a) {
   BlockCall bc(c, a, RedKind::kSum);
+  if (unequalGroups(c)) {
+    enqueueUnequalScatter(bc);
+    bc.finish("Scatter", bc.blk * c.nranks(), bc.rootGroup());
+    return;
+  }
   if (bc.k() > 1) {
     enqueueGroupScatter(bc);
     bc.finish("Scatter", bc.blk * c.nranks(), bc.rootGroup());
@@ -431,19 +446,20 @@ bool scalesOnBorder(const CollArgs& a, bool groupScales) {
 
 bool takesDeviceBorder(Comm& c, const CollArgs& a) {
   if (!c.deviceBorder() || !c.kernels() || a.count == 0) return false;
-  // Groups of different sizes: AllReduce, Broadcast, Reduce, AllGather and
-  // ReduceScatter without a PreMulSum (comm/device_border.h). Whether any
-  // group has several ranks: the same answer on every rank, as the choice
-  // must be.
+  // Groups of different sizes: all but an in-place AlltoAll (the ranks
+  // from the smallest group's size on have no scratch to stage their own
+  // group's blocks in) and a PreMulSum ReduceScatter (comm/device_border.h).
+  // Whether any group has several ranks: the same answer on every rank, as
+  // the choice must be.
   bool several = false;
   for (const Group& g : c.topo().groups) several = several || g.ranks.size() > 1;
-  if (unequalGroups(c) && (a.kind == CollKind::kAlltoAll || a.kind == CollKind::kGather ||
-                           a.kind == CollKind::kScatter || (a.kind == CollKind::kReduceScatter && a.op.preMul)))
-    return false;
   const size_t es = dataTypeSize(a.dt), n = static_cast<size_t>(c.nranks());
   const size_t blk = a.count * es;
   auto* s = static_cast<const uint8_t*>(a.send);
   auto* r = static_cast<const uint8_t*>(a.recv);
+  if (unequalGroups(c) && a.kind == CollKind::kAlltoAll)
+    return blk * n >= c.deviceBorder()->minBytes() && (s + blk * n <= r || r + blk * n <= s);
+  if (unequalGroups(c) && a.kind == CollKind::kReduceScatter && a.op.preMul) return false;
   switch (a.kind) {
     case CollKind::kAllReduce:
       if (!scalesOnBorder(a, /*groupScales=*/false)) return false;

@@ -34,8 +34,12 @@
 // broadcasts in its group, whose rank 0 carries the buffer across; its
 // group's rank 0 collects a Reduce and hands each piece to it), for
 // AllGather and ReduceScatter without a PreMulSum (lanes of index mod that
-// size: enqueueUnequalAllGather, enqueueUnequalReduceScatter) and for
-// send/recv between ranks of one index.
+// size: enqueueUnequalAllGather, enqueueUnequalReduceScatter), for Gather
+// and Scatter (one lane: the root's index, or 0 whose rank of the root's
+// group hands over to the root; enqueueUnequalGather, enqueueUnequalScatter)
+// for AlltoAll out of place (lanes: each lane's rank carries its lane's
+// blocks; enqueueUnequalAlltoAll) and for send/recv between ranks of one
+// index.
 // Send/recv and the other cases stage through pinned memory (device_exec.h).
 #pragma once
 

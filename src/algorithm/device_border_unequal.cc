@@ -140,4 +140,96 @@ void enqueueUnequalReduceScatter(BlockCall& bc) {
   bc.divide(bc.recv, bc.s);
 }
 
+// Groups of different sizes, out of place (m = the smallest group's size):
+// rank s < m of each group carries across the blocks of its lane (ranks s,
+// s + m, ...) for every rank of the other groups. Piece by piece (a part
+// over the largest lane times the largest group, whole elements): the
+// lane's other ranks hand their pieces for the other groups to rank s
+// (vendor; into outgoing scratch, one part per group); rank s puts, for
+// each other group, its lane's pieces for that group's ranks in that
+// group's part of its out area, fetches the other groups' parts for its
+// own group (their lane s's pieces for every rank here) and hands each
+// rank of its group its pieces (vendor). Blocks inside the group go
+// through the vendor library directly, whole.
+void enqueueUnequalAlltoAll(BlockCall& bc) {
+  Comm& c = bc.c;
+  DeviceBorder& b = bc.b;
+  const int m = b.shares(), i = bc.i(), groups = c.topo().ngroups();
+  const int mine = c.topo().groupOf[c.rank()];
+  auto size = [&](int g) { return groupSizeOf(c, g); };
+  auto lane = [&](int g, int s) { return bc.laneSize(g, s); };
+  const int k = size(mine);
+  int kmax = 1, lmax = 1;
+  for (int g = 0; g < groups; ++g) {
+    kmax = std::max(kmax, size(g));
+    lmax = std::max(lmax, lane(g, 0));  // lane 0 is a group's longest
+  }
+  const size_t piece = std::max(bc.es, b.partBytes() / static_cast<size_t>(kmax * lmax) / bc.es * bc.es);
+  auto sendFor = [&](int g, int t, size_t off) { return bc.send + rankAt(c, g, t) * bc.blk + off; };
+  bc.d.copy(bc.block(c.rank()), sendFor(mine, i, 0), bc.blk, bc.s);
+  if (k > 1) {
+    Backend& be = bc.groupBackend();
+    be.groupStart();
+    for (int j = 0; j < k; ++j) {
+      if (j == i) continue;
+      be.send(sendFor(mine, j, 0), bc.a.count, bc.dt, j, bc.s);
+      be.recv(bc.block(rankAt(c, mine, j)), bc.a.count, bc.dt, j, bc.s);
+    }
+    be.groupEnd();
+  }
+  const bool carrier = i < m;
+  const int me = carrier ? bc.me() : -1;
+  for (size_t off = 0; off < bc.blk; off += piece) {
+    const size_t len = std::min(piece, bc.blk - off), cnt = len / bc.es;
+    if (k > m) {
+      // The lane's other ranks' pieces to its rank (for group h's rank t:
+      // outgoingOf(h) + (u x size(h) + t) x len, u the sender's place in
+      // the lane, from 1).
+      Backend& be = bc.groupBackend();
+      be.groupStart();
+      for (int h = 0; h < groups && !carrier; ++h)
+        for (int t = 0; t < size(h) && h != mine; ++t) be.send(sendFor(h, t, off), cnt, bc.dt, i % m, bc.s);
+      for (int u = 1; u < lane(mine, i) && carrier; ++u)
+        for (int h = 0; h < groups; ++h)
+          for (int t = 0; t < size(h) && h != mine; ++t)
+            be.recv(bc.outgoingOf(h) + (u * size(h) + t) * len, cnt, bc.dt, i + u * m, bc.s);
+      be.groupEnd();
+    }
+    if (carrier) {
+      bc.fork(bc.s);  // the pieces handed over are in; the last piece's hand-out has read the scratch
+      int slot = 0;
+      const uint64_t seq = bc.take(&slot);
+      bc.waitSlotFree(seq, slot, bc.o);
+      for (int h = 0; h < groups; ++h) {
+        if (h == me) continue;
+        for (int t = 0; t < size(h); ++t) bc.put(b.out(me, slot, h) + t * len, sendFor(h, t, off), len, bc.o);
+        const size_t handed = static_cast<size_t>(lane(mine, i) - 1) * size(h) * len;
+        if (handed) bc.put(b.out(me, slot, h) + size(h) * len, bc.outgoingOf(h) + size(h) * len, handed, bc.o);
+      }
+      bc.d.streamWriteValue(bc.o, b.ready(me, slot), seq);
+      for (int q = 0; q < groups; ++q)
+        if (q != me) bc.fetch(bc.in, q, seq, slot, false, bc.scratchOf(q), b.out(q, slot, me), lane(q, i) * k * len);
+      bc.ackReads(seq, slot, bc.in);
+      bc.join(bc.s);
+      for (int q = 0; q < groups; ++q)
+        for (int u = 0; u < lane(q, i) && q != me; ++u)
+          bc.d.copy(bc.block(rankAt(c, q, i + u * m)) + off, bc.scratchOf(q) + (u * k + i) * len, len, bc.s);
+    }
+    if (k == 1) continue;
+    // Each rank of this group gets from the group's rank s < m the pieces
+    // of lane s's ranks in the other groups.
+    Backend& be = bc.groupBackend();
+    be.groupStart();
+    for (int j = 0; j < k && carrier; ++j)
+      for (int q = 0; q < groups && j != i; ++q)
+        for (int u = 0; u < lane(q, i) && q != mine; ++u)
+          be.send(bc.scratchOf(q) + (u * k + j) * len, cnt, bc.dt, j, bc.s);
+    for (int s = 0; s < m; ++s)
+      for (int q = 0; q < groups && s != i; ++q)
+        for (int u = 0; u < lane(q, s) && q != mine; ++u)
+          be.recv(bc.block(rankAt(c, q, s + u * m)) + off, cnt, bc.dt, s, bc.s);
+    be.groupEnd();
+  }
+}
+
 }  // namespace hetccl

@@ -8,7 +8,7 @@
 // the indices below the smallest group's size m have border peers; ranks
 // of index m and above (in larger groups) hold a border without peers: no
 // segment, no scratch, no streams; they take part in the group steps of
-// the calls that take the border (all but AlltoAll, Gather and Scatter).
+// the calls that take the border (all but an in-place AlltoAll).
 // Each
 // border peer owns one shared-memory segment, mapped by every other border
 // peer and registered with each one's GPU runtime (cudaHostRegister,

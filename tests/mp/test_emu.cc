@@ -350,12 +350,12 @@ TEST(EmuBorder, IntegerPreMulSumStagesAndIsRight) {
 // of the smallest group's size; the larger groups' other ranks in the group
 // steps only), at counts below, at and around the number of shares, in and
 // out of place, int32 sum and float Avg; Broadcast and Reduce from and to
-// every root; AllGather and ReduceScatter in and out of place; AlltoAll,
-// Gather and Scatter stage (an AlltoAll shows it, right and counted as
-// staged).
+// every root; AllGather and ReduceScatter in and out of place; Gather and
+// Scatter to and from every root; AlltoAll out of place; an in-place
+// AlltoAll stages (right and counted as staged).
 class EmuBorderUnequal : public ::testing::TestWithParam<const char*> {};
 
-TEST_P(EmuBorderUnequal, CollectivesTakeTheBorderAlltoAllStages) {
+TEST_P(EmuBorderUnequal, CollectivesTakeTheBorderInPlaceAlltoAllStages) {
   JobOptions o;
   const std::string layout = GetParam();
   std::string devices;
@@ -477,18 +477,73 @@ TEST_P(EmuBorderUnequal, CollectivesTakeTheBorderAlltoAllStages) {
       EXPECT_EQ(std::vector<int32_t>(both.begin() + me * m, both.begin() + (me + 1) * m), rwant)
           << "ReduceScatter of " << m << ", in place";
     }
-    r.progress("AlltoAll (stages)");
+    // Gather to and Scatter from every root, in and out of place: one lane
+    // carries (the root's, or 0 whose rank hands over to a root of an index
+    // the smallest group lacks); one element and several pieces.
+    for (size_t m : {size_t{1}, size_t{70001}})
+      for (int root = 0; root < n; ++root) {
+        r.progress("Gather to and Scatter from " + std::to_string(root) + ", " + std::to_string(m));
+        std::vector<int32_t> all;  // the gathered buffer, the scattered one
+        for (int q = 0; q < n; ++q) {
+          std::vector<int32_t> part = iota(m, q * 100000 + root, q + 1);
+          all.insert(all.end(), part.begin(), part.end());
+        }
+        const std::vector<int32_t> mine(all.begin() + me * m, all.begin() + (me + 1) * m);
+        std::vector<int32_t> start(m * n, -1);
+        std::copy(mine.begin(), mine.end(), start.begin() + me * m);
+        DeviceBuffer gin(r, m * 4), gout(r, m * 4 * n), gboth(r, m * 4 * n);
+        gin.upload(mine.data(), m * 4);
+        gboth.upload(start.data(), m * 4 * n);
+        HC_ASSERT_OK(hetcclGather(gin.get(), gout.get(), m, hetcclInt32, root, r.comm, r.stream), r.comm);
+        int32_t* inPlace = static_cast<int32_t*>(gboth.get()) + me * m;
+        HC_ASSERT_OK(hetcclGather(inPlace, gboth.get(), m, hetcclInt32, root, r.comm, r.stream), r.comm);
+        DeviceBuffer sin(r, m * 4 * n), sout(r, m * 4), sboth(r, m * 4 * n);
+        std::vector<int32_t> junk(m * n, -1);
+        sin.upload(me == root ? all.data() : junk.data(), m * 4 * n);
+        sboth.upload(me == root ? all.data() : junk.data(), m * 4 * n);
+        HC_ASSERT_OK(hetcclScatter(sin.get(), sout.get(), m, hetcclInt32, root, r.comm, r.stream), r.comm);
+        HC_ASSERT_OK(hetcclScatter(sboth.get(), static_cast<int32_t*>(sboth.get()) + me * m, m, hetcclInt32, root,
+                                   r.comm, r.stream),
+                     r.comm);
+        rooted += 4;
+        syncStream(r);
+        if (me == root) {
+          EXPECT_EQ(readBack(gout, m * n), all) << "Gather to " << root << " of " << m << ", out of place";
+          EXPECT_EQ(readBack(gboth, m * n), all) << "Gather to " << root << " of " << m << ", in place";
+        }
+        EXPECT_EQ(readBack(sout, m), mine) << "Scatter from " << root << " of " << m << ", out of place";
+        std::vector<int32_t> got = readBack(sboth, m * n);
+        EXPECT_EQ(std::vector<int32_t>(got.begin() + me * m, got.begin() + (me + 1) * m), mine)
+            << "Scatter from " << root << " of " << m << ", in place";
+      }
+    // AlltoAll out of place (the border: lanes again; one element, one
+    // piece and several), in place (stages).
+    for (size_t m : {size_t{1}, size_t{1000}, size_t{30001}}) {
+      r.progress("AlltoAll of " + std::to_string(m));
+      DeviceBuffer ain(r, m * 4 * n), aout(r, m * 4 * n);
+      ain.upload(iota(m * n, me * 100000, 1).data(), m * 4 * n);
+      HC_ASSERT_OK(hetcclAlltoAll(ain.get(), aout.get(), m, hetcclInt32, r.comm, r.stream), r.comm);
+      gathers += 1;
+      syncStream(r);
+      std::vector<int32_t> awant;
+      for (int q = 0; q < n; ++q) {
+        std::vector<int32_t> all = iota(m * n, q * 100000, 1);
+        awant.insert(awant.end(), all.begin() + me * m, all.begin() + (me + 1) * m);
+      }
+      EXPECT_EQ(readBack(aout, m * n), awant) << "AlltoAll of " << m;
+    }
+    r.progress("AlltoAll in place (stages)");
     const size_t m = 5000;
-    DeviceBuffer ain(r, m * 4 * n), aout(r, m * 4 * n);
-    ain.upload(iota(m * n, me * 1000, 1).data(), m * 4 * n);
-    HC_ASSERT_OK(hetcclAlltoAll(ain.get(), aout.get(), m, hetcclInt32, r.comm, r.stream), r.comm);
+    DeviceBuffer aboth(r, m * 4 * n);
+    aboth.upload(iota(m * n, me * 1000, 1).data(), m * 4 * n);
+    HC_ASSERT_OK(hetcclAlltoAll(aboth.get(), aboth.get(), m, hetcclInt32, r.comm, r.stream), r.comm);
     syncStream(r);
     std::vector<int32_t> awant;
     for (int q = 0; q < n; ++q) {
       std::vector<int32_t> all = iota(m * n, q * 1000, 1);
       awant.insert(awant.end(), all.begin() + me * m, all.begin() + (me + 1) * m);
     }
-    EXPECT_EQ(readBack(aout, m * n), awant) << "AlltoAll";
+    EXPECT_EQ(readBack(aboth, m * n), awant) << "AlltoAll in place";
     hetcclCommInfo_t info{};
     info.size = sizeof(info);
     HC_ASSERT_OK(hetcclCommGetInfo(r.comm, &info), r.comm);

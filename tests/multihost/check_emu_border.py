@@ -3,7 +3,7 @@
 the device border with border peers on other hosts, through its relay
 (comm/border_relay.h), then a host killed under it.
 
-  check_emu_border.py HETCCL_PERF [--quick] [--kind emu|cuda|hip]
+  check_emu_border.py HETCCL_PERF [--quick] [--kind emu|cuda|hip] [--shared-network]
 
 1. Layouts (ranks per host, groups by rank), every collective checked by
    hetccl-perf against its reference, 8 B to 1 MiB (--quick: to 64 KiB),
@@ -13,9 +13,8 @@ the device border with border peers on other hosts, through its relay
      2 hosts, a,a,a | b,b               (groups of unequal sizes)
    Each must have set up the relay (its INFO line) and taken the device
    border for the calls it takes on one host (the TRACE lines of the
-   border's calls): every collective but send/recv where the groups are
-   equal, and but AlltoAll, Gather and Scatter too where they are not (send/recv between hosts stages, as the
-   pair channels do not cross hosts).
+   border's calls): every collective but send/recv (send/recv between
+   hosts stages, as the pair channels do not cross hosts).
 2. Encrypted links: 2 hosts x 2 (a,a | b,b), each host its own site
    (HETCCL_SITE_MAP, a job secret of its own): AllReduce right, and the
    relay's three transports on each rank connected encrypted (AES-256-GCM
@@ -26,7 +25,10 @@ the device border with border peers on other hosts, through its relay
 --kind cuda (or hip) runs the same on a machine with one real GPU, which
 every rank shares: one rank a group (a vendor library takes one rank a
 GPU), layouts a | b and a,b | c, and the kill under a | b.
-Exit status 0 pass, 1 fail, 77 skip (not root, or namespaces unavailable).
+Without root or iproute2 (or with --shared-network) the hosts share the
+machine's network (emu_hosts.Cluster(network=False): loopback between
+them; their own hostname, IPC and /dev/shm still).
+Exit status 0 pass, 1 fail, 77 skip (namespaces unavailable).
 """
 import os
 import re
@@ -34,20 +36,20 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from emu_hosts import Cluster, Unavailable  # noqa: E402
+from emu_hosts import Unavailable, any_cluster  # noqa: E402
 
 COLLS = ["allreduce", "allgather", "reducescatter", "broadcast", "reduce", "alltoall", "sendrecv", "gather", "scatter"]
 EMU_LAYOUTS = [
-    # name, host of each rank, groups, collectives, groups of equal sizes
-    ("2 hosts x 2, groups a,a|b,b", [0, 0, 1, 1], "0-1:a,2-3:b", COLLS, True),
-    ("2 hosts, groups a,a,b,b|c,c", [0, 0, 0, 0, 1, 1], "0-1:a,2-3:b,4-5:c", COLLS, True),
-    ("2 hosts, groups a,a,a|b,b", [0, 0, 0, 1, 1], "0-2:a,3-4:b", ["allreduce", "broadcast", "broadcast -R 2", "reduce -R 2", "allgather", "reducescatter",
-                                                    "alltoall"],
-     False),
+    # name, host of each rank, groups, collectives
+    ("2 hosts x 2, groups a,a|b,b", [0, 0, 1, 1], "0-1:a,2-3:b", COLLS),
+    ("2 hosts, groups a,a,b,b|c,c", [0, 0, 0, 0, 1, 1], "0-1:a,2-3:b,4-5:c", COLLS),
+    ("2 hosts, groups a,a,a|b,b", [0, 0, 0, 1, 1], "0-2:a,3-4:b",
+     ["allreduce", "broadcast", "broadcast -R 2", "reduce -R 2", "allgather", "reducescatter", "alltoall", "gather",
+      "gather -R 2", "scatter", "scatter -R 2"]),
 ]
 GPU_LAYOUTS = [
-    ("2 hosts x 1, groups a|b", [0, 1], "0:a,1:b", COLLS, True),
-    ("2 hosts, groups a,b|c", [0, 0, 1], "0:a,1:b,2:c", COLLS, True),
+    ("2 hosts x 1, groups a|b", [0, 1], "0:a,1:b", COLLS),
+    ("2 hosts, groups a,b|c", [0, 0, 1], "0:a,1:b,2:c", COLLS),
 ]
 BORDER_NAMES = {"allreduce": "AllReduce", "allgather": "AllGather", "reducescatter": "ReduceScatter",
                 "broadcast": "Broadcast", "reduce": "Reduce", "alltoall": "AlltoAll", "gather": "Gather",
@@ -65,7 +67,7 @@ def now():
     return time.clock_gettime(time.CLOCK_MONOTONIC)
 
 
-def run_layout(cl, perf, kind, name, hosts, gmap, equal, coll, maxb, port):
+def run_layout(cl, perf, kind, name, hosts, gmap, coll, maxb, port):
     env = dict(ENV, HETCCL_DEVICE=kind, HETCCL_GROUP_MAP=gmap, HETCCL_TIMEOUT_S="60", HETCCL_DEBUG="TRACE",
                HETCCL_DEBUG_SUBSYS="INIT,COLL")
     op, extra = coll.split()[0], coll.split()[1:]  # e.g. "broadcast -R 2": a root of index 2
@@ -81,7 +83,7 @@ def run_layout(cl, perf, kind, name, hosts, gmap, equal, coll, maxb, port):
         border += len(re.findall(r"device border %s of \d+ bytes" % BORDER_NAMES.get(op, "-"), err))
     if not relayed:
         fail(f"{name}: {coll}: no rank set up the device border's relay\n{job.show()}")
-    takes = op != "sendrecv" and (op not in ("alltoall", "gather", "scatter") or equal)
+    takes = op != "sendrecv"
     if takes and border == 0:
         fail(f"{name}: {coll}: no call took the device border\n{job.show()}")
     if not takes and border:
@@ -153,17 +155,17 @@ def main():
     # (HETCCL_GPU_BORDER_MIN's default there): sizes up to 2 MiB.
     maxb = "64K" if "--quick" in sys.argv else "1M" if kind == "emu" else "2M"
     try:
-        cl = Cluster(2)
+        cl = any_cluster(2, "check_emu_border", shared="--shared-network" in sys.argv)
     except Unavailable as e:
         print(f"check_emu_border: SKIPPED: {e}")
         return 77
     port = 29700
     with cl:
-        for name, hosts, gmap, colls, equal in (EMU_LAYOUTS if kind == "emu" else GPU_LAYOUTS):
+        for name, hosts, gmap, colls in (EMU_LAYOUTS if kind == "emu" else GPU_LAYOUTS):
             counts = []
             for coll in colls:
                 port += 1
-                counts.append(f"{coll} {run_layout(cl, perf, kind, name, hosts, gmap, equal, coll, maxb, port)}")
+                counts.append(f"{coll} {run_layout(cl, perf, kind, name, hosts, gmap, coll, maxb, port)}")
             print(f"check_emu_border: {name}: right; border calls (all ranks): {', '.join(counts)}")
         port += 1
         print(f"check_emu_border: encrypted, a site a host: {encrypted(cl, perf, kind, port)}")
