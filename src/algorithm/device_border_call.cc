@@ -157,6 +157,11 @@ void BorderCall::watch(Stream caller, const char* what, size_t bytes, std::funct
         }
         bool poisoned = false;
         behind(&poisoned);
+        std::string why;
+        const int failed = border.failedRank(&why);
+        if (failed >= 0 && failed != comm.rank())
+          throwError(hetcclRemoteError, "device border " + name + ": rank " + std::to_string(failed) +
+                                            "'s communicator failed (" + why + "); the result is not valid");
         if (poisoned) {
           const std::string relay = border.relayError();
           throwError(hetcclRemoteError, "device border " + name +
@@ -165,11 +170,6 @@ void BorderCall::watch(Stream caller, const char* what, size_t bytes, std::funct
                                                            : ": " + relay) +
                                             "; the result is not valid");
         }
-        std::string why;
-        const int failed = border.failedRank(&why);
-        if (failed >= 0 && failed != comm.rank())
-          throwError(hetcclRemoteError, "device border " + name + ": rank " + std::to_string(failed) +
-                                            "'s communicator failed (" + why + "); the result is not valid");
         countBorderBytes(comm.metrics(), CallMetrics::kBorderHost, sent);  // the border is this host's memory
         const double borderUs = start ? comm.device().elapsedUs(start, stop) : 0;
         if (start) countStepTime(comm.metrics(), CallMetrics::kBorderHost, borderUs);

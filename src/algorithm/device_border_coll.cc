@@ -1,10 +1,13 @@
 #include "algorithm/device_border_coll.h"
 
 #include <algorithm>
+#include <string>
 
 #include "algorithm/device_border_allreduce.h"
 #include "algorithm/device_border_block.h"
 #include "comm/comm.h"
+#include "core/call.h"
+#include "core/error.h"
 
 namespace hetccl {
 namespace {
@@ -453,36 +456,63 @@ bool takesDeviceBorder(Comm& c, const CollArgs& a) {
   // the choice must be.
   bool several = false;
   for (const Group& g : c.topo().groups) several = several || g.ranks.size() > 1;
+  const bool unequal = unequalGroups(c);
   const size_t es = dataTypeSize(a.dt), n = static_cast<size_t>(c.nranks());
-  const size_t blk = a.count * es;
-  auto* s = static_cast<const uint8_t*>(a.send);
-  auto* r = static_cast<const uint8_t*>(a.recv);
-  if (unequalGroups(c) && a.kind == CollKind::kAlltoAll)
-    return blk * n >= c.deviceBorder()->minBytes() && (s + blk * n <= r || r + blk * n <= s);
-  if (unequalGroups(c) && a.kind == CollKind::kReduceScatter && a.op.preMul) return false;
+  const size_t blk = a.count * es, minBytes = c.deviceBorder()->minBytes();
+  const bool root = c.rank() == a.root;
+  // takes: the same on every rank (the call's kind, size, op and the
+  // layout). buffers: this rank's own, in place or apart; the border
+  // cannot take others, and a rank that staged alone would leave its peers
+  // waiting on the border, so such buffers are refused (below).
+  bool takes = false, buffers = true;
+  const char* inPlace = "recvbuff == sendbuff";
   switch (a.kind) {
     case CollKind::kAllReduce:
-      if (!scalesOnBorder(a, /*groupScales=*/false)) return false;
-      return blk >= c.deviceBorder()->minBytes() && inPlaceOrDisjoint(a, blk, blk);
+      takes = blk >= minBytes && scalesOnBorder(a, /*groupScales=*/false);
+      buffers = inPlaceOrDisjoint(a, blk, blk);
+      break;
     case CollKind::kAllGather:
-      return blk * n >= c.deviceBorder()->minBytes() && inPlaceOrDisjoint(a, blk, blk * n, c.rank() * blk);
+      takes = blk * n >= minBytes;
+      buffers = inPlaceOrDisjoint(a, blk, blk * n, c.rank() * blk);
+      inPlace = "sendbuff == recvbuff + rank x count";
+      break;
     case CollKind::kBroadcast:
-      return blk >= c.deviceBorder()->minBytes() && (c.rank() != a.root || inPlaceOrDisjoint(a, blk, blk));
+      takes = blk >= minBytes;
+      buffers = !root || inPlaceOrDisjoint(a, blk, blk);
+      break;
     case CollKind::kReduceScatter:
-      if (!scalesOnBorder(a, several)) return false;
-      return blk * n >= c.deviceBorder()->minBytes() && (r == s + c.rank() * blk || s + blk * n <= r || r + blk <= s);
-    case CollKind::kAlltoAll: return blk * n >= c.deviceBorder()->minBytes() && inPlaceOrDisjoint(a, blk * n, blk * n);
+      takes = blk * n >= minBytes && scalesOnBorder(a, several) && !(unequal && a.op.preMul);
+      buffers = inPlaceOrDisjoint(a, blk * n, blk, 0, c.rank() * blk);
+      inPlace = "recvbuff == sendbuff + rank x count";
+      break;
+    case CollKind::kAlltoAll:
+      // In place between groups of different sizes stages on every rank.
+      takes = blk * n >= minBytes && !(unequal && a.send == a.recv);
+      buffers = inPlaceOrDisjoint(a, blk * n, blk * n);
+      break;
     case CollKind::kReduce:
-      if (!scalesOnBorder(a, several)) return false;
-      return blk >= c.deviceBorder()->minBytes() && (c.rank() != a.root || inPlaceOrDisjoint(a, blk, blk));
+      takes = blk >= minBytes && scalesOnBorder(a, several);
+      buffers = !root || inPlaceOrDisjoint(a, blk, blk);
+      break;
     case CollKind::kGather:
-      return blk * n >= c.deviceBorder()->minBytes() &&
-             (c.rank() != a.root || inPlaceOrDisjoint(a, blk, blk * n, c.rank() * blk));
+      takes = blk * n >= minBytes;
+      buffers = !root || inPlaceOrDisjoint(a, blk, blk * n, c.rank() * blk);
+      inPlace = "sendbuff == recvbuff + rank x count";
+      break;
     case CollKind::kScatter:
-      return blk * n >= c.deviceBorder()->minBytes() &&
-             (c.rank() != a.root || r == s + c.rank() * blk || s + blk * n <= r || r + blk <= s);
+      takes = blk * n >= minBytes;
+      buffers = !root || inPlaceOrDisjoint(a, blk * n, blk, 0, c.rank() * blk);
+      inPlace = "recvbuff == sendbuff + rank x count";
+      break;
     default: return false;
   }
+  if (takes && !buffers)
+    throwError(hetcclInvalidArgument,
+               std::string(collKindName(a.kind)) + ": sendbuff and recvbuff overlap without being in place (" +
+                   inPlace +
+                   "): the device border, which the other ranks take for this call, cannot take them; pass "
+                   "buffers in place or apart");
+  return takes;
 }
 
 void enqueueDeviceBorder(Comm& c, const CollArgs& a) {

@@ -49,7 +49,10 @@ namespace hetccl {
 
 class Comm;
 
-// Whether `a` goes through the device border on this communicator.
+// Whether `a` goes through the device border on this communicator: the
+// same answer on every rank. Throws (hetcclInvalidArgument) where it would
+// but this rank's buffers overlap without being in place: staging alone
+// would leave the other ranks waiting on the border.
 bool takesDeviceBorder(Comm& c, const CollArgs& a);
 // Enqueues `a`, which takesDeviceBorder, on its stream.
 void enqueueDeviceBorder(Comm& c, const CollArgs& a);

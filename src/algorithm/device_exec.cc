@@ -322,10 +322,10 @@ void enqueueDeviceCalls(Comm& c, std::vector<CollArgs> calls, bool mayWait) {
   c.proxy().submit([&c, host = std::move(host), ready] { runStaged(c, host, ready); }, release);
 }
 
-bool inPlaceOrDisjoint(const CollArgs& a, size_t sendBytes, size_t recvBytes, size_t inPlaceAt) {
+bool inPlaceOrDisjoint(const CollArgs& a, size_t sendBytes, size_t recvBytes, size_t recvAt, size_t sendAt) {
   auto* s = static_cast<const uint8_t*>(a.send);
   auto* r = static_cast<const uint8_t*>(a.recv);
-  return s == r + inPlaceAt || s + sendBytes <= r || r + recvBytes <= s;
+  return s + sendAt == r + recvAt || s + sendBytes <= r || r + recvBytes <= s;
 }
 
 }  // namespace hetccl

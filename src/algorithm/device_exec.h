@@ -30,8 +30,10 @@ struct ChunkHooks;
 // direct path (device_direct.h) needs; else it stages.
 void enqueueDeviceCalls(Comm& c, std::vector<CollArgs> calls, bool mayWait = false);
 
-// Whether a call's send buffer (sendBytes) is its in-place spot, recv +
-// inPlaceAt, or lies wholly outside recv's recvBytes.
-bool inPlaceOrDisjoint(const CollArgs& a, size_t sendBytes, size_t recvBytes, size_t inPlaceAt = 0);
+// Whether a call's buffers are in place (send + sendAt == recv + recvAt:
+// AllGather's send block at recvAt in recv, ReduceScatter's recv block at
+// sendAt in send) or apart (send's sendBytes wholly outside recv's
+// recvBytes).
+bool inPlaceOrDisjoint(const CollArgs& a, size_t sendBytes, size_t recvBytes, size_t recvAt = 0, size_t sendAt = 0);
 
 }  // namespace hetccl

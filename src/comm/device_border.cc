@@ -238,6 +238,17 @@ void DeviceBorder::markFailed(const std::string& why) {
     int32_t none = 0;
     if (h) reinterpret_cast<Header*>(h)->failedBy.compare_exchange_strong(none, rank_ + 1, std::memory_order_acq_rel);
   }
+  // The flags this rank's border peers wait on for it: their streams go on
+  // at once and their watches see the release (behind()), instead of
+  // waiting for stores this rank will not make.
+  for (int slot = 0; slot < kSlots && hasPeers(); ++slot) {
+    storeRelease(ready(me_, slot));
+    storeRelease(done(me_, slot));
+    for (int q = 0; q < peers(); ++q)
+      if (q != me_)
+        for (volatile uint64_t* f : {ack(q, me_, slot), pairReady(me_, q, slot), pairAck(q, me_, slot)})
+          storeRelease(f);
+  }
 }
 
 int DeviceBorder::failedRank(std::string* why) const {

@@ -184,7 +184,8 @@ class DeviceBorder {
 
   // The job's failure word on this host (in every rank's segment header):
   // markFailed() tells every rank of the communicator that this one failed
-  // (first one wins; the reason stays in this rank's header); failedRank()
+  // (first one wins; the reason stays in this rank's header) and releases
+  // the flags its border peers wait on for it; failedRank()
   // is that rank (its reason in *why) or -1. Any thread. Ranks that meet a
   // failed rank only through the vendor library's group steps (a larger
   // group's ranks without peers; the other indices' peers) learn of it so.

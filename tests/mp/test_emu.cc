@@ -346,6 +346,48 @@ TEST(EmuBorder, IntegerPreMulSumStagesAndIsRight) {
   });
 }
 
+// A rank whose buffers overlap without being in place, in a call the
+// device border takes: refused by name (the border cannot take them, and
+// staging alone would leave the peer waiting on the border), and the
+// communicator fails, so the peer's call fails at once, not at its
+// timeout.
+TEST(EmuBorder, OverlappingBuffersAreRefusedAndThePeerFailsAtOnce) {
+  JobOptions o;
+  o.devices = {testGpuKind(), testGpuKind()};
+  borderEnv(o, true);
+  o.env.emplace_back("HETCCL_TIMEOUT_S", "60");
+  runJob("a,b", o, [](Rank& r) {
+    const size_t count = 100000;
+    DeviceBuffer b(r, (count + 1) * 4);
+    b.upload(iota(count + 1, r.rank, 1).data(), (count + 1) * 4);
+    auto t0 = std::chrono::steady_clock::now();
+    int32_t* at = static_cast<int32_t*>(b.get());
+    hetcclResult_t res =
+        hetcclAllReduce(at, at + (r.rank == 0 ? 1 : 0), count, hetcclInt32, hetcclSum, r.comm, r.stream);
+    const std::string why = hetcclGetLastError(r.comm);
+    if (r.rank == 0) {
+      EXPECT_EQ(res, hetcclInvalidArgument) << why;
+      EXPECT_NE(why.find("overlap without being in place"), std::string::npos) << why;
+      int32_t one = 1;
+      EXPECT_NE(hetcclAllReduce(&one, &one, 1, hetcclInt32, hetcclSum, r.comm, nullptr), hetcclSuccess)
+          << "the communicator must stay failed";
+    } else {
+      syncStream(r);  // must come back
+      hetcclResult_t async = hetcclSuccess;
+      HC_EXPECT_OK(hetcclCommGetAsyncError(r.comm, &async), r.comm);
+      // The failure may reach the rank a moment after its stream went on.
+      while (res == hetcclSuccess && async == hetcclSuccess && secondsSince(t0) < 20) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        HC_EXPECT_OK(hetcclCommGetAsyncError(r.comm, &async), r.comm);
+      }
+      EXPECT_TRUE(res != hetcclSuccess || async != hetcclSuccess) << "the peer's call went on";
+    }
+    EXPECT_LT(secondsSince(t0), 20) << "the peer must learn at once, not at its timeout: " << why;
+    HC_EXPECT_OK(hetcclCommAbort(r.comm), nullptr);
+    r.comm = nullptr;
+  });
+}
+
 // Groups of different sizes: AllReduce through the device border (shares
 // of the smallest group's size; the larger groups' other ranks in the group
 // steps only), at counts below, at and around the number of shares, in and
