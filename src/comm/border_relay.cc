@@ -135,30 +135,26 @@ void BorderRelay::loop(Work w) {
   uint64_t next = 1;  // DeviceBorder::nextSeq counts from 1
   try {
     for (;;) {
-      Swapped swapped;
+      Swapped results;
       {
         std::unique_lock<std::mutex> lk(mu_);
-        // Requests swap once committed, at most kAhead uses before the
-        // parts; parts and results wait for the swap; acks for the commit.
-        cv_.wait(lk, [&] {
-          if (stop_.load()) return true;
-          if (w == kRequests) return committed_ >= next && next <= served_[kParts] + kAhead;
-          return (w == kAcks ? committed_ : swappedUpTo_) >= next;
-        });
+        // Results wait for the parts thread's swap of the requests.
+        cv_.wait(lk, [&] { return stop_.load() || (w == kResults ? swappedUpTo_ : committed_) >= next; });
         if (stop_.load()) return;
-        std::map<uint64_t, Swapped>& from = w == kParts ? forParts_ : forResults_;
-        auto it = from.find(next);
-        if ((w == kParts || w == kResults) && it != from.end()) {
-          swapped = std::move(it->second);
-          from.erase(it);
+        if (w == kResults) {
+          auto it = swapped_.find(next);
+          if (it != swapped_.end()) {
+            results = std::move(it->second);
+            swapped_.erase(it);
+          }
         }
       }
       if (w == kAcks)
         serveAcks(next);
-      else if (w == kRequests)
-        swapRequests(next);
-      else if (!swapped.mine.empty())
-        move(next, w == kResults ? 1 : 0, swapped.mine, swapped.theirs);
+      else if (w == kParts)
+        serveParts(next);
+      else if (!results.mine.empty())
+        move(next, 1, results.mine, results.theirs);
       {
         std::lock_guard<std::mutex> g(mu_);
         served_[w] = next;
@@ -223,7 +219,7 @@ void BorderRelay::check(const Request& r, int q, uint64_t seq) const {
                                       " in slot use " + std::to_string(seq));
 }
 
-void BorderRelay::swapRequests(uint64_t seq) {
+void BorderRelay::serveParts(uint64_t seq) {
   const size_t n = remote_.size();
   std::vector<Request> mine(n), theirs(n);
   {
@@ -241,7 +237,7 @@ void BorderRelay::swapRequests(uint64_t seq) {
     x.push_back(Xfer::send(peer, &mine[i], sizeof(Request), tag(seq, kRequest)));
     x.push_back(Xfer::recv(peer, &theirs[i], sizeof(Request), tag(seq, kRequest)));
   }
-  transports_[kRequests]->run(x);
+  transports_[kParts]->run(x);
   bool results = false;
   for (size_t i = 0; i < n; ++i) {
     check(theirs[i], remote_[i], seq);
@@ -249,11 +245,11 @@ void BorderRelay::swapRequests(uint64_t seq) {
   }
   {
     std::lock_guard<std::mutex> g(mu_);
-    if (results) forResults_[seq] = Swapped{mine, theirs};
-    forParts_[seq] = Swapped{std::move(mine), std::move(theirs)};
+    if (results) swapped_[seq] = Swapped{mine, theirs};
     swappedUpTo_ = seq;
   }
   cv_.notify_all();
+  move(seq, 0, mine, theirs);
 }
 
 void BorderRelay::move(uint64_t seq, int w, const std::vector<Request>& mine, const std::vector<Request>& theirs) {

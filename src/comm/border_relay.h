@@ -1,28 +1,23 @@
 // The device border's reach across hosts (comm/device_border.h). A border
 // peer on another host cannot map this rank's segment, so this rank keeps a
 // mirror of that peer's segment (its own memory, registered with its GPU
-// runtime like the segments of peers on this host) and four threads of
+// runtime like the segments of peers on this host) and three threads of
 // the relay carry, each over a transport of its own of the communicator's
 // inter-host kind, what the streams on either side read from the other.
 // The streams, the flags and the collectives stay as they are on one host:
 // a stream that waits on a remote peer's flag waits on the mirror's, and
 // the relay stores it once the data it guards is in the mirror.
 //
-// - The requests thread, one slot use (border sequence number) after
-//   another as soon as it is committed (up to kAhead uses before the parts
-//   thread): the ranges of a remote peer's segment that this rank's streams
-//   will read in that use (recorded while the calls are enqueued: want())
-//   go to that peer, and its requests come here. So the round trip of the
-//   requests is off the data's path wherever the calls are enqueued ahead
-//   of the device.
-// - The parts thread, one slot use after another, once its requests are
-//   swapped: once this rank's stream stored its own ready flag of the use,
-//   each remote peer gets the ranges it asked for after that flag, and what
-//   this rank asked for lands in its mirrors, whose ready flags the thread
-//   then stores.
+// - The parts thread, one slot use (border sequence number) after another:
+//   the ranges of a remote peer's segment that this rank's streams will
+//   read in that use (recorded while the calls are enqueued: want()) go to
+//   that peer, and its requests come here; once this rank's stream stored
+//   its own ready flag of the use, each remote peer gets the ranges it
+//   asked for after that flag, and what this rank asked for lands in its
+//   mirrors, whose ready flags the thread then stores.
 // - The results thread does the same for the done flags (AllReduce's
-//   reduced parts), on its own, so that the next use's parts cross while
-//   this one's are folded.
+//   reduced parts), one use behind the parts thread, so that the next use's
+//   parts cross while this one's are folded.
 // - The ack thread: once this rank's streams acknowledged a slot use in a
 //   remote peer's mirror (ackReads), the ack goes to that peer, whose
 //   thread stores it in its own segment, where its streams wait for it
@@ -61,10 +56,9 @@ class DeviceBorder;
 
 class BorderRelay {
  public:
-  static constexpr int kMaxRanges = 4;    // per slot use, flag and remote peer
-  static constexpr uint64_t kAhead = 64;  // slot uses whose requests swap before their parts
+  static constexpr int kMaxRanges = 4;  // per slot use, flag and remote peer
 
-  // Collective over every rank of ctx.bootstrap (kWorks transports named
+  // Collective over every rank of ctx.bootstrap (two transports named
   // `transport`): every rank calls it, those without remote peers with
   // `remote` empty (then no thread runs). remote: the border peer indices
   // (DeviceBorder::peerRank) on other hosts.
@@ -116,13 +110,14 @@ class BorderRelay {
 
   BorderRelay(DeviceBorder& b, std::vector<int> remote, double timeoutS);
   // The relay's threads, each with a transport of its own.
-  enum Work { kRequests = 0, kParts = 1, kResults = 2, kAcks = 3, kWorks = 4 };
-  // A slot use's requests once the requests thread swapped them.
+  enum Work { kParts = 0, kResults = 1, kAcks = 2, kWorks = 3 };
+  // A slot use's requests once the parts thread swapped them, for the
+  // results thread (only uses where results are asked for).
   struct Swapped {
     std::vector<Request> mine, theirs;
   };
   void loop(Work w);
-  void swapRequests(uint64_t seq);
+  void serveParts(uint64_t seq);
   // The data of one flag (w: 0 ready, 1 done) of slot use `seq`.
   void move(uint64_t seq, int w, const std::vector<Request>& mine, const std::vector<Request>& theirs);
   void serveAcks(uint64_t seq);
@@ -141,8 +136,8 @@ class BorderRelay {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   uint64_t committed_ = 0;
-  std::map<uint64_t, std::vector<Request>> wants_;     // by slot use, then index in remote_
-  std::map<uint64_t, Swapped> forParts_, forResults_;  // swapped, by slot use (results: where asked for)
+  std::map<uint64_t, std::vector<Request>> wants_;  // by slot use, then index in remote_
+  std::map<uint64_t, Swapped> swapped_;
   uint64_t swappedUpTo_ = 0;
   uint64_t served_[kWorks] = {};  // each thread is done with every slot use up to it
   std::string error_;
