@@ -2,7 +2,8 @@
 # GPU checks, for a machine with an NVIDIA GPU, CUDA, NCCL and (for the
 # benchmark) PyTorch. Builds what the GPU tests need and runs them:
 #   bash scripts/gpu-check.sh [STEP...]     steps: build unit matrix torch torchcalls overhead c10d train bench
-#                                           matrix2 faults small mps ucx ucxbench (default: all but ucx, ucxbench)
+#                                           matrix2 faults small mps relay ucx ucxbench (default: all but relay,
+#                                           ucx, ucxbench)
 # UCX_PREFIX: a UCX install (include/, lib/) to build the ucx transport
 # against where the machine has none, e.g. Debian's libucx0 and libucx-dev
 # unpacked with dpkg -x, or one built with CUDA (--with-cuda) for the direct
@@ -14,7 +15,7 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD:-$here/build-gpu}
 logs=${LOGDIR:-$build/logs}
-steps=${*:-build unit matrix torch torchcalls overhead c10d train bench matrix2 faults small mps}  # ucx, ucxbench: on request
+steps=${*:-build unit matrix torch torchcalls overhead c10d train bench matrix2 faults small mps}  # relay, ucx, ucxbench: on request
 export NCCL_NVLS_ENABLE=0  # never NVLink multicast
 mkdir -p "$logs"
 status=0
@@ -123,6 +124,12 @@ for s in $steps; do
       step border_vs_gloo 300 bash "$here/bench/gpu_border_vs_gloo.sh" "$build"
       step two_groups 300 bash "$here/bench/gpu_two_groups.sh" "$build"
       step torch_two_groups 400 python3 "$here/bench/torch_two_groups.py" --dropin "$build/dropin/libnccl.so.2"
+      ;;
+    relay)  # GPU ranks on two emulated hosts (network namespaces where root and iproute2 are there, else hosts
+      # on one network over loopback): every collective through the device border's relay, checked, then the
+      # relay against staged and host ranks (ratio lines)
+      step relay_check 300 python3 "$here/tests/multihost/check_emu_border.py" "$build/tools/hetccl-perf" --kind cuda
+      step relay_bench 400 python3 "$here/bench/gpu_relay_hosts.py" "$build" --kind cuda --rounds "${ROUNDS:-2}"
       ;;
     ucx)  # the GPU matrix with the border over UCX: 1 CUDA + 3 host ranks (UCX_TLS=sm and tcp, plus
           # cuda_copy/cuda_ipc where UCX has them), then two processes on the one GPU in two groups, staged;
