@@ -114,7 +114,7 @@ struct BlockCall : BorderCall {
 // group's size (device_border_unequal.cc).
 void enqueueUnequalAllGather(BlockCall& bc);
 void enqueueUnequalReduceScatter(BlockCall& bc);
-void enqueueUnequalAlltoAll(BlockCall& bc);  // out of place only
+void enqueueUnequalAlltoAll(BlockCall& bc);
 // Groups of different sizes, in one lane: the root's index where it has
 // border peers, else 0 (device_border_unequal_root.cc).
 void enqueueUnequalGather(BlockCall& bc);

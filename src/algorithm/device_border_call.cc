@@ -159,6 +159,9 @@ void BorderCall::watch(Stream caller, const char* what, size_t bytes, std::funct
         behind(&poisoned);
         std::string why;
         const int failed = border.failedRank(&why);
+        // A peer failed: this rank's streams may wait in later calls on
+        // flags that peer no longer stores (or a stream of it lowered again).
+        if ((failed >= 0 && failed != comm.rank()) || poisoned) border.releaseAll();
         if (failed >= 0 && failed != comm.rank())
           throwError(hetcclRemoteError, "device border " + name + ": rank " + std::to_string(failed) +
                                             "'s communicator failed (" + why + "); the result is not valid");

@@ -449,9 +449,8 @@ bool scalesOnBorder(const CollArgs& a, bool groupScales) {
 
 bool takesDeviceBorder(Comm& c, const CollArgs& a) {
   if (!c.deviceBorder() || !c.kernels() || a.count == 0) return false;
-  // Groups of different sizes: all but an in-place AlltoAll (the ranks
-  // from the smallest group's size on have no scratch to stage their own
-  // group's blocks in) and a PreMulSum ReduceScatter (comm/device_border.h).
+  // Groups of different sizes: all but a PreMulSum ReduceScatter
+  // (comm/device_border.h).
   // Whether any group has several ranks: the same answer on every rank, as
   // the choice must be.
   bool several = false;
@@ -486,8 +485,7 @@ bool takesDeviceBorder(Comm& c, const CollArgs& a) {
       inPlace = "recvbuff == sendbuff + rank x count";
       break;
     case CollKind::kAlltoAll:
-      // In place between groups of different sizes stages on every rank.
-      takes = blk * n >= minBytes && !(unequal && a.send == a.recv);
+      takes = blk * n >= minBytes;
       buffers = inPlaceOrDisjoint(a, blk * n, blk * n);
       break;
     case CollKind::kReduce:

@@ -37,7 +37,7 @@
 // size: enqueueUnequalAllGather, enqueueUnequalReduceScatter), for Gather
 // and Scatter (one lane: the root's index, or 0 whose rank of the root's
 // group hands over to the root; enqueueUnequalGather, enqueueUnequalScatter)
-// for AlltoAll out of place (lanes: each lane's rank carries its lane's
+// for AlltoAll (lanes: each lane's rank carries its lane's
 // blocks; enqueueUnequalAlltoAll) and for send/recv between ranks of one
 // index.
 // Send/recv and the other cases stage through pinned memory (device_exec.h).

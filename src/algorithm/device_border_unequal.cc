@@ -140,7 +140,7 @@ void enqueueUnequalReduceScatter(BlockCall& bc) {
   bc.divide(bc.recv, bc.s);
 }
 
-// Groups of different sizes, out of place (m = the smallest group's size):
+// Groups of different sizes (m = the smallest group's size):
 // rank s < m of each group carries across the blocks of its lane (ranks s,
 // s + m, ...) for every rank of the other groups. Piece by piece (a part
 // over the largest lane times the largest group, whole elements): the
@@ -150,7 +150,8 @@ void enqueueUnequalReduceScatter(BlockCall& bc) {
 // group's part of its out area, fetches the other groups' parts for its
 // own group (their lane s's pieces for every rank here) and hands each
 // rank of its group its pieces (vendor). Blocks inside the group go
-// through the vendor library directly, whole.
+// through the vendor library directly, whole (in place: last, piece by
+// piece through one part of scratch).
 void enqueueUnequalAlltoAll(BlockCall& bc) {
   Comm& c = bc.c;
   DeviceBorder& b = bc.b;
@@ -166,8 +167,9 @@ void enqueueUnequalAlltoAll(BlockCall& bc) {
   }
   const size_t piece = std::max(bc.es, b.partBytes() / static_cast<size_t>(kmax * lmax) / bc.es * bc.es);
   auto sendFor = [&](int g, int t, size_t off) { return bc.send + rankAt(c, g, t) * bc.blk + off; };
-  bc.d.copy(bc.block(c.rank()), sendFor(mine, i, 0), bc.blk, bc.s);
-  if (k > 1) {
+  const bool inPlace = bc.send == bc.recv;
+  bc.d.copy(bc.block(c.rank()), sendFor(mine, i, 0), bc.blk, bc.s);  // nothing where in place
+  if (k > 1 && !inPlace) {
     Backend& be = bc.groupBackend();
     be.groupStart();
     for (int j = 0; j < k; ++j) {
@@ -228,6 +230,25 @@ void enqueueUnequalAlltoAll(BlockCall& bc) {
       for (int q = 0; q < groups && s != i; ++q)
         for (int u = 0; u < lane(q, s) && q != mine; ++u)
           be.recv(bc.block(rankAt(c, q, s + u * m)) + off, cnt, bc.dt, s, bc.s);
+    be.groupEnd();
+  }
+  if (k == 1 || !inPlace) return;
+  // In place, this group's blocks last, piece by piece through one part of
+  // scratch (a send and a receive on one block may not overlap; the other
+  // groups' blocks are in and the border steps joined, so it is free).
+  uint8_t* own = b.ownStaging();
+  const size_t ownPiece = std::max(bc.es, b.partBytes() / static_cast<size_t>(k) / bc.es * bc.es);
+  for (size_t off = 0; off < bc.blk; off += ownPiece) {
+    const size_t len = std::min(ownPiece, bc.blk - off), cnt = len / bc.es;
+    for (int j = 0; j < k; ++j)
+      if (j != i) bc.d.copy(own + j * len, sendFor(mine, j, off), len, bc.s);
+    Backend& be = bc.groupBackend();
+    be.groupStart();
+    for (int j = 0; j < k; ++j) {
+      if (j == i) continue;
+      be.send(own + j * len, cnt, bc.dt, j, bc.s);
+      be.recv(bc.block(rankAt(c, mine, j)) + off, cnt, bc.dt, j, bc.s);
+    }
     be.groupEnd();
   }
 }

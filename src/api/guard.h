@@ -80,6 +80,9 @@ void failOnError(hetcclComm& comm, F&& body) {
     if (cause != e.what())
       throw Error(e.code(), std::string(e.what()) + " (the communicator had failed: " + cause + ")");
     throw;
+  } catch (const std::bad_alloc& e) {
+    comm.fail(hetcclSystemError, "out of memory");
+    throw;  // guard() reports it as out of memory
   } catch (const std::exception& e) {
     const std::string cause = comm.fail(hetcclInternalError, e.what());
     if (cause != e.what())

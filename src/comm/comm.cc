@@ -456,10 +456,7 @@ std::string Comm::fail(hetcclResult_t code, const std::string& text) {
   if (first) dumpFlight("failed: " + text);
   setAsyncError(code == hetcclSuccess || code == hetcclInProgress ? hetcclInternalError : code);
   if (transport_) transport_->poison(text);
-  if (border_) {
-    border_->markFailed(text);
-    border_->haltRelay(text);  // the peers on other hosts learn of it at once
-  }
+  if (border_) border_->markFailed(text);  // halts the relay too: the peers on other hosts learn of it at once
   return cause;
 }
 

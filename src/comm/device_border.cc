@@ -182,6 +182,10 @@ std::unique_ptr<DeviceBorder> DeviceBorder::create(const Setup& s) {
     b->relay_ = BorderRelay::create(*b, s.relayTransport, *s.relayContext, std::move(remote), s.metrics);
   }
   if (g == 1) {
+    // One part of device scratch: an in-place AlltoAll's own group's
+    // blocks pass through it (ownStaging()).
+    b->scratchBytes_ = part;
+    b->scratch_ = static_cast<uint8_t*>(s.device->alloc(b->scratchBytes_));
     LOG_INFO(kInit, "rank %d: device border without peers (index %d and up of a larger group: group steps only)",
              s.rank, s.shares);
     return b;
@@ -221,8 +225,8 @@ DeviceBorder::~DeviceBorder() {
   if (dev_ && out_) {
     dev_->destroyStream(out_);
     dev_->destroyStream(in_);
-    dev_->free(scratch_);
   }
+  if (dev_ && scratch_) dev_->free(scratch_);
   for (size_t q = 0; q < seg_.size(); ++q) {
     if (!seg_[q]) continue;
     if (registered_[q]) dev_->unregisterHost(seg_[q]);
@@ -240,7 +244,10 @@ void DeviceBorder::markFailed(const std::string& why) {
   }
   // The flags this rank's border peers wait on for it: their streams go on
   // at once and their watches see the release (behind()), instead of
-  // waiting for stores this rank will not make.
+  // waiting for stores this rank will not make. The relay first, with this
+  // reason (its threads would else fail on the released flags and tell the
+  // remote peers a reason of their own).
+  haltRelay(why);
   for (int slot = 0; slot < kSlots && hasPeers(); ++slot) {
     storeRelease(ready(me_, slot));
     storeRelease(done(me_, slot));

@@ -7,8 +7,9 @@
 // group holds GPU ranks, of any vendor). Where the groups differ in size,
 // the indices below the smallest group's size m have border peers; ranks
 // of index m and above (in larger groups) hold a border without peers: no
-// segment, no scratch, no streams; they take part in the group steps of
-// the calls that take the border (all but an in-place AlltoAll).
+// segment of their own but a header, no streams, one part of device
+// scratch (ownStaging()); they take part in the group steps of the calls
+// that take the border (all of them).
 // Each
 // border peer owns one shared-memory segment, mapped by every other border
 // peer and registered with each one's GPU runtime (cudaHostRegister,
@@ -45,7 +46,8 @@
 // may synchronise the device), two internal streams and the device scratch.
 // Memory: slots x (2 x peers) x HETCCL_GPU_BORDER_CHUNK bytes of shared
 // memory per rank, 2 x (peers - 1) x HETCCL_GPU_BORDER_CHUNK bytes of
-// device scratch; fixed, whatever the message size.
+// device scratch (a rank without peers: one part); fixed, whatever the
+// message size.
 #pragma once
 
 #include <cstddef>
@@ -160,6 +162,9 @@ class DeviceBorder {
   // ... and one part for every other peer going out (what the group
   // reduced for it, or inputs scaled by a PreMulSum).
   uint8_t* outgoing(int i) { return scratch_ + static_cast<size_t>(peers() - 1 + i) * partBytes_; }
+  // One part of device scratch on every rank, with peers or not (with:
+  // the first outgoing part): free once a call's border steps are joined.
+  uint8_t* ownStaging() { return scratch_ + (hasPeers() ? static_cast<size_t>(peers() - 1) * partBytes_ : 0); }
 
   // The pair channel from `owner` to `reader` (see above).
   volatile uint64_t* pairReady(int owner, int reader, int slot) { return pairFlag(owner, reader, slot, 0); }

@@ -140,7 +140,7 @@ const std::vector<VarSpec>& settingsTable() {
        "the GPUs' copy engines through shared memory registered with every runtime (to peers on other hosts "
        "through a mirror of it that hetccl's relay fills over the inter-host transport), folded by GPU kernels, "
        "in the caller's stream order. auto: where every group holds GPU ranks (groups of different sizes: "
-       "all but an in-place AlltoAll) and the kernels plugin loads on every rank; 1: the same, init "
+       "all but a PreMulSum ReduceScatter) and the kernels plugin loads on every rank; 1: the same, init "
        "fails "
        "naming why "
        "it "

@@ -147,6 +147,8 @@ class Cluster:
 
     def fetch(self, host, url):
         """GET url from inside host's network namespace; the body."""
+        if not self.network:
+            raise Unavailable("fetch: the hosts share one network (Cluster(network=False))")
         code = f"import urllib.request; print(urllib.request.urlopen({url!r}, timeout=10).read().decode())"
         r = subprocess.run(["nsenter", "-t", str(self.hpid[host]), "--net", "/usr/bin/python3", "-c", code],
                            capture_output=True, text=True, timeout=30)
