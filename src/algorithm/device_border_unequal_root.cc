@@ -31,6 +31,28 @@ struct RootLane {
   // Whether the root hands over to (or takes from) the lane's rank of its
   // own group: the root's index has no border peers.
   bool relayed() const { return lane != rootIndex; }
+  // The lane's rank: one slot use in which it puts its pieces out
+  // (puts(slot), on the out stream) ...
+  template <typename F>
+  void putOut(F puts) {
+    bc.fork(bc.s);
+    int slot = 0;
+    const uint64_t seq = bc.take(&slot);
+    bc.waitSlotFree(seq, slot, bc.o);
+    puts(slot);
+    bc.d.streamWriteValue(bc.o, bc.b.ready(bc.me(), slot), seq);
+    bc.ackReads(seq, slot, bc.in);
+  }
+  // ... or fetches the peers' (fetches(seq, slot), on the in stream), once
+  // the last piece's hand-over has read the scratch.
+  template <typename F>
+  void fetchIn(F fetches) {
+    bc.fork(bc.s);
+    int slot = 0;
+    const uint64_t seq = bc.take(&slot);
+    fetches(seq, slot);
+    bc.ackReads(seq, slot, bc.in);
+  }
 
   BlockCall& bc;
   Comm& c;
@@ -72,23 +94,14 @@ void enqueueUnequalGather(BlockCall& bc) {
         }
         be.groupEnd();
       }
-      if (!r.carrier) continue;
-      bc.fork(bc.s);
-      int slot = 0;
-      const uint64_t seq = bc.take(&slot);
-      bc.waitSlotFree(seq, slot, bc.o);
-      bc.put(b.out(bc.me(), slot), gathered, k * len, bc.o);
-      bc.d.streamWriteValue(bc.o, b.ready(bc.me(), slot), seq);
-      bc.ackReads(seq, slot, bc.in);
+      if (r.carrier) r.putOut([&](int slot) { bc.put(b.out(bc.me(), slot), gathered, k * len, bc.o); });
       continue;
     }
     if (r.carrier) {
-      bc.fork(bc.s);  // the last piece's hand-over has read the scratch
-      int slot = 0;
-      const uint64_t seq = bc.take(&slot);
-      for (int q = 0; q < groups; ++q)
-        if (q != bc.me()) bc.fetch(bc.in, q, seq, slot, false, bc.scratchOf(q), b.out(q, slot), r.size(q) * len);
-      bc.ackReads(seq, slot, bc.in);
+      r.fetchIn([&](uint64_t seq, int slot) {
+        for (int q = 0; q < groups; ++q)
+          if (q != bc.me()) bc.fetch(bc.in, q, seq, slot, false, bc.scratchOf(q), b.out(q, slot), r.size(q) * len);
+      });
       for (int q = 0; q < groups && r.isRoot; ++q)
         for (int j = 0; j < r.size(q) && q != bc.me(); ++j)
           bc.d.copy(bc.block(r.at(q, j)) + off, bc.scratchOf(q) + j * len, len, bc.in);
@@ -156,25 +169,20 @@ void enqueueUnequalScatter(BlockCall& bc) {
         be.groupEnd();
       }
       if (r.isRoot) bc.d.copy(bc.recv + off, src(r.mine, i, off), len, bc.s);  // nothing where in place
-      if (!r.carrier) continue;
-      bc.fork(bc.s);
-      int slot = 0;
-      const uint64_t seq = bc.take(&slot);
-      bc.waitSlotFree(seq, slot, bc.o);
-      for (int h = 0; h < groups; ++h)
-        for (int j = 0; j < r.size(h) && h != bc.me(); ++j)
-          bc.put(b.out(bc.me(), slot, h) + j * len, r.isRoot ? src(h, j, off) : bc.outgoingOf(h) + j * len, len, bc.o);
-      bc.d.streamWriteValue(bc.o, b.ready(bc.me(), slot), seq);
-      bc.ackReads(seq, slot, bc.in);
+      if (r.carrier)
+        r.putOut([&](int slot) {
+          for (int h = 0; h < groups; ++h)
+            for (int j = 0; j < r.size(h) && h != bc.me(); ++j)
+              bc.put(b.out(bc.me(), slot, h) + j * len, r.isRoot ? src(h, j, off) : bc.outgoingOf(h) + j * len, len,
+                     bc.o);
+        });
       continue;
     }
+    uint8_t* got = r.carrier ? bc.scratchOf(r.rootGroup) : nullptr;
     if (r.carrier) {
-      bc.fork(bc.s);  // the last piece's hand-over has read the scratch
-      int slot = 0;
-      const uint64_t seq = bc.take(&slot);
-      uint8_t* got = bc.scratchOf(r.rootGroup);
-      bc.fetch(bc.in, r.rootGroup, seq, slot, false, got, b.out(r.rootGroup, slot, bc.me()), k * len);
-      bc.ackReads(seq, slot, bc.in);
+      r.fetchIn([&](uint64_t seq, int slot) {
+        bc.fetch(bc.in, r.rootGroup, seq, slot, false, got, b.out(r.rootGroup, slot, bc.me()), k * len);
+      });
       bc.join(bc.s);
       bc.d.copy(bc.recv + off, got + i * len, len, bc.s);
     }
