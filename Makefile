@@ -2,13 +2,14 @@
 #   make demo   install what is missing, build, run a 4-rank AllReduce across
 #               two emulated vendor groups on this machine, print the perf table
 #   make test   install what is missing, build, run every CPU test
-# Others: make build, make bench (hetccl vs Open MPI and Gloo), make perf-doc (docs/performance.md from
-# the benchmark records), make asan, make tsan, make fuzz, make clean.
+# Others: make build, make test-full (make test with the emulated-GPU matrices on every data type, not a
+# sample), make bench (hetccl vs Open MPI and Gloo), make perf-doc (docs/performance.md from the benchmark
+# records), make asan, make tsan, make fuzz, make clean.
 BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build demo test asan tsan tsan-core fuzz bench perf-doc clean
+.PHONY: all deps build demo test test-full asan tsan tsan-core fuzz bench perf-doc clean
 
 all: build
 
@@ -27,6 +28,9 @@ test: build
 	$(MAKE) asan
 	$(MAKE) tsan-core
 	$(MAKE) fuzz
+
+test-full: export HETCCL_TEST_FULL = 1
+test-full: test
 
 # AddressSanitizer + UndefinedBehaviorSanitizer over the unit suite and the multi-process
 # suite on three layouts (2+2 shm, interleaved tcp, 3+2+3 shm) plus its API-level tests
