@@ -112,6 +112,12 @@ void BorderCall::watch(Stream caller, const char* what, size_t bytes, uint64_t f
   LOG_TRACE(kColl, "device border %s of %zu bytes, border sequence %llu..%llu", what, bytes,
             static_cast<unsigned long long>(firstSeq + 1), static_cast<unsigned long long>(lastSeq));
   DeviceBorder& border = b;
+  if (!readReady.empty() || !readDone.empty()) {  // the peers this rank waited on, each at its last read
+    watch(caller, what, bytes, [&border, ready = readReady, done = readDone](bool* poisoned) {
+      return border.behindReads(ready, done, poisoned);
+    });
+    return;
+  }
   watch(caller, what, bytes, [&border, lastSeq, writer, results](bool* poisoned) {
     *poisoned = false;
     return lastSeq ? border.behind(lastSeq, results, poisoned, writer) : -1;

@@ -5,6 +5,7 @@
 // device_border_coll.cc.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -30,6 +31,9 @@ struct BorderCall {
   RedKind kind;
   size_t es;
   std::vector<Event> events;  // given back when the call is over
+  // Per border peer, the last sequence whose ready / done flag this call's
+  // streams waited on through fetch() (0: none): whom a timeout names.
+  std::vector<uint64_t> readReady, readDone;
   // The border's first and last work on the caller's stream (timed events;
   // watch() hands them to the proxy, which counts the time between them).
   Event timedStart = nullptr, timedEnd = nullptr;
@@ -59,6 +63,9 @@ struct BorderCall {
   // q's segment) to `to`. A peer on another host: the relay brings them
   // into its mirror first.
   void fetch(Stream st, int q, uint64_t seq, int slot, bool results, void* to, const void* from, size_t n) {
+    std::vector<uint64_t>& read = results ? readDone : readReady;
+    if (read.empty()) read.assign(G(), 0);
+    read[q] = std::max(read[q], seq);
     b.want(q, seq, results, from, n);
     d.streamWaitValue(st, results ? b.done(q, slot) : b.ready(q, slot), seq);
     d.copy(to, from, n, st);

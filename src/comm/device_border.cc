@@ -334,6 +334,20 @@ int DeviceBorder::pairBehind(int peer, uint64_t sent, uint64_t received, bool* p
   return late ? peer : -1;
 }
 
+int DeviceBorder::behindReads(const std::vector<uint64_t>& ready, const std::vector<uint64_t>& done, bool* poisoned) {
+  auto load = [](volatile uint64_t* f) { return __atomic_load_n(const_cast<uint64_t*>(f), __ATOMIC_ACQUIRE); };
+  behind(0, false, poisoned);  // the release scan alone
+  for (int q = 0; q < peers(); ++q) {
+    if (q == me_) continue;
+    const uint64_t r = q < static_cast<int>(ready.size()) ? ready[q] : 0;
+    const uint64_t d = q < static_cast<int>(done.size()) ? done[q] : 0;
+    if ((r && load(this->ready(q, static_cast<int>(r % kSlots))) < r) ||
+        (d && load(this->done(q, static_cast<int>(d % kSlots))) < d))
+      return q;
+  }
+  return -1;
+}
+
 int DeviceBorder::behind(uint64_t seq, bool results, bool* poisoned, int writer) {
   auto load = [](volatile uint64_t* f) { return __atomic_load_n(const_cast<uint64_t*>(f), __ATOMIC_ACQUIRE); };
   *poisoned = false;

@@ -205,6 +205,9 @@ class DeviceBorder {
   // -1. `poisoned`: a flag holds the release value: a peer released them.
   // `writer` >= 0: only that peer stores for `seq` (a broadcast's root).
   int behind(uint64_t seq, bool results, bool* poisoned, int writer = -1);
+  // The same for the stores a call's streams waited on: ready[q] / done[q]
+  // the last sequence whose ready / done flag of peer q they read (0: none).
+  int behindReads(const std::vector<uint64_t>& ready, const std::vector<uint64_t>& done, bool* poisoned);
 
  private:
   DeviceBorder() = default;
