@@ -3,7 +3,7 @@
 UTS, IPC and mount namespaces; needs root, iproute2 and util-linux; where
 those are missing, hosts of their own UTS, IPC and mount namespaces that
 share the machine's network, on loopback): one rank a host, groups g0 and
-g1, so the border crosses hosts over tcp (a veth pair, or loopback). float32 sum AllReduce, out of place, in one command:
+g1, so the border crosses hosts over tcp (a veth pair, or loopback). float32 sum AllReduce (--op: another hetccl-perf collective), out of place, in one command:
   relay   the device border through its relay (comm/border_relay.h): the
           GPUs' copy engines fill pinned slots, the relay carries them
   staged  HETCCL_GPU_BORDER=0: the whole buffer to pinned memory, the host
@@ -15,7 +15,7 @@ g1, so the border crosses hosts over tcp (a veth pair, or loopback). float32 sum
 
 Each round runs the three in turn (the order reversed every other round);
 the best busbw of each is kept. Prints hetccl-perf's tables and per size:
-  ratio gpu_relay_hosts <bytes> relay_busbw=.. staged_busbw=.. host_busbw=.. relay/staged=.. relay/host=..
+  ratio gpu_relay_hosts <op> <bytes> relay_busbw=.. staged_busbw=.. host_busbw=.. relay/staged=.. relay/host=..
 """
 import argparse
 import os
@@ -27,12 +27,12 @@ sys.path.insert(0, os.path.join(here, "..", "tests", "multihost"))
 from emu_hosts import Unavailable, any_cluster  # noqa: E402
 
 
-def run(cl, perf, kind, env, lo, hi, iters, port):
+def run(cl, perf, op, kind, env, lo, hi, iters, port):
     e = {"HETCCL_GROUP_MAP": "0:g0,1:g1", "HETCCL_TIMEOUT_S": "120", "NCCL_NVLS_ENABLE": "0"}
     if kind != "host":
         e["HETCCL_DEVICE"] = kind
     e.update(env)
-    job = cl.launch([0, 1], [perf, "-o", "allreduce", "-d", "float", "-b", str(lo), "-e", str(hi), "-f", "4",
+    job = cl.launch([0, 1], [perf, "-o", op, "-d", "float", "-b", str(lo), "-e", str(hi), "-f", "4",
                              "-n", str(iters), "-w", "3", "-c", "1"], env=e, master_port=port)
     codes = job.wait(900)
     out = job.out(0)
@@ -48,6 +48,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("build", nargs="?", default="build")
     ap.add_argument("--kind", default="cuda")
+    ap.add_argument("--op", default="allreduce", help="hetccl-perf's -o (sendrecv: the pair between the hosts, "
+                    "which stages today)")
     ap.add_argument("--min", type=int, default=1 << 20)
     ap.add_argument("--max", type=int, default=256 << 20)
     ap.add_argument("--rounds", type=int, default=2)
@@ -69,13 +71,13 @@ def main():
         for rnd in range(a.rounds):
             for name, kind, env in (modes if rnd % 2 == 0 else modes[::-1]):
                 port += 1
-                out, rows = run(cl, perf, kind, env, a.min, a.max, a.iters, port)
+                out, rows = run(cl, perf, a.op, kind, env, a.min, a.max, a.iters, port)
                 print(f"# round {rnd + 1}, {name}\n{out}")
                 for size, bus in rows.items():
                     best[name][size] = max(best[name].get(size, 0.0), bus)
     for size in sorted(best["relay"]):
         r, s, h = best["relay"][size], best["staged"].get(size, 0.0), best["host"].get(size, 0.0)
-        print(f"ratio gpu_relay_hosts {size} relay_busbw={r:.2f} staged_busbw={s:.2f} host_busbw={h:.2f} "
+        print(f"ratio gpu_relay_hosts {a.op} {size} relay_busbw={r:.2f} staged_busbw={s:.2f} host_busbw={h:.2f} "
               f"relay/staged={r / s if s else 0:.2f} relay/host={r / h if h else 0:.2f}")
 
 
