@@ -514,6 +514,7 @@ bool takesDeviceBorder(Comm& c, const CollArgs& a) {
 }
 
 void enqueueDeviceBorder(Comm& c, const CollArgs& a) {
+  DeviceBorder::Enqueuing inside(*c.deviceBorder());
   switch (a.kind) {
     case CollKind::kAllReduce: return enqueueDeviceBorderAllReduce(c, a);
     case CollKind::kAllGather: return enqueueAllGather(c, a);

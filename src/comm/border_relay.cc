@@ -139,7 +139,9 @@ void BorderRelay::loop(Work w) {
       {
         std::unique_lock<std::mutex> lk(mu_);
         // Results wait for the parts thread's swap of the requests.
-        cv_.wait(lk, [&] { return stop_.load() || (w == kResults ? swappedUpTo_ : committed_) >= next; });
+        auto ready = [&] { return stop_.load() || (w == kResults ? swappedUpTo_ : committed_) >= next; };
+        while (!cv_.wait_for(lk, std::chrono::milliseconds(250), ready))
+          if (w == kParts) checkEnqueuing();
         if (stop_.load()) return;
         if (w == kResults) {
           auto it = swapped_.find(next);
@@ -173,6 +175,17 @@ MsgTag BorderRelay::tag(uint64_t seq, Msg m) const {
   t.coll = kDeviceBorderRelay;
   t.op = m;
   return t;
+}
+
+void BorderRelay::checkEnqueuing() const {
+  const double us = b_.enqueueStalledUs();
+  if (us <= timeoutS_ * 1e6) return;
+  throwError(hetcclRemoteError,
+             "device border relay: this rank's thread has been enqueuing a call for " +
+                 std::to_string(static_cast<int>(us / 1e6)) +
+                 " s without announcing its next slot use (HETCCL_TIMEOUT_S): a GPU runtime call of that thread "
+                 "waits for the device, whose streams wait on this relay (an implicit synchronisation, or a kernel "
+                 "loaded lazily)");
 }
 
 void BorderRelay::waitStored(volatile uint64_t* f, uint64_t seq, const char* what) {

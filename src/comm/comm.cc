@@ -351,6 +351,7 @@ void Comm::chooseGpuPath() {
     try {
       kernels_ = loadKernels(kind);
       if (!kernels_) whyNot = "no device kernels plugin (" + kernelsLibName(kind) + ") was found";
+      if (kernels_) preloadKernels(*kernels_);
     } catch (const Error& e) {
       whyNot = std::string("the device kernels plugin did not load: ") + e.what();
     }
@@ -389,7 +390,10 @@ void Comm::setUpDeviceBorder() {
   // The same facts on every rank so far; what each rank can load is its own.
   std::string mine;
   try {
-    if (!kernels_) kernels_ = loadKernels(device_->kind());
+    if (!kernels_) {
+      kernels_ = loadKernels(device_->kind());
+      if (kernels_) preloadKernels(*kernels_);
+    }
     if (!kernels_) mine = "no device kernels plugin (" + kernelsLibName(device_->kind()) + ") was found";
   } catch (const Error& e) {
     mine = std::string("the device kernels plugin did not load: ") + e.what();

@@ -12,6 +12,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/auth.h"
+#include "core/clock.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "kernels/kernels_api.h"
@@ -304,7 +305,17 @@ void DeviceBorder::want(int q, uint64_t seq, bool results, const void* at, size_
 }
 
 void DeviceBorder::commit(uint64_t seq) {
+  if (progressUs_.load(std::memory_order_relaxed) != 0) progressUs_.store(clockUs(), std::memory_order_relaxed);
   if (relay_) relay_->commit(seq ? seq : seq_);
+}
+
+DeviceBorder::Enqueuing::Enqueuing(DeviceBorder& b) : b_(b) { b_.progressUs_.store(clockUs()); }
+
+DeviceBorder::Enqueuing::~Enqueuing() { b_.progressUs_.store(0); }
+
+double DeviceBorder::enqueueStalledUs() const {
+  const double t = progressUs_.load(std::memory_order_relaxed);
+  return t != 0 ? clockUs() - t : 0;
 }
 
 void DeviceBorder::haltRelay(const std::string& why) {

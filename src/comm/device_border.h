@@ -50,6 +50,7 @@
 // message size.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -143,6 +144,26 @@ class DeviceBorder {
   // announced: the relay may serve it. After each use's last read
   // (ackReads) and at the end of each call.
   void commit(uint64_t seq = 0);
+  // The enqueuing thread is inside a border call for its lifetime. Where
+  // ranks span hosts, this rank's streams may by then wait on flags the
+  // relay stores only once the thread commits; a GPU runtime call of the
+  // thread that waits for the device (a lazy kernel load, an implicit
+  // synchronisation) would then never return. The relay fails the call
+  // instead once the thread has been inside one for HETCCL_TIMEOUT_S
+  // without committing (enqueueStalledUs), which releases the streams.
+  class Enqueuing {
+   public:
+    explicit Enqueuing(DeviceBorder& b);
+    ~Enqueuing();
+    Enqueuing(const Enqueuing&) = delete;
+    Enqueuing& operator=(const Enqueuing&) = delete;
+
+   private:
+    DeviceBorder& b_;
+  };
+  // Microseconds since the enqueuing thread, inside a border call, began it
+  // or last committed; 0 outside one. Any thread.
+  double enqueueStalledUs() const;
   // This rank's communicator failed: the relay stops and tells the remote
   // peers, and what it would have stored for this rank's streams is
   // released. Any thread.
@@ -230,6 +251,7 @@ class DeviceBorder {
   int rank_ = 0;
   std::vector<bool> registered_;
   std::vector<bool> remote_;            // by peer index
+  std::atomic<double> progressUs_{0};   // clockUs() of the enqueuing thread's last progress; 0: not enqueuing
   std::unique_ptr<BorderRelay> relay_;  // where a peer is remote (threads: before the segments go)
   uint8_t* scratch_ = nullptr;
   Stream out_ = nullptr, in_ = nullptr;

@@ -73,6 +73,7 @@ inline constexpr StringSetting kKernelsLib{"HETCCL_KERNELS_LIB"};
 inline constexpr StringSetting kEmuLib{"HETCCL_EMU_LIB"};
 inline constexpr StringSetting kEmuNcclLib{"HETCCL_EMU_NCCL_LIB"};
 inline constexpr IntSetting kEmuDevices{"HETCCL_EMU_DEVICES"};
+inline constexpr IntSetting kEmuLazyLoading{"HETCCL_EMU_LAZY_LOADING"};
 inline constexpr IntSetting kEmuStallUs{"HETCCL_EMU_STALL_US"};
 inline constexpr IntSetting kEmuCopyDelayUs{"HETCCL_EMU_COPY_DELAY_US"};
 inline constexpr IntSetting kEmuFailAlloc{"HETCCL_EMU_FAIL_ALLOC"};

@@ -117,6 +117,11 @@ const std::vector<VarSpec>& settingsTable() {
       {"HETCCL_EMU_DEVICES", VarType::kInt, "8", nullptr, "emulated GPUs each process sees", 1, 64},
       {"HETCCL_EMU_STALL_US", VarType::kInt, "0", nullptr,
        "emulated GPU: every stream operation starts this late (a slow device, to shake out ordering bugs)", 0, 1000000},
+      {"HETCCL_EMU_LAZY_LOADING", VarType::kInt, "0", nullptr,
+       "emulated GPU: 1: a kernel's first launch in the process first waits until every stream of the device is "
+       "idle (as a GPU runtime loading kernels lazily may), unless the kernels plugin preloaded it; 2: the same, "
+       "and preloading is ignored (a synchronising runtime call hetccl does not know of)",
+       0, 2},
       {"HETCCL_EMU_COPY_DELAY_US", VarType::kInt, "0", nullptr,
        "emulated GPU: every copy takes this much longer (copies slower than launches)", 0, 1000000},
       {"HETCCL_EMU_FAIL_ALLOC", VarType::kInt, "0", nullptr,

@@ -49,7 +49,8 @@ const hetcclKernelsApi_t* open(const std::string& path, const std::string& kind,
                                        std::to_string(HETCCL_KERNELS_API_VERSION) + " (it returned " + has +
                                        "); rebuild it with this hetccl");
   }
-  if (!api->kind || kind != api->kind || !api->reduce || !api->scale || !api->divide || !api->lastError) {
+  if (!api->kind || kind != api->kind || !api->reduce || !api->scale || !api->divide || !api->lastError ||
+      !api->preload) {
     std::string has = api->kind ? api->kind : "(null)";
     dlclose(lib);
     throwError(hetcclInvalidUsage, "the kernels plugin " + path + " (" + how + ") is for device kind '" + has +
@@ -101,6 +102,12 @@ const hetcclKernelsApi_t* loadKernels(const std::string& kind) {
   const hetcclKernelsApi_t* api = find(kind, given);  // throws: nothing cached, the next call tries again
   cache()[key] = api;
   return api;
+}
+
+void preloadKernels(const hetcclKernelsApi_t& api) {
+  if (api.preload() != HETCCL_KERNELS_SUCCESS)
+    throwError(hetcclUnhandledDeviceError,
+               std::string("the ") + api.kind + " kernels plugin could not load its kernels: " + api.lastError());
 }
 
 }  // namespace hetccl

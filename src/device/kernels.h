@@ -18,6 +18,12 @@ namespace hetccl {
 // hetccl kernels plugin, or implements another ABI version or kind.
 const hetcclKernelsApi_t* loadKernels(const std::string& kind);
 
+// Loads the plugin's kernels into the current device's context (the
+// plugin's preload entry); throws hetccl::Error naming what failed. Called
+// at communicator init: a kernel's lazy load at its first launch can wait
+// for the device's streams, which may by then wait on this thread.
+void preloadKernels(const hetcclKernelsApi_t& api);
+
 // The file name of the plugin of `kind`: libhetccl-<kind>-kernels.so.
 std::string kernelsLibName(const std::string& kind);
 

@@ -95,6 +95,14 @@ int emuStreamWriteValue64(emuStream_t stream, uint64_t addr, uint64_t value, uns
 /* C++ callers (the emu kernels plugin, the emu group library): any callable
  * as the next operation of `stream`. */
 emuError_t emuEnqueue(emuStream_t stream, std::function<void()> work);
+/* A launch of `kernel` (its address names it). With HETCCL_EMU_LAZY_LOADING
+ * set, the process's first launch of a kernel not loaded yet first waits
+ * until every stream of the device is idle, as a lazy load of a real GPU
+ * runtime may. */
+emuError_t emuLaunchKernel(const void* kernel, emuStream_t stream, std::function<void()> work);
+/* Loads `kernel` now (as querying its attributes does on a GPU): its first
+ * launch then waits for nothing (unless HETCCL_EMU_LAZY_LOADING is 2). */
+emuError_t emuLoadKernel(const void* kernel);
 #endif
 
 #endif /* HETCCL_EMU_RUNTIME_H_ */

@@ -8,6 +8,7 @@
 #include <deque>
 #include <mutex>
 #include <map>
+#include <set>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -167,6 +168,35 @@ void waitUntil(Pred pred) {
 emuError_t emuEnqueue(emuStream_t stream, std::function<void()> work) {
   emu::resolve(stream)->push(std::move(work));
   return emuSuccess;
+}
+
+namespace emu {
+namespace {
+std::set<const void*>& loadedKernels() {  // guarded by mu()
+  static auto* s = new std::set<const void*>;
+  return *s;
+}
+}  // namespace
+}  // namespace emu
+
+emuError_t emuLoadKernel(const void* kernel) {
+  if (emu::setting(hetccl::settings::kEmuLazyLoading) == 1) {
+    std::lock_guard<std::mutex> g(emu::mu());
+    emu::loadedKernels().insert(kernel);
+  }
+  return emuSuccess;
+}
+
+emuError_t emuLaunchKernel(const void* kernel, emuStream_t stream, std::function<void()> work) {
+  if (emu::setting(hetccl::settings::kEmuLazyLoading) != 0) {
+    bool loaded;
+    {
+      std::lock_guard<std::mutex> g(emu::mu());
+      loaded = !emu::loadedKernels().insert(kernel).second;
+    }
+    if (!loaded) emuDeviceSynchronize();  // the load waits for the device's streams
+  }
+  return emuEnqueue(stream, std::move(work));
 }
 
 extern "C" {

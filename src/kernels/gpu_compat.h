@@ -1,7 +1,8 @@
 // The few names that let reduce_kernels.cu compile as CUDA (nvcc), as HIP
 // (hipcc -x hip) and as plain C++ for the emulated GPU (HETCCL_EMU_BUILD:
 // a kernel is one "thread" run on the emu stream): the runtime header, the
-// stream and error types, the calls the launcher makes, the launch itself,
+// stream and error types, the calls the launcher makes (gpuLoadKernel: load a
+// kernel into the current context without launching it), the launch itself,
 // and HETCCL_DEV for the element code (src/elements/codecs.h).
 #pragma once
 
@@ -21,6 +22,10 @@ inline gpuError_t gpuDeviceGetAttribute(int* v, int, int) {
   return emuSuccess;
 }
 #define gpuDevAttrMultiProcessorCount 0
+template <class K>
+inline gpuError_t gpuLoadKernel(K kernel) {
+  return emuLoadKernel(reinterpret_cast<const void*>(kernel));
+}
 #define __global__
 #define __launch_bounds__(n)
 struct EmuDim3 {
@@ -28,7 +33,8 @@ struct EmuDim3 {
 };
 constexpr EmuDim3 blockIdx{0}, threadIdx{0}, blockDim{1}, gridDim{1};
 // The kernel runs whole on the stream's worker, as one thread of one block.
-#define HETCCL_LAUNCH(kernel, blocks, threads, stream, ...) emuEnqueue(stream, [=] { kernel(__VA_ARGS__); })
+#define HETCCL_LAUNCH(kernel, blocks, threads, stream, ...) \
+  emuLaunchKernel(reinterpret_cast<const void*>(kernel), stream, [=] { kernel(__VA_ARGS__); })
 inline void __syncthreads() {}
 inline void __threadfence_system() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 #elif defined(__HIP__) || defined(__HIPCC__)
@@ -42,6 +48,11 @@ typedef hipError_t gpuError_t;
 #define gpuGetDevice hipGetDevice
 #define gpuDeviceGetAttribute hipDeviceGetAttribute
 #define gpuDevAttrMultiProcessorCount hipDeviceAttributeMultiprocessorCount
+template <class K>
+inline gpuError_t gpuLoadKernel(K kernel) {  // querying a kernel's attributes loads it
+  hipFuncAttributes a;
+  return hipFuncGetAttributes(&a, reinterpret_cast<const void*>(kernel));
+}
 #elif defined(__CUDACC__)
 #include <cuda_runtime.h>
 #define HETCCL_GPU_KIND "cuda"
@@ -53,6 +64,11 @@ typedef cudaError_t gpuError_t;
 #define gpuGetDevice cudaGetDevice
 #define gpuDeviceGetAttribute cudaDeviceGetAttribute
 #define gpuDevAttrMultiProcessorCount cudaDevAttrMultiProcessorCount
+template <class K>
+inline gpuError_t gpuLoadKernel(K kernel) {  // querying a kernel's attributes loads it
+  cudaFuncAttributes a;
+  return cudaFuncGetAttributes(&a, reinterpret_cast<const void*>(kernel));
+}
 #endif
 
 #if defined(__CUDACC__) || defined(__HIP__) || defined(__HIPCC__)

@@ -7,6 +7,7 @@
  * History
  *   version 1: reduce, scale, divide, lastError.
  *   version 2: borderRound.
+ *   version 3: preload.
  */
 #ifndef HETCCL_KERNELS_API_H_
 #define HETCCL_KERNELS_API_H_
@@ -17,7 +18,7 @@
 extern "C" {
 #endif
 
-#define HETCCL_KERNELS_API_VERSION 2
+#define HETCCL_KERNELS_API_VERSION 3
 #define HETCCL_KERNELS_GET_API_SYMBOL "hetcclKernelsGetApi"
 
 /* Return codes of the entries; the values are hetcclResult_t's. */
@@ -73,6 +74,13 @@ typedef struct {
    * the flag that announces them. */
   int (*borderRound)(const hetcclBorderRound_t* round, void* dst, const void* src, size_t count, int dtype, int op,
                      void* stream);
+  /* Loads every kernel of the plugin into the current device's context now,
+   * launching nothing. The runtime loads a kernel lazily at its first launch
+   * by default (CUDA_MODULE_LOADING=LAZY), and loading can wait for the
+   * device's streams: a first launch behind a stream that waits on a flag
+   * which this thread stores only later would never return. The host library
+   * calls it at communicator init, before any of its streams waits. */
+  int (*preload)(void);
 } hetcclKernelsApi_t;
 
 /* The one exported symbol: the table for `version`, or NULL when the plugin

@@ -8,6 +8,8 @@
 // needed. Without the runtime or a device every test skips.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -386,6 +388,46 @@ TEST(Kernels, ApiAndBadArguments) {
   DEV_OK(syncDevice());
   // Cached: the same table again.
   EXPECT_EQ(loadKernels(g.kind), g.api);
+}
+
+// In a fresh process (the kernels not yet loaded): once the plugin's
+// preload ran, a first kernel launch returns while another stream waits on a
+// host flag that this thread stores only afterwards. The runtime's lazy load
+// at a first launch can wait for every stream of the device, which here
+// waits on this thread: a launch that blocked would never return (SIGALRM
+// ends the child then). HETCCL_TEST_NO_PRELOAD=1 leaves the preload out, to
+// see the test catch a missing one where the runtime loads lazily (CUDA 12.2
+// and later by default; the emulated GPU with HETCCL_EMU_LAZY_LOADING=1).
+void firstLaunchBehindAWaitingStream() {
+  alarm(20);
+  auto rt = createDeviceRuntime(gpu().kind);
+  const hetcclKernelsApi_t* api = loadKernels(gpu().kind);
+  if (!api) _exit(3);
+  const char* skip = getenv("HETCCL_TEST_NO_PRELOAD");
+  if (!(skip && std::string(skip) == "1")) preloadKernels(*api);
+  auto* flag = static_cast<volatile uint64_t*>(rt->allocPinned(sizeof(uint64_t)));
+  *flag = 0;
+  void* d = rt->alloc(1024);
+  Stream waiting = rt->createStream(), other = rt->createStream();
+  rt->streamWaitValue(waiting, flag, 1);
+  rt->copy(d, d, 512, waiting);  // work behind the wait
+  if (api->reduce(d, d, d, 64, hetcclFloat32, 0, other) != HETCCL_KERNELS_SUCCESS) _exit(4);
+  *flag = 1;
+  if (hetcclStreamSynchronize(gpu().kind.c_str(), waiting) != hetcclSuccess ||
+      hetcclStreamSynchronize(gpu().kind.c_str(), other) != hetcclSuccess)
+    _exit(5);
+  _exit(0);
+}
+
+TEST(Kernels, PreloadedKernelsLaunchWhileAStreamWaitsOnThisThread) {
+  NEED_GPU();
+  GTEST_FLAG_SET(death_test_style, "threadsafe");  // the child runs the binary afresh: nothing loaded yet
+  // The emulated GPU loads lazily only when asked to (the child inherits it).
+  const bool emu = gpu().kind == "emu";
+  if (emu) setenv("HETCCL_EMU_LAZY_LOADING", "1", 1);
+  EXPECT_EXIT(firstLaunchBehindAWaitingStream(), ::testing::ExitedWithCode(0), "");
+  if (emu) unsetenv("HETCCL_EMU_LAZY_LOADING");
+  EXPECT_EQ(gpu().api->preload(), HETCCL_KERNELS_SUCCESS) << gpu().api->lastError();  // again: nothing to do
 }
 
 }  // namespace

@@ -19,7 +19,13 @@ the device border with border peers on other hosts, through its relay
    (HETCCL_SITE_MAP, a job secret of its own): AllReduce right, and the
    relay's three transports on each rank connected encrypted (AES-256-GCM
    records, as every link across sites).
-3. kill -9 of host 1 while 2 hosts x 2 (a,a | b,b) loop over border
+3. Emulated GPUs: a kernel launch inside a border call that waits for the
+   device (HETCCL_EMU_LAZY_LOADING=2: kernels load lazily whatever the
+   preload did), while the streams wait on the relay: both ranks fail
+   within HETCCL_TIMEOUT_S + 20 s, naming the stalled enqueue. (Every other
+   run here loads kernels lazily too, HETCCL_EMU_LAZY_LOADING=1, which the
+   preload at init covers.)
+4. kill -9 of host 1 while 2 hosts x 2 (a,a | b,b) loop over border
    AllReduces of 1 MiB and up: host 0's ranks exit with an error within
    HETCCL_TIMEOUT_S + 10 s, naming the device border or a peer.
 --kind cuda (or hip) runs the same on a machine with one real GPU, which
@@ -55,7 +61,11 @@ BORDER_NAMES = {"allreduce": "AllReduce", "allgather": "AllGather", "reducescatt
                 "broadcast": "Broadcast", "reduce": "Reduce", "alltoall": "AlltoAll", "gather": "Gather",
                 "scatter": "Scatter"}
 TIMEOUT_S = 5
-ENV = {"HETCCL_GPU_BORDER_CHUNK": "65536", "HETCCL_GPU_DIRECT": "0", "NCCL_NVLS_ENABLE": "0"}
+# HETCCL_EMU_LAZY_LOADING=1: the emulated GPU loads kernels lazily, as CUDA
+# does by default (a first launch waits for the device's streams, which may
+# wait on the relay): the kernels plugin's preload at init must cover it.
+ENV = {"HETCCL_GPU_BORDER_CHUNK": "65536", "HETCCL_GPU_DIRECT": "0", "NCCL_NVLS_ENABLE": "0",
+       "HETCCL_EMU_LAZY_LOADING": "1"}
 
 
 def fail(msg):
@@ -148,6 +158,26 @@ def kill_host(cl, perf, kind, port):
     return lines
 
 
+def stalled(cl, perf, port):
+    """Emulated GPUs only: HETCCL_EMU_LAZY_LOADING=2 ignores the preload, so the
+    first fold kernel's launch waits for streams that wait on the relay, which
+    waits for that thread: the relay must fail the call within the timeout."""
+    env = dict(ENV, HETCCL_DEVICE="emu", HETCCL_GROUP_MAP="0:a,1:b", HETCCL_TIMEOUT_S=str(TIMEOUT_S),
+               HETCCL_EMU_LAZY_LOADING="2")
+    t0 = now()
+    job = cl.launch([0, 1], [perf, "-o", "allreduce", "-b", "1M", "-e", "1M", "-n", "1", "-w", "0", "-c", "0"],
+                    env=env, master_port=port)
+    limit = TIMEOUT_S + 20
+    codes = job.wait(limit + 30)
+    took = now() - t0
+    if any(c in (0, "hung") for c in codes) or took > limit:
+        fail(f"stalled enqueue: exit codes {codes} after {took:.0f} s (want failures within {limit} s)\n{job.show()}")
+    text = job.err(0) + job.out(0) + job.err(1) + job.out(1)
+    if "enqueuing a call" not in text:
+        fail(f"stalled enqueue: no rank names the stalled enqueue\n{job.show()}")
+    return f"both ranks failed within {took:.0f} s, naming the stalled enqueue"
+
+
 def main():
     perf = sys.argv[1]
     kind = sys.argv[sys.argv.index("--kind") + 1] if "--kind" in sys.argv else "emu"
@@ -169,6 +199,9 @@ def main():
             print(f"check_emu_border: {name}: right; border calls (all ranks): {', '.join(counts)}")
         port += 1
         print(f"check_emu_border: encrypted, a site a host: {encrypted(cl, perf, kind, port)}")
+        if kind == "emu":
+            port += 1
+            print(f"check_emu_border: a launch that waits for the device: {stalled(cl, perf, port)}")
         port += 1
         for line in kill_host(cl, perf, kind, port):
             print(f"check_emu_border: kill host 1: {line}")
