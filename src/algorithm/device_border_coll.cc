@@ -449,13 +449,10 @@ bool scalesOnBorder(const CollArgs& a, bool groupScales) {
 
 bool takesDeviceBorder(Comm& c, const CollArgs& a) {
   if (!c.deviceBorder() || !c.kernels() || a.count == 0) return false;
-  // Groups of different sizes: all but a PreMulSum ReduceScatter
-  // (comm/device_border.h).
   // Whether any group has several ranks: the same answer on every rank, as
   // the choice must be.
   bool several = false;
   for (const Group& g : c.topo().groups) several = several || g.ranks.size() > 1;
-  const bool unequal = unequalGroups(c);
   const size_t es = dataTypeSize(a.dt), n = static_cast<size_t>(c.nranks());
   const size_t blk = a.count * es, minBytes = c.deviceBorder()->minBytes();
   const bool root = c.rank() == a.root;
@@ -480,7 +477,7 @@ bool takesDeviceBorder(Comm& c, const CollArgs& a) {
       buffers = !root || inPlaceOrDisjoint(a, blk, blk);
       break;
     case CollKind::kReduceScatter:
-      takes = blk * n >= minBytes && scalesOnBorder(a, several) && !(unequal && a.op.preMul);
+      takes = blk * n >= minBytes && scalesOnBorder(a, several);
       buffers = inPlaceOrDisjoint(a, blk * n, blk, 0, c.rank() * blk);
       inPlace = "recvbuff == sendbuff + rank x count";
       break;

@@ -63,7 +63,7 @@ void enqueueUnequalAllGather(BlockCall& bc) {
   be.groupEnd();
 }
 
-// Groups of different sizes (m = the smallest group's size; no PreMulSum):
+// Groups of different sizes (m = the smallest group's size):
 // lane s < m of each group reduces, for the ranks of the other groups, the
 // blocks of their ranks j with j % m == s, one such rank a round. A round,
 // piece by piece: the vendor library reduces inside each group to each
@@ -72,6 +72,12 @@ void enqueueUnequalAllGather(BlockCall& bc) {
 // folds what came with its own block for its own group's rank of the
 // round; the vendor library reduces that rank's block inside the group to
 // it, the lane's rank giving the fold instead of its block.
+// A PreMulSum scales every block once before it is summed: in the first
+// group step (the vendor library's PreMulSum), in a group of one before it
+// goes out (the scale kernel, into outgoing scratch), the lane rank's own
+// block before the fold, and in the last group step each rank's block but
+// the lane rank's fold (scaled into one part of scratch, one vendor Reduce
+// after the other).
 void enqueueUnequalReduceScatter(BlockCall& bc) {
   Comm& c = bc.c;
   DeviceBorder& b = bc.b;
@@ -85,8 +91,12 @@ void enqueueUnequalReduceScatter(BlockCall& bc) {
     rounds = std::max(rounds, lane(g, 0));
     if (i < m) laneRounds = std::max(laneRounds, lane(g, i));
   }
-  const bool several = size(mine) > 1;
-  const ReduceOp op(bc.kind);
+  const bool several = size(mine) > 1, pre = bc.a.op.preMul;
+  const double alpha = bc.a.op.scalar;
+  const ReduceOp op(bc.kind), first = bc.groupOp();
+  // A block scaled for the last group step: one part, free there (the
+  // border steps of the piece are joined). Not outgoing(0), the fold.
+  uint8_t* scaled = b.hasPeers() ? b.scratch(0) : b.ownStaging();
   for (int t = 0; t < rounds; ++t)
     for (size_t off = 0; off < bc.blk; off += b.partBytes()) {
       const size_t len = std::min(b.partBytes(), bc.blk - off), cnt = len / bc.es;
@@ -100,7 +110,7 @@ void enqueueUnequalReduceScatter(BlockCall& bc) {
             if (h != mine && t < lane(h, s)) {
               const uint8_t* from = src(h, s + t * m, off);
               // Written at the lane's rank only.
-              be.reduce(from, s == i ? bc.outgoingOf(h) : const_cast<uint8_t*>(from), cnt, bc.dt, op, s, bc.s);
+              be.reduce(from, s == i ? bc.outgoingOf(h) : const_cast<uint8_t*>(from), cnt, bc.dt, first, s, bc.s);
             }
         be.groupEnd();
       }
@@ -113,9 +123,15 @@ void enqueueUnequalReduceScatter(BlockCall& bc) {
         int slot = 0;
         const uint64_t seq = bc.take(&slot);
         bc.waitSlotFree(seq, slot, bc.o);
-        for (int p = 0; p < bc.G(); ++p)
-          if (p != me && t < lane(p, i))
-            bc.put(b.out(me, slot, p), several ? bc.outgoingOf(p) : src(p, i + t * m, off), len, bc.o);
+        for (int p = 0; p < bc.G(); ++p) {
+          if (p == me || t >= lane(p, i)) continue;
+          const uint8_t* piece = several ? bc.outgoingOf(p) : src(p, i + t * m, off);
+          if (!several && pre) {
+            bc.scale(bc.outgoingOf(p), piece, cnt, alpha, bc.o);
+            piece = bc.outgoingOf(p);
+          }
+          bc.put(b.out(me, slot, p), piece, len, bc.o);
+        }
         bc.d.streamWriteValue(bc.o, b.ready(me, slot), seq);
         if (arrives) {
           bc.d.streamWaitValue(bc.in, b.ready(me, slot), seq);  // outgoing scratch is out: the fold goes there
@@ -123,19 +139,30 @@ void enqueueUnequalReduceScatter(BlockCall& bc) {
             if (q != me) bc.fetch(bc.in, q, seq, slot, false, bc.scratchOf(q), b.out(q, slot, me), len);
         }
         bc.ackReads(seq, slot, bc.in);
-        if (arrives) bc.fold(folded, src(mine, i + t * m, off), cnt, bc.in);
+        if (arrives) {
+          const uint8_t* own = src(mine, i + t * m, off);
+          if (pre) {
+            bc.scale(folded, own, cnt, alpha, bc.in);
+            own = folded;
+          }
+          bc.fold(folded, own, cnt, bc.in);
+        }
         bc.join(bc.s);
       }
       if (!several) continue;
       Backend& be = bc.groupBackend();
-      be.groupStart();
+      if (!pre) be.groupStart();  // scaled: one Reduce after the other through the one part
       for (int s = 0; s < m; ++s) {
         if (t >= lane(mine, s)) continue;
         const int j = s + t * m;
         const uint8_t* from = s == i ? folded : src(mine, j, off);
+        if (pre && s != i) {
+          bc.scale(scaled, from, cnt, alpha, bc.s);
+          from = scaled;
+        }
         be.reduce(from, j == i ? bc.recv + off : const_cast<uint8_t*>(from), cnt, bc.dt, op, j, bc.s);
       }
-      be.groupEnd();
+      if (!pre) be.groupEnd();
     }
   bc.divide(bc.recv, bc.s);
 }

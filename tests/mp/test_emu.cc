@@ -519,6 +519,38 @@ TEST_P(EmuBorderUnequal, EveryCollectiveTakesTheBorder) {
       EXPECT_EQ(std::vector<int32_t>(both.begin() + me * m, both.begin() + (me + 1) * m), rwant)
           << "ReduceScatter of " << m << ", in place";
     }
+    // ReduceScatter with a PreMulSum (x 0.5, out of place: every partial sum
+    // exact) and float Avg (in place: equal values on every rank).
+    for (size_t m : {size_t{1}, size_t{70001}}) {
+      r.progress("PreMulSum and Avg ReduceScatter of " + std::to_string(m));
+      std::vector<float> pin(m * n), ain(m * n), pwant(m), awant(m);
+      for (size_t x = 0; x < m * n; ++x) {
+        pin[x] = static_cast<float>((me + 1) * static_cast<int>(x % 7 + 1));
+        ain[x] = static_cast<float>(n * static_cast<int>(x % 5 + 1));
+      }
+      for (size_t j = 0; j < m; ++j) {
+        const size_t x = me * m + j;
+        pwant[j] = 0.5f * static_cast<float>(n * (n + 1) / 2 * static_cast<int>(x % 7 + 1));
+        awant[j] = ain[x];
+      }
+      DeviceBuffer pdev(r, m * 4 * n), pout(r, m * 4), adev(r, m * 4 * n);
+      pdev.upload(pin.data(), m * 4 * n);
+      adev.upload(ain.data(), m * 4 * n);
+      float half = 0.5f;
+      hetcclRedOp_t op;
+      HC_ASSERT_OK(hetcclRedOpCreatePreMulSum(&op, &half, hetcclFloat32, hetcclScalarHostImmediate, r.comm), r.comm);
+      HC_ASSERT_OK(hetcclReduceScatter(pdev.get(), pout.get(), m, hetcclFloat32, op, r.comm, r.stream), r.comm);
+      HC_ASSERT_OK(hetcclReduceScatter(adev.get(), static_cast<float*>(adev.get()) + me * m, m, hetcclFloat32,
+                                       hetcclAvg, r.comm, r.stream),
+                   r.comm);
+      gathers += 2;
+      syncStream(r);
+      HC_EXPECT_OK(hetcclRedOpDestroy(op, r.comm), r.comm);
+      EXPECT_EQ(readFloats(pout, m), pwant) << "PreMulSum ReduceScatter of " << m;
+      std::vector<float> got = readFloats(adev, m * n);
+      for (size_t j = 0; j < m; ++j)  // 1/n is rounded: near, not equal
+        ASSERT_NEAR(got[me * m + j], awant[j], 1e-5 * awant[j]) << "Avg ReduceScatter of " << m << ", element " << j;
+    }
     // Gather to and Scatter from every root, in and out of place: one lane
     // carries (the root's, or 0 whose rank hands over to a root of an index
     // the smallest group lacks); one element and several pieces.
