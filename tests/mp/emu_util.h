@@ -21,6 +21,12 @@ inline std::vector<int32_t> readBack(const DeviceBuffer& b, size_t n) {
   return v;
 }
 
+inline std::vector<float> readFloats(const DeviceBuffer& b, size_t n) {
+  std::vector<float> v(n);
+  b.download(v.data(), n * 4);
+  return v;
+}
+
 // One AllReduce of one int32, checked: the communicator works.
 inline void warmUp(const Rank& r) {
   DeviceBuffer b(r, 4);
