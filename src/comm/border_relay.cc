@@ -183,9 +183,9 @@ void BorderRelay::checkEnqueuing() const {
   throwError(hetcclRemoteError,
              "device border relay: this rank's thread has been enqueuing a call for " +
                  std::to_string(static_cast<int>(us / 1e6)) +
-                 " s without announcing its next slot use (HETCCL_TIMEOUT_S): a GPU runtime call of that thread "
-                 "waits for the device, whose streams wait on this relay (an implicit synchronisation, or a kernel "
-                 "loaded lazily)");
+                 " s without announcing its next slot use (HETCCL_TIMEOUT_S): a call it made waits, for the "
+                 "device (whose streams wait on this relay: an implicit synchronisation, a kernel loaded lazily) "
+                 "or for a group peer that does not come");
 }
 
 void BorderRelay::waitStored(volatile uint64_t* f, uint64_t seq, const char* what) {

@@ -121,10 +121,10 @@ class BorderRelay {
   // The data of one flag (w: 0 ready, 1 done) of slot use `seq`.
   void move(uint64_t seq, int w, const std::vector<Request>& mine, const std::vector<Request>& theirs);
   void serveAcks(uint64_t seq);
-  // Waits until *f holds `seq` or more (stored by this rank's streams).
   // The parts thread, while it waits for a commit: throws where the
   // enqueuing thread has been stuck inside a call (DeviceBorder::Enqueuing).
   void checkEnqueuing() const;
+  // Waits until *f holds `seq` or more (stored by this rank's streams).
   void waitStored(volatile uint64_t* f, uint64_t seq, const char* what);
   void check(const Request& r, int q, uint64_t seq) const;
   MsgTag tag(uint64_t seq, Msg m) const;

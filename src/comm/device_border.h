@@ -148,9 +148,11 @@ class DeviceBorder {
   // ranks span hosts, this rank's streams may by then wait on flags the
   // relay stores only once the thread commits; a GPU runtime call of the
   // thread that waits for the device (a lazy kernel load, an implicit
-  // synchronisation) would then never return. The relay fails the call
-  // instead once the thread has been inside one for HETCCL_TIMEOUT_S
-  // without committing (enqueueStalledUs), which releases the streams.
+  // synchronisation) would then never return. The relay's parts thread,
+  // waiting for a commit, fails instead once the thread has been inside
+  // one for HETCCL_TIMEOUT_S without committing (enqueueStalledUs): it
+  // halts the relay and releases this rank's streams, so the stuck call
+  // returns and the communicator reports the failure.
   class Enqueuing {
    public:
     explicit Enqueuing(DeviceBorder& b);

@@ -192,9 +192,13 @@ emuError_t emuLaunchKernel(const void* kernel, emuStream_t stream, std::function
     bool loaded;
     {
       std::lock_guard<std::mutex> g(emu::mu());
-      loaded = !emu::loadedKernels().insert(kernel).second;
+      loaded = emu::loadedKernels().count(kernel) != 0;
     }
-    if (!loaded) emuDeviceSynchronize();  // the load waits for the device's streams
+    if (!loaded) {  // the load waits for the device's streams; another thread's launch meanwhile too
+      emuDeviceSynchronize();
+      std::lock_guard<std::mutex> g(emu::mu());
+      emu::loadedKernels().insert(kernel);
+    }
   }
   return emuEnqueue(stream, std::move(work));
 }

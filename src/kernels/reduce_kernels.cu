@@ -241,6 +241,7 @@ template <class K>
 int loadKernel(K kernel) {
   gpuError_t e = gpuLoadKernel(kernel);
   if (e == gpuSuccess) return HETCCL_KERNELS_SUCCESS;
+  (void)gpuGetLastError();  // reported here, not by the thread's next error check
   return fail(HETCCL_KERNELS_DEVICE_ERROR, "loading a kernel failed", gpuGetErrorString(e));
 }
 

@@ -411,7 +411,14 @@ void firstLaunchBehindAWaitingStream() {
   Stream waiting = rt->createStream(), other = rt->createStream();
   rt->streamWaitValue(waiting, flag, 1);
   rt->copy(d, d, 512, waiting);  // work behind the wait
-  if (api->reduce(d, d, d, 64, hetcclFloat32, 0, other) != HETCCL_KERNELS_SUCCESS) _exit(4);
+  // First launches of several kernels: the vector and the scalar path of a
+  // reduce, a scale and a divide.
+  char* c = static_cast<char*>(d);
+  if (api->reduce(d, d, d, 64, hetcclFloat32, 0, other) != HETCCL_KERNELS_SUCCESS ||
+      api->reduce(c + 4, c + 4, c + 4, 63, hetcclFloat32, 2, other) != HETCCL_KERNELS_SUCCESS ||
+      api->scale(d, d, 64, hetcclBfloat16, 0.5, other) != HETCCL_KERNELS_SUCCESS ||
+      api->divide(d, 64, hetcclInt64, 3, other) != HETCCL_KERNELS_SUCCESS)
+    _exit(4);
   *flag = 1;
   if (hetcclStreamSynchronize(gpu().kind.c_str(), waiting) != hetcclSuccess ||
       hetcclStreamSynchronize(gpu().kind.c_str(), other) != hetcclSuccess)
