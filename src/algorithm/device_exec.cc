@@ -199,10 +199,13 @@ void enqueueChunkedAllReduce(Comm& c, const CollArgs& a, size_t step) {
       release);
 }
 
-// One group: the vendor library does it all, on the caller's stream.
+// One group: the vendor library does it all, on the caller's stream. Also
+// the send/recv between ranks of one group of several (peers are global
+// ranks; the vendor library takes group ranks).
 void passThrough(Comm& c, const std::vector<CollArgs>& calls) {
   Backend& be = c.groupBackend();
   const int n = c.nranks();
+  const std::vector<int>& inGroup = c.topo().groupRank;
   be.groupStart();
   for (const CollArgs& a : calls) {
     auto* s = static_cast<const uint8_t*>(a.send);
@@ -226,13 +229,40 @@ void passThrough(Comm& c, const std::vector<CollArgs>& calls) {
       case CollKind::kSendRecv:
         if (a.count == 0) break;
         if (a.isSend)
-          be.send(s, a.count, a.dt, a.peer, a.stream);
+          be.send(s, a.count, a.dt, inGroup[a.peer], a.stream);
         else
-          be.recv(r, a.count, a.dt, a.peer, a.stream);
+          be.recv(r, a.count, a.dt, inGroup[a.peer], a.stream);
         break;
     }
   }
   be.groupEnd();
+}
+
+// Send/recv with a peer of this rank's own group: the vendor library on the
+// caller's stream, as in one group (NVLink/xGMI speed, no copy to pinned
+// memory). A send to or receive from this rank itself goes there only with
+// its counterpart in the same calls (NCCL matches them inside one group).
+// Returns the other calls, in order.
+std::vector<CollArgs> enqueueGroupPairs(Comm& c, std::vector<CollArgs> calls) {
+  const Topology& t = c.topo();
+  const int me = c.rank();
+  auto selfSide = [&](bool isSend) {
+    return std::any_of(calls.begin(), calls.end(), [&](const CollArgs& a) {
+      return a.kind == CollKind::kSendRecv && a.peer == me && a.isSend == isSend;
+    });
+  };
+  const bool selfPaired = selfSide(true) && selfSide(false);
+  std::vector<CollArgs> mine, rest;
+  for (CollArgs& a : calls) {
+    const bool pair = a.kind == CollKind::kSendRecv && a.peer >= 0 && a.peer < c.nranks() &&
+                      t.groupOf[a.peer] == t.groupOf[me] && (a.peer != me || selfPaired);
+    (pair ? mine : rest).push_back(a);
+  }
+  if (mine.empty()) return rest;
+  c.countCalls(hetcclPathNone, mine.size());
+  LOG_TRACE(kColl, "send/recv inside the group: %zu call(s) to the vendor library", mine.size());
+  passThrough(c, mine);
+  return rest;
 }
 
 }  // namespace
@@ -267,6 +297,11 @@ void enqueueDeviceCalls(Comm& c, std::vector<CollArgs> calls, bool mayWait) {
   const size_t before = rest.size();
   calls = enqueueBorderPairs(c, std::move(rest));
   c.countCalls(hetcclPathDevice, before - calls.size());
+  // Then those inside this rank's group, then what stages. Each rank's
+  // streams so hold its border steps, border pairs, group pairs and staged
+  // calls in this order, and each kind waits only on the same kind of its
+  // peers: no cycle between ranks whatever the user's order of the calls.
+  calls = enqueueGroupPairs(c, std::move(calls));
   if (calls.empty()) return;
   if (mayWait && calls.size() == 1 && takesDirectPath(c, calls[0])) {
     c.countCalls(hetcclPathDirect, 1);

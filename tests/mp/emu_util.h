@@ -27,6 +27,16 @@ inline std::vector<float> readFloats(const DeviceBuffer& b, size_t n) {
   return v;
 }
 
+// What hetcclCommGetInfo reports for r.comm (zeros where it fails, with a
+// failure recorded).
+inline hetcclCommInfo_t infoOf(const Rank& r) {
+  hetcclCommInfo_t info{};
+  info.size = sizeof(info);
+  hetcclResult_t res = hetcclCommGetInfo(r.comm, &info);
+  EXPECT_EQ(res, hetcclSuccess) << hetcclGetLastError(r.comm);
+  return info;
+}
+
 // One AllReduce of one int32, checked: the communicator works.
 inline void warmUp(const Rank& r) {
   DeviceBuffer b(r, 4);

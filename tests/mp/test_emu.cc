@@ -116,6 +116,7 @@ TEST_P(Emu, GroupCallsOnDeviceBuffersGiveEveryResult) {
     toNext.upload(iota(m, me * 1000 + 1, 1).data(), m * 4);
     toPrev.upload(iota(m, me * 1000 + 2, 1).data(), m * 4);
     toSelf.upload(iota(m, me * 1000 + 3, 1).data(), m * 4);
+    hetcclCommInfo_t before = infoOf(r);
     HC_ASSERT_OK(hetcclGroupStart(), nullptr);
     HC_ASSERT_OK(hetcclRecv(fromPrev.get(), m, hetcclInt32, prev, r.comm, r.stream), r.comm);
     HC_ASSERT_OK(hetcclRecv(fromNext.get(), m, hetcclInt32, next, r.comm, r.stream), r.comm);
@@ -128,6 +129,15 @@ TEST_P(Emu, GroupCallsOnDeviceBuffersGiveEveryResult) {
     EXPECT_EQ(readBack(fromPrev, m), iota(m, prev * 1000 + 1, 1)) << "from rank " << prev;
     EXPECT_EQ(readBack(fromNext, m), iota(m, next * 1000 + 2, 1)) << "from rank " << next;
     EXPECT_EQ(readBack(fromSelf, m), iota(m, me * 1000 + 3, 1)) << "from self";
+    // A GPU rank hands the pairs inside its group (self included: both
+    // sides are in this group) to the vendor library alone.
+    if (r.device != "host") {
+      unsigned long long inGroup = 2;
+      for (int peer : {prev, next})
+        if (r.layout[peer] == r.group) inGroup += 2;
+      EXPECT_EQ(infoOf(r).pathCalls[hetcclPathNone] - before.pathCalls[hetcclPathNone], inGroup)
+          << "send/recv inside group " << r.group << " not through the vendor library";
+    }
   });
 }
 
