@@ -259,6 +259,9 @@ std::vector<CollArgs> enqueueGroupPairs(Comm& c, std::vector<CollArgs> calls) {
     (pair ? mine : rest).push_back(a);
   }
   if (mine.empty()) return rest;
+  // The proxy drives the vendor library too, for staged calls queued
+  // before: every rank's calls must reach it in one order.
+  c.stagingState()->waitStagedDone(c.options().timeoutS, &c.abortFlag());
   c.countCalls(hetcclPathNone, mine.size());
   LOG_TRACE(kColl, "send/recv inside the group: %zu call(s) to the vendor library", mine.size());
   passThrough(c, mine);

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -347,6 +348,55 @@ TEST(EmuBorder, IntegerPreMulSumStagesAndIsRight) {
     HC_ASSERT_OK(hetcclCommGetInfo(r.comm, &info), r.comm);
     EXPECT_EQ(info.pathCalls[hetcclPathStaged], 1ull);
     EXPECT_EQ(info.pathCalls[hetcclPathDevice], 0ull);
+  });
+}
+
+// A staged call in groups of two (an integer PreMulSum: its group steps go
+// to the vendor library from the proxy) followed at once, without a sync,
+// by send/recv inside each group and a border AllReduce (both to the vendor
+// library from the caller's thread), three times: every rank's vendor calls
+// keep one order, and every result is right.
+TEST(EmuBorder, StagedGroupStepsThenSendRecvInTheGroupKeepOneOrder) {
+  JobOptions o;
+  o.devices = parseDevices("emu,emu,emu,emu");
+  borderEnv(o, true);
+  runJob("a,a,b,b", o, [](Rank& r) {
+    const size_t count = 50000, m = 70001;
+    const int rounds = 3, partner = r.rank ^ 1;  // the other rank of this group
+    int32_t three = 3;
+    hetcclRedOp_t op;
+    HC_ASSERT_OK(hetcclRedOpCreatePreMulSum(&op, &three, hetcclInt32, hetcclScalarHostImmediate, r.comm), r.comm);
+    DeviceBuffer x(r, count * 4), z(r, m * 4);
+    std::vector<std::unique_ptr<DeviceBuffer>> y;
+    for (int k = 0; k < rounds; ++k) y.push_back(std::make_unique<DeviceBuffer>(r, count * 4));
+    x.upload(iota(count, r.rank + 1, 1).data(), count * 4);
+    std::vector<float> ones(m, static_cast<float>(r.rank + 1));
+    z.upload(ones.data(), m * 4);
+    for (int k = 0; k < rounds; ++k) {
+      HC_ASSERT_OK(hetcclAllReduce(x.get(), x.get(), count, hetcclInt32, op, r.comm, r.stream), r.comm);
+      HC_ASSERT_OK(hetcclGroupStart(), r.comm);
+      HC_ASSERT_OK(hetcclSend(x.get(), count, hetcclInt32, partner, r.comm, r.stream), r.comm);
+      HC_ASSERT_OK(hetcclRecv(y[k]->get(), count, hetcclInt32, partner, r.comm, r.stream), r.comm);
+      HC_ASSERT_OK(hetcclGroupEnd(), r.comm);
+      HC_ASSERT_OK(hetcclAllReduce(z.get(), z.get(), m, hetcclFloat32, hetcclSum, r.comm, r.stream), r.comm);
+    }
+    syncStream(r);
+    HC_EXPECT_OK(hetcclRedOpDestroy(op, r.comm), r.comm);
+    // Round 0: 3 x sum over ranks of (rank + 1 + j') = 30 + 12 j'; each
+    // later round multiplies by 3 x 4 (every rank holds the same).
+    std::vector<int32_t> want(count);
+    for (size_t j = 0; j < count; ++j) want[j] = 30 + 12 * static_cast<int32_t>(j % 4093);
+    for (int k = 0; k < rounds; ++k) {
+      EXPECT_EQ(readBack(*y[k], count), want) << "received from rank " << partner << " in round " << k;
+      for (int32_t& v : want) v *= 12;
+    }
+    for (int32_t& v : want) v /= 12;
+    EXPECT_EQ(readBack(x, count), want) << "the staged AllReduce";
+    EXPECT_EQ(readFloats(z, m), std::vector<float>(m, 160.0f)) << "the border AllReduce (10, then x 4 twice)";
+    hetcclCommInfo_t info = infoOf(r);
+    EXPECT_EQ(info.pathCalls[hetcclPathStaged], static_cast<unsigned long long>(rounds));
+    EXPECT_EQ(info.pathCalls[hetcclPathDevice], static_cast<unsigned long long>(rounds));
+    EXPECT_EQ(info.pathCalls[hetcclPathNone], static_cast<unsigned long long>(2 * rounds));
   });
 }
 
