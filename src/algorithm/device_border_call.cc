@@ -114,13 +114,15 @@ void BorderCall::watch(Stream caller, const char* what, size_t bytes, uint64_t f
   DeviceBorder& border = b;
   if (!readReady.empty() || !readDone.empty()) {  // the peers this rank waited on, each at its last read
     watch(caller, what, bytes, [&border, ready = readReady, done = readDone](bool* poisoned) {
-      return border.behindReads(ready, done, poisoned);
+      const int q = border.behindReads(ready, done, poisoned);
+      return q < 0 ? -1 : border.peerRank(q);
     });
     return;
   }
   watch(caller, what, bytes, [&border, lastSeq, writer, results](bool* poisoned) {
     *poisoned = false;
-    return lastSeq ? border.behind(lastSeq, results, poisoned, writer) : -1;
+    const int q = lastSeq ? border.behind(lastSeq, results, poisoned, writer) : -1;
+    return q < 0 ? -1 : border.peerRank(q);
   });
 }
 
@@ -152,7 +154,7 @@ void BorderCall::watch(Stream caller, const char* what, size_t bytes, std::funct
           const std::string text = who < 0
                                        ? std::string(e.what())
                                        : "device border " + name + " of " + std::to_string(bytes) + " bytes: rank " +
-                                             std::to_string(border.peerRank(who)) + " did not store its share within " +
+                                             std::to_string(who) + " did not store its share within " +
                                              std::to_string(static_cast<int>(comm.options().timeoutS)) +
                                              " s (HETCCL_TIMEOUT_S); it died, stalled or left the job";
           // The other ranks learn of it before any stream of theirs that

@@ -132,7 +132,7 @@ struct BorderCall {
   // not come. `writer`: the one peer whose stores this rank waits for, or
   // -1 for all; `results`: it waits for their result stores too.
   void watch(Stream caller, const char* what, size_t bytes, uint64_t firstSeq, int writer, bool results);
-  // The same where behind(&poisoned) says which border peer this rank
+  // The same where behind(&poisoned) says which rank (global) this rank
   // still waits for (or -1) and whether a peer released its flags.
   void watch(Stream caller, const char* what, size_t bytes, std::function<int(bool*)> behind);
 };

@@ -424,6 +424,8 @@ void Comm::setUpDeviceBorder() {
     s.peerRanks = {rank_};
     s.me = 0;
   }
+  s.groupOf = topo_.groupOf;
+  s.groupRank = topo_.groupRank;
   s.partBytes = settings::kGpuBorderChunk.get();
   s.minBytes = settings::kGpuBorderMin.get();
   s.minIsSet = settings::kGpuBorderMin.isSet();

@@ -24,6 +24,7 @@ namespace {
 constexpr size_t kFlagStride = 64;  // one cache line per flag: no false sharing between writers
 constexpr uint64_t kMagic = 0x6865746363426472ull;
 constexpr uint64_t kNameSalt = 0x626f72646572ull;  // keeps these names apart from the shm transport's
+constexpr uint64_t kLinkSalt = 0x6c696e6bull;      // ... and the pair links' from the border segments
 constexpr size_t kMinPart = size_t{64} << 10;
 constexpr size_t kHeaderBytes = 512;
 
@@ -56,6 +57,8 @@ uint8_t* mapSegment(int fd, size_t bytes, const std::string& name) {
 
 }  // namespace
 
+static_assert(DeviceBorder::kSlots == PairChannel::kSlots, "pair channels of both kinds count slots alike");
+
 std::unique_ptr<DeviceBorder> DeviceBorder::create(const Setup& s) {
   std::unique_ptr<DeviceBorder> b(new DeviceBorder);
   b->dev_ = s.device;
@@ -71,16 +74,24 @@ std::unique_ptr<DeviceBorder> DeviceBorder::create(const Setup& s) {
   b->flagBytes_ = pageRound(b->pairFlagsAt_ + static_cast<size_t>(kSlots) * 2 * g * kFlagStride);
   // Per slot g parts out and 1 result, plus g - 1 pair-channel parts per slot.
   auto segFor = [&](size_t part) { return b->flagBytes_ + static_cast<size_t>(kSlots) * 2 * g * part; };
-  b->sendSeq_.assign(g, 0);
-  b->recvSeq_.assign(g, 0);
+  // Send/recv with GPU ranks of other groups on this host that are not
+  // border peers: pair links, in parts of at most PairLinks::kMaxPart.
+  std::vector<std::vector<int>> linkLists;
+  for (int r = 0; r < static_cast<int>(s.groupOf.size()); ++r)
+    linkLists.push_back(PairLinks::linksOf(r, s.groupOf, s.groupRank, s.shares, s.hostOf));
+  const size_t myLinks = linkLists.empty() ? 0 : linkLists[s.rank].size();
+  auto linkPart = [](size_t part) { return std::min(part, PairLinks::kMaxPart); };
+  auto needFor = [&](size_t part) {
+    return (g > 1 ? segFor(part) : 0) + PairLinks::segmentBytes(myLinks, linkPart(part));
+  };
   const size_t want = std::max<size_t>(4096, s.partBytes / 4096 * 4096);
   const size_t floor = std::min(kMinPart, want);
   size_t part = want;
   struct statvfs vfs {};
-  if (g > 1 && statvfs("/dev/shm", &vfs) == 0) {
+  if ((g > 1 || myLinks) && statvfs("/dev/shm", &vfs) == 0) {
     const size_t room = static_cast<size_t>(vfs.f_bavail) * vfs.f_frsize / 2 / std::max(1, s.ranksOnHost);
-    while (part > floor && segFor(part) > room) part = std::max(floor, part / 2 / 4096 * 4096);
-    if (segFor(part) > room) part = 0;
+    while (part > floor && needFor(part) > room) part = std::max(floor, part / 2 / 4096 * 4096);
+    if (needFor(part) > room) part = 0;
   }
 
   // Names: this job's id with a nonce of rank 0's (two runs never meet).
@@ -142,8 +153,14 @@ std::unique_ptr<DeviceBorder> DeviceBorder::create(const Setup& s) {
   auto* h = reinterpret_cast<Header*>(own);
   h->magic = kMagic;
   h->jobId = jobId;
+  auto linkName = [&](int r) { return shmSegmentName(all[r].pid, jobId ^ kLinkSalt, r); };
   try {
+    if (myLinks) {
+      b->links_ = std::make_unique<PairLinks>(s.rank, linkLists, linkPart(part));
+      b->links_->create(linkName(s.rank));
+    }
     s.bootstrap->barrier();  // every segment exists
+    if (b->links_) b->links_->mapPeers(linkName);
     // Peers' segments whole (mirrors of those on other hosts), every other
     // rank's header page on this host.
     for (int r = 0; r < nranks; ++r) {
@@ -176,24 +193,34 @@ std::unique_ptr<DeviceBorder> DeviceBorder::create(const Setup& s) {
     throw;
   }
   shm_unlink(mine.c_str());
+  if (b->links_) b->links_->unlinkOwn();
   if (s.relayContext) {  // every rank: the relay's transports are made together
     std::vector<int> remote;
     for (int q = 0; q < g; ++q)
       if (b->remote_[q]) remote.push_back(q);
     b->relay_ = BorderRelay::create(*b, s.relayTransport, *s.relayContext, std::move(remote), s.metrics);
   }
+  // Registration and allocation may synchronise the device: here, at init,
+  // nothing of this communicator is in flight.
+  if (b->links_) {
+    b->links_->registerWith(*s.device);
+    LOG_INFO(kInit, "rank %d: send/recv links with %zu rank(s) of other groups on this host: %zu bytes shared memory",
+             s.rank, myLinks, b->links_->bytes());
+  }
   if (g == 1) {
     // One part of device scratch: an in-place AlltoAll's own group's
     // blocks pass through it (ownStaging()).
     b->scratchBytes_ = part;
     b->scratch_ = static_cast<uint8_t*>(s.device->alloc(b->scratchBytes_));
+    if (b->links_) {  // send/recv over the links: the internal streams
+      b->out_ = s.device->createStream();
+      b->in_ = s.device->createStream();
+    }
+    b->makeChannels();
     LOG_INFO(kInit, "rank %d: device border without peers (index %d and up of a larger group: group steps only)",
              s.rank, s.shares);
     return b;
   }
-
-  // Registration and allocation may synchronise the device: here, at init,
-  // nothing of this communicator is in flight.
   b->devSeg_.assign(g, nullptr);
   for (int q = 0; q < g; ++q) {
     s.device->registerHost(b->seg_[q], b->segBytes_);
@@ -204,6 +231,7 @@ std::unique_ptr<DeviceBorder> DeviceBorder::create(const Setup& s) {
   b->scratch_ = static_cast<uint8_t*>(s.device->alloc(b->scratchBytes_));
   b->out_ = s.device->createStream();
   b->in_ = s.device->createStream();
+  b->makeChannels();
   LOG_INFO(kInit,
            "rank %d: device border with %d peers: %d slots of %zu-byte parts, %zu bytes shared memory, %zu "
            "bytes device scratch; calls of %zu bytes and up (HETCCL_GPU_BORDER_MIN%s); small rounds %s",
@@ -228,6 +256,7 @@ DeviceBorder::~DeviceBorder() {
     dev_->destroyStream(in_);
   }
   if (dev_ && scratch_) dev_->free(scratch_);
+  links_.reset();
   for (size_t q = 0; q < seg_.size(); ++q) {
     if (!seg_[q]) continue;
     if (registered_[q]) dev_->unregisterHost(seg_[q]);
@@ -253,10 +282,13 @@ void DeviceBorder::markFailed(const std::string& why) {
     storeRelease(ready(me_, slot));
     storeRelease(done(me_, slot));
     for (int q = 0; q < peers(); ++q)
-      if (q != me_)
-        for (volatile uint64_t* f : {ack(q, me_, slot), pairReady(me_, q, slot), pairAck(q, me_, slot)})
-          storeRelease(f);
+      if (q != me_) storeRelease(ack(q, me_, slot));
   }
+  for (PairChannel& ch : pairs_)
+    for (int slot = 0; slot < kSlots; ++slot) {
+      storeRelease(ch.outReady[slot]);
+      storeRelease(ch.inAck[slot]);
+    }
 }
 
 int DeviceBorder::failedRank(std::string* why) const {
@@ -293,9 +325,12 @@ void DeviceBorder::releaseAll() {
   for (int slot = 0; slot < kSlots; ++slot)
     for (int q = 0; q < peers(); ++q) {
       if (q == me_) continue;
-      for (volatile uint64_t* f :
-           {ready(q, slot), done(q, slot), ack(me_, q, slot), pairReady(q, me_, slot), pairAck(me_, q, slot)})
-        storeRelease(f);
+      for (volatile uint64_t* f : {ready(q, slot), done(q, slot), ack(me_, q, slot)}) storeRelease(f);
+    }
+  for (PairChannel& ch : pairs_)
+    for (int slot = 0; slot < kSlots; ++slot) {
+      storeRelease(ch.inReady[slot]);
+      storeRelease(ch.outAck[slot]);
     }
 }
 
@@ -331,18 +366,40 @@ void DeviceBorder::haltRelay(const std::string& why) {
 
 std::string DeviceBorder::relayError() const { return relay_ ? relay_->error() : std::string(); }
 
-int DeviceBorder::pairBehind(int peer, uint64_t sent, uint64_t received, bool* poisoned) {
+PairChannel* DeviceBorder::pair(int peer) {
+  for (PairChannel& ch : pairs_)
+    if (ch.peer == peer) return &ch;
+  return nullptr;
+}
+
+void DeviceBorder::makeChannels() {
+  for (int q = 0; q < peers() && hasPeers(); ++q) {
+    if (q == me_ || remote_[q]) continue;  // pair channels do not cross hosts
+    PairChannel ch;
+    ch.peer = peerRanks_[q];
+    ch.partBytes = partBytes_;
+    for (int slot = 0; slot < kSlots; ++slot) {
+      ch.outReady[slot] = pairFlag(me_, q, slot, 0);
+      ch.outAck[slot] = pairFlag(me_, q, slot, 1);
+      ch.outData[slot] = pairData(me_, q, slot);
+      ch.inReady[slot] = pairFlag(q, me_, slot, 0);
+      ch.inAck[slot] = pairFlag(q, me_, slot, 1);
+      ch.inData[slot] = pairData(q, me_, slot);
+    }
+    pairs_.push_back(ch);
+  }
+  if (links_)
+    for (const PairChannel& ch : links_->channels()) pairs_.push_back(ch);
+}
+
+bool DeviceBorder::pairBehind(const PairChannel& ch, uint64_t sent, uint64_t received, bool* poisoned) const {
   auto load = [](volatile uint64_t* f) { return __atomic_load_n(const_cast<uint64_t*>(f), __ATOMIC_ACQUIRE); };
   *poisoned = false;
-  bool late = false;
-  for (int slot = 0; slot < kSlots; ++slot) {
-    if (load(pairReady(peer, me_, slot)) == kFlagReleased || load(pairAck(me_, peer, slot)) == kFlagReleased)
-      *poisoned = true;
-  }
+  for (int slot = 0; slot < kSlots; ++slot)
+    if (load(ch.inReady[slot]) == kFlagReleased || load(ch.outAck[slot]) == kFlagReleased) *poisoned = true;
   // What this rank's streams wait for last on each side of the channel.
-  if (received && load(pairReady(peer, me_, static_cast<int>(received % kSlots))) < received) late = true;
-  if (sent > kSlots && load(pairAck(me_, peer, static_cast<int>(sent % kSlots))) < sent - kSlots) late = true;
-  return late ? peer : -1;
+  if (received && load(ch.inReady[received % kSlots]) < received) return true;
+  return sent > kSlots && load(ch.outAck[sent % kSlots]) < sent - kSlots;
 }
 
 int DeviceBorder::behindReads(const std::vector<uint64_t>& ready, const std::vector<uint64_t>& done, bool* poisoned) {

@@ -26,7 +26,9 @@
 // owner sent that reader is in slot n % kSlots) and pairAck[reader][slot]
 // (the reader's stream copied it in). Pair traffic so never takes a
 // collective sequence number: the other peers need not take part, and the
-// two directions go on independently.
+// two directions go on independently. Two GPU ranks of different groups
+// on one host that are not border peers have the same channels in
+// segments of their own (comm/pair_links.h); pair() gives either kind.
 // Every flag holds the border sequence number of the slot's last use and
 // only grows; streams wait for ">= sequence" (stream memory operations:
 // cuStreamWaitValue64 / WriteValue64). Every wait a stream makes is for a
@@ -59,6 +61,7 @@
 #include <vector>
 
 #include "comm/border_relay.h"
+#include "comm/pair_links.h"
 #include "device/device.h"
 
 namespace hetccl {
@@ -84,6 +87,8 @@ class DeviceBorder {
     std::string roundKernel = "auto";  // HETCCL_GPU_BORDER_KERNEL: auto, 0 or 1
     bool canRound = false;             // the kernels plugin has borderRound
     std::vector<int> hostOf;           // host index of every global rank (empty: all on one)
+    std::vector<int> groupOf;          // group and rank in it of every global rank: the pair links
+    std::vector<int> groupRank;
     // Where ranks span hosts: every rank makes the relay (collective), over
     // this transport with this context (the communicator's, for its peers).
     std::string relayTransport;
@@ -189,19 +194,14 @@ class DeviceBorder {
   // the first outgoing part): free once a call's border steps are joined.
   uint8_t* ownStaging() { return scratch_ + (hasPeers() ? static_cast<size_t>(peers() - 1) * partBytes_ : 0); }
 
-  // The pair channel from `owner` to `reader` (see above).
-  volatile uint64_t* pairReady(int owner, int reader, int slot) { return pairFlag(owner, reader, slot, 0); }
-  volatile uint64_t* pairAck(int owner, int reader, int slot) { return pairFlag(owner, reader, slot, 1); }
-  uint8_t* pairData(int owner, int reader, int slot);
-  // The number of the next part this rank sends to / receives from peer g.
-  uint64_t nextSend(int g) { return ++sendSeq_[g]; }
-  uint64_t nextRecv(int g) { return ++recvSeq_[g]; }
-  uint64_t sent(int g) const { return sendSeq_[g]; }
-  uint64_t received(int g) const { return recvSeq_[g]; }
-  // Peer g when this rank's last pair wait on it (up to part `sent` out,
-  // part `received` in) has not been met, else -1; `poisoned`: g released
-  // its flags of the channel. Any thread.
-  int pairBehind(int g, uint64_t sent, uint64_t received, bool* poisoned);
+  // The send/recv channel with global rank `peer` on this host (a border
+  // peer's or a pair link's), or null: such pairs stage (both ends decide
+  // alike). The enqueuing thread counts the parts in it.
+  PairChannel* pair(int peer);
+  // Whether this rank's last pair wait on `ch` (up to part `sent` out, part
+  // `received` in) has not been met; `poisoned`: the peer released its
+  // flags of the channel. Any thread.
+  bool pairBehind(const PairChannel& ch, uint64_t sent, uint64_t received, bool* poisoned) const;
 
   // Internal streams: copies out (device to host) and copies in plus folds.
   Stream outStream() const { return out_; }
@@ -237,6 +237,9 @@ class DeviceBorder {
   volatile uint64_t* flag(int owner, int slot, int which);
   volatile uint64_t* pairFlag(int owner, int reader, int slot, int which);
   uint8_t* data(int owner, int slot);
+  uint8_t* pairData(int owner, int reader, int slot);
+  // pairs_: the border peers' channels on this host and the pair links'.
+  void makeChannels();
 
   DeviceRuntime* dev_ = nullptr;
   std::vector<int> peerRanks_;
@@ -245,11 +248,12 @@ class DeviceBorder {
   size_t minBytes_ = 0;
   bool timeSliced_ = false, round_ = false;
   size_t partBytes_ = 0, flagBytes_ = 0, segBytes_ = 0, scratchBytes_ = 0, pairFlagsAt_ = 0;
-  std::vector<uint64_t> sendSeq_, recvSeq_;  // pair channel parts, by peer
-  std::vector<uint8_t*> seg_;                // by peer index, mapped here
-  std::vector<uint8_t*> devSeg_;             // the same segments as this rank's kernels reach them
-  std::vector<uint8_t*> headers_;            // every rank's segment header, by global rank
-  std::vector<uint8_t*> headerPages_;        // header pages of ranks that are not peers (mapped alone)
+  std::vector<PairChannel> pairs_;     // every send/recv channel of this rank
+  std::unique_ptr<PairLinks> links_;   // those with ranks that are not border peers
+  std::vector<uint8_t*> seg_;          // by peer index, mapped here
+  std::vector<uint8_t*> devSeg_;       // the same segments as this rank's kernels reach them
+  std::vector<uint8_t*> headers_;      // every rank's segment header, by global rank
+  std::vector<uint8_t*> headerPages_;  // header pages of ranks that are not peers (mapped alone)
   int rank_ = 0;
   std::vector<bool> registered_;
   std::vector<bool> remote_;            // by peer index
