@@ -139,8 +139,8 @@ const std::vector<VarSpec>& settingsTable() {
        "up; 1: every such call (init fails naming why it cannot); 0: always stage through pinned memory",
        0, 0, "auto|0|1"},
       {"HETCCL_GPU_BORDER", VarType::kChoice, "auto", nullptr,
-       "GPU ranks' collectives (the README lists the few that stage) and send/recv between ranks of the same index "
-       "in two groups on one host, across groups through the device border: each group's vendor library "
+       "GPU ranks' collectives (the README lists the few that stage) and send/recv between ranks of different "
+       "groups on one host, across groups through the device border: each group's vendor library "
        "works inside the group in device memory, and only each rank's share crosses to the other groups, by "
        "the GPUs' copy engines through shared memory registered with every runtime (to peers on other hosts "
        "through a mirror of it that hetccl's relay fills over the inter-host transport), folded by GPU kernels, "
@@ -153,8 +153,9 @@ const std::vector<VarSpec>& settingsTable() {
        0, 0, "auto|0|1"},
       {"HETCCL_GPU_BORDER_CHUNK", VarType::kBytes, "8M", nullptr,
        "device border: bytes of one part of a slice (a slice is one part per group); shared memory per rank is "
-       "4 x (groups + 1) parts, device scratch 2 x (groups - 1) parts; halved (down to 64 KiB) until every rank's "
-       "segment fits in half of the free /dev/shm, the smallest of all ranks' then used by all",
+       "4 x (groups + 1) parts, device scratch 2 x (groups - 1) parts, and 4 parts of at most 2 MiB for each GPU "
+       "rank of another group on this host that is not a border peer (send/recv links); halved (down to 64 KiB) "
+       "until every rank's segments fit in half of the free /dev/shm, the smallest of all ranks' then used by all",
        4096, int64_t{1} << 30},
       {"HETCCL_GPU_BORDER_MIN", VarType::kBytes, "1M", nullptr,
        "device border: smallest call (AllReduce/Broadcast/Reduce/send/recv bytes, "
