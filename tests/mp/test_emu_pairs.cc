@@ -2,7 +2,8 @@
 // one host: border peers through their pair channels, ranks of other
 // indices (or of an index a smaller group lacks) through the pair links
 // (comm/pair_links.h), ranks of one group through the vendor library;
-// none staged. And a link peer that dies under a send.
+// none staged. And a link peer that dies under a send, and an abort while
+// a send waits on a link.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -126,6 +127,43 @@ TEST(EmuPairs, LinkPeerExitsUnderASend) {
     EXPECT_NE(text.find("rank 3"), std::string::npos) << "the error should name the peer: " << text;
     HC_EXPECT_OK(hetcclCommAbort(r.comm), nullptr);
     r.comm = nullptr;
+  });
+}
+
+// Rank 0 sends to rank 3 over a pair link, more parts than the channel
+// has slots, and rank 3 never receives: rank 0's abort lets its stream go
+// on at once (not at the 30 s timeout), and a new communicator on the
+// device works.
+TEST(EmuPairs, AbortReleasesAStreamWaitingOnALink) {
+  JobOptions o;
+  o.devices = parseDevices("emu,emu,emu,emu");
+  o.env.emplace_back("HETCCL_TIMEOUT_S", "30");
+  borderEnv(o, true);
+  runJob("a,a,b,b", o, [](Rank& r) {
+    warmUp(r);
+    if (r.rank != 0) {
+      sleep(3);
+      HC_EXPECT_OK(hetcclCommAbort(r.comm), nullptr);
+      r.comm = nullptr;
+      return;
+    }
+    const size_t count = (size_t{1} << 18) + 3;  // 17 parts of 64 KiB
+    DeviceBuffer b(r, count * 4);
+    HC_ASSERT_OK(hetcclSend(b.get(), count, hetcclFloat32, 3, r.comm, r.stream), r.comm);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    auto t0 = std::chrono::steady_clock::now();
+    HC_EXPECT_OK(hetcclCommAbort(r.comm), nullptr);
+    r.comm = nullptr;
+    syncStream(r);
+    EXPECT_LT(secondsSince(t0), 1) << "the stream waited past the abort";
+    hetcclUniqueId id;
+    HC_ASSERT_OK(hetcclGetUniqueId(&id), nullptr);
+    hetcclConfig_t cfg = HETCCL_CONFIG_INITIALIZER;
+    cfg.device = "emu";
+    HC_ASSERT_OK(hetcclCommInitRankConfig(&r.comm, 1, id, 0, &cfg), nullptr);
+    r.rank = 0;
+    r.nranks = 1;
+    warmUp(r);
   });
 }
 
