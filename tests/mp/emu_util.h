@@ -1,7 +1,10 @@
 // Helpers shared by the tests of ranks on emulated GPUs (test_emu*.cc).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "harness.h"
@@ -46,6 +49,38 @@ inline void warmUp(const Rank& r) {
   syncStream(r);
   b.download(&one, 4);
   EXPECT_EQ(one, r.nranks);
+}
+
+// After a call (returned `res`) whose peer is gone: the stream must come
+// back, and the failure may reach the communicator a moment after the
+// stream went on, so this waits until the call or the communicator reports
+// one, up to `limitS` seconds from t0. Returns the error text, "" where
+// neither failed.
+inline std::string awaitFailure(const Rank& r, hetcclResult_t res, std::chrono::steady_clock::time_point t0,
+                                double limitS) {
+  std::string text = hetcclGetLastError(r.comm);
+  syncStream(r);
+  hetcclResult_t async = hetcclSuccess;
+  EXPECT_EQ(hetcclCommGetAsyncError(r.comm, &async), hetcclSuccess);
+  while (res == hetcclSuccess && async == hetcclSuccess && secondsSince(t0) < limitS) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_EQ(hetcclCommGetAsyncError(r.comm, &async), hetcclSuccess);
+  }
+  if (res != hetcclSuccess) return text;
+  return async == hetcclSuccess ? std::string() : std::string(hetcclGetLastError(r.comm));
+}
+
+// After an abort (r.comm null): a communicator of this rank alone on the
+// same device works.
+inline void reopenAlone(Rank& r) {
+  hetcclUniqueId id;
+  HC_ASSERT_OK(hetcclGetUniqueId(&id), nullptr);
+  hetcclConfig_t cfg = HETCCL_CONFIG_INITIALIZER;
+  cfg.device = r.device.c_str();
+  HC_ASSERT_OK(hetcclCommInitRankConfig(&r.comm, 1, id, 0, &cfg), nullptr);
+  r.rank = 0;
+  r.nranks = 1;
+  warmUp(r);
 }
 
 // Calls go through the device border
