@@ -83,6 +83,27 @@ inline void reopenAlone(Rank& r) {
   warmUp(r);
 }
 
+// A rank that takes no part in what follows: waits `seconds`, then aborts
+// its communicator.
+inline void abortAfter(Rank& r, unsigned seconds) {
+  std::this_thread::sleep_for(std::chrono::seconds(seconds));
+  EXPECT_EQ(hetcclCommAbort(r.comm), hetcclSuccess);
+  r.comm = nullptr;
+}
+
+// With a call enqueued on r.stream that waits for a peer that never comes:
+// the abort lets the stream go on at once, and a new communicator on the
+// device works.
+inline void abortReleasesTheStream(Rank& r) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(hetcclCommAbort(r.comm), hetcclSuccess);
+  r.comm = nullptr;
+  syncStream(r);
+  EXPECT_LT(secondsSince(t0), 1) << "the stream waited past the abort";
+  reopenAlone(r);
+}
+
 // Calls go through the device border
 // (comm/device_border.h, 64 KiB chunks) with `border`, else through pinned staging.
 inline void borderEnv(JobOptions& o, bool border) {

@@ -105,12 +105,7 @@ TEST(EmuPairs, LinkPeerExitsUnderASend) {
   runJob("a,a,b,b", twoByTwo("5"), [](Rank& r) {
     warmUp(r);
     if (r.rank == 3) _exit(0);
-    if (r.rank != 0) {  // not in the send: leave once rank 0 has seen it fail (an abort could come first)
-      sleep(12);
-      HC_EXPECT_OK(hetcclCommAbort(r.comm), nullptr);
-      r.comm = nullptr;
-      return;
-    }
+    if (r.rank != 0) return abortAfter(r, 12);   // once rank 0 has seen it fail (an abort could come first)
     const size_t count = (size_t{1} << 18) + 3;  // 17 parts of 64 KiB
     DeviceBuffer b(r, count * 4);
     auto t0 = std::chrono::steady_clock::now();
@@ -131,22 +126,11 @@ TEST(EmuPairs, LinkPeerExitsUnderASend) {
 TEST(EmuPairs, AbortReleasesAStreamWaitingOnALink) {
   runJob("a,a,b,b", twoByTwo("30"), [](Rank& r) {
     warmUp(r);
-    if (r.rank != 0) {
-      sleep(3);
-      HC_EXPECT_OK(hetcclCommAbort(r.comm), nullptr);
-      r.comm = nullptr;
-      return;
-    }
+    if (r.rank != 0) return abortAfter(r, 3);
     const size_t count = (size_t{1} << 18) + 3;  // 17 parts of 64 KiB
     DeviceBuffer b(r, count * 4);
     HC_ASSERT_OK(hetcclSend(b.get(), count, hetcclFloat32, 3, r.comm, r.stream), r.comm);
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    auto t0 = std::chrono::steady_clock::now();
-    HC_EXPECT_OK(hetcclCommAbort(r.comm), nullptr);
-    r.comm = nullptr;
-    syncStream(r);
-    EXPECT_LT(secondsSince(t0), 1) << "the stream waited past the abort";
-    reopenAlone(r);
+    abortReleasesTheStream(r);
   });
 }
 
