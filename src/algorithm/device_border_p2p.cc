@@ -35,6 +35,13 @@ std::vector<CollArgs> enqueueBorderPairs(Comm& c, std::vector<CollArgs> calls) {
   std::vector<CollArgs> mine, rest;
   for (CollArgs& a : calls) (takesBorderPair(c, a) ? mine : rest).push_back(a);
   if (mine.empty()) return rest;
+  // Every rank's out stream takes its sends, and its in stream its
+  // receives, in ascending peer order (a peer's own in the user's order).
+  // A send waits for its reader once the channel's slots are full; in this
+  // order a blocked sender always waits on a reader that waits on a lower
+  // sender, so the waits of one group call form no cycle, whatever order
+  // the user listed them in.
+  std::stable_sort(mine.begin(), mine.end(), [](const CollArgs& x, const CollArgs& y) { return x.peer < y.peer; });
   BorderCall bc(c, mine[0].dt, RedKind::kSum);
   DeviceBorder& b = bc.b;
   DeviceRuntime& d = bc.d;

@@ -300,10 +300,13 @@ void enqueueDeviceCalls(Comm& c, std::vector<CollArgs> calls, bool mayWait) {
   const size_t before = rest.size();
   calls = enqueueBorderPairs(c, std::move(rest));
   c.countCalls(hetcclPathDevice, before - calls.size());
-  // Then those inside this rank's group, then what stages. Each rank's
-  // streams so hold its border steps, border pairs, group pairs and staged
-  // calls in this order, and each kind waits only on the same kind of its
-  // peers: no cycle between ranks whatever the user's order of the calls.
+  // Then those inside this rank's group, then what stages. Within one
+  // group call each rank's streams so hold its border steps, border pairs
+  // (in peer order), group pairs and staged calls in this order, and each
+  // kind waits only on the same kind of its peers: no cycle between ranks
+  // whatever order the group call lists them in. (Ranks that split the
+  // same work into group calls differently can still order the vendor
+  // library's calls differently, as with NCCL itself.)
   calls = enqueueGroupPairs(c, std::move(calls));
   if (calls.empty()) return;
   if (mayWait && calls.size() == 1 && takesDirectPath(c, calls[0])) {

@@ -59,8 +59,9 @@ PairLinks::~PairLinks() {
 
 void PairLinks::create(const std::string& name) {
   if (empty()) return;
-  own_ = mapShared(createShmSegment(name, bytes()), bytes(), name);
-  name_ = name;
+  const int fd = createShmSegment(name, bytes());
+  name_ = name;  // unlinked by the destructor should the mapping fail
+  own_ = mapShared(fd, bytes(), name);
 }
 
 void PairLinks::mapPeers(const std::function<std::string(int)>& nameOf) {

@@ -91,6 +91,44 @@ TEST(EmuPairs, EveryPairOfThreeGroups) { everyPair("a,b,b,c,c,c", "emu,emu,emu,e
 // Rank 0 sends to rank 3, another index of the other group (a pair link),
 // more parts than the channel has slots, and rank 3 has exited: the call
 // fails within the timeout naming rank 3, and the stream goes on.
+// Group calls of messages longer than a channel holds (6 parts of 64 KiB,
+// 4 slots), each rank listing its peers in an order that, taken as it is,
+// closes a cycle of waits on full slots: rank 0 sends to 2 then 3, rank 1
+// to 3 then 2, rank 2 receives from 1 then 0, rank 3 from 0 then 1 (0
+// waits on 2, 2 on 1, 1 on 3, 3 on 0). Every message arrives.
+TEST(EmuPairs, GroupCallsOfLongMessagesInAnyPeerOrder) {
+  JobOptions o;
+  o.devices = parseDevices("emu,emu,emu,emu");
+  o.env.emplace_back("HETCCL_TIMEOUT_S", "20");
+  borderEnv(o, true);
+  runJob("a,a,b,b", o, [](Rank& r) {
+    const size_t count = 6 * 16384 + 11;
+    const std::vector<std::vector<int>> order = {{2, 3}, {3, 2}, {1, 0}, {0, 1}};
+    const bool sends = r.rank < 2;
+    std::vector<std::unique_ptr<DeviceBuffer>> bufs;
+    HC_ASSERT_OK(hetcclGroupStart(), r.comm);
+    for (int peer : order[r.rank]) {
+      bufs.push_back(std::make_unique<DeviceBuffer>(r, count * 4));
+      if (sends) {
+        bufs.back()->upload(iota(count, r.rank * 100 + peer, 3).data(), count * 4);
+        HC_ASSERT_OK(hetcclSend(bufs.back()->get(), count, hetcclInt32, peer, r.comm, r.stream), r.comm);
+      } else {
+        HC_ASSERT_OK(hetcclRecv(bufs.back()->get(), count, hetcclInt32, peer, r.comm, r.stream), r.comm);
+      }
+    }
+    HC_ASSERT_OK(hetcclGroupEnd(), r.comm);
+    syncStream(r);
+    hetcclResult_t async = hetcclSuccess;
+    HC_EXPECT_OK(hetcclCommGetAsyncError(r.comm, &async), r.comm);
+    ASSERT_EQ(async, hetcclSuccess) << hetcclGetLastError(r.comm);
+    for (size_t k = 0; k < bufs.size() && !sends; ++k) {
+      const int peer = order[r.rank][k];
+      EXPECT_EQ(readBack(*bufs[k], count), iota(count, peer * 100 + r.rank, 3)) << "from rank " << peer;
+    }
+    EXPECT_EQ(infoOf(r).pathCalls[hetcclPathDevice], 2ull);
+  });
+}
+
 // A job of groups a,a,b,b on emulated GPUs through the border (64 KiB
 // parts), with HETCCL_TIMEOUT_S.
 JobOptions twoByTwo(const char* timeoutS) {
@@ -109,7 +147,9 @@ TEST(EmuPairs, LinkPeerExitsUnderASend) {
     const size_t count = (size_t{1} << 18) + 3;  // 17 parts of 64 KiB
     DeviceBuffer b(r, count * 4);
     auto t0 = std::chrono::steady_clock::now();
+    const unsigned long long before = infoOf(r).pathCalls[hetcclPathDevice];
     hetcclResult_t res = hetcclSend(b.get(), count, hetcclFloat32, 3, r.comm, r.stream);
+    EXPECT_EQ(infoOf(r).pathCalls[hetcclPathDevice], before + 1) << "the send did not take the pair link";
     const std::string text = awaitFailure(r, res, t0, 20);
     EXPECT_LT(secondsSince(t0), 20);
     EXPECT_FALSE(text.empty()) << "no failure";
@@ -129,7 +169,9 @@ TEST(EmuPairs, AbortReleasesAStreamWaitingOnALink) {
     if (r.rank != 0) return abortAfter(r, 3);
     const size_t count = (size_t{1} << 18) + 3;  // 17 parts of 64 KiB
     DeviceBuffer b(r, count * 4);
+    const unsigned long long before = infoOf(r).pathCalls[hetcclPathDevice];
     HC_ASSERT_OK(hetcclSend(b.get(), count, hetcclFloat32, 3, r.comm, r.stream), r.comm);
+    EXPECT_EQ(infoOf(r).pathCalls[hetcclPathDevice], before + 1) << "the send did not take the pair link";
     abortReleasesTheStream(r);
   });
 }
