@@ -40,19 +40,11 @@ struct Header {
 };
 static_assert(sizeof(Header) <= kHeaderBytes, "the header outgrew its room");
 
-size_t pageRound(size_t b) {
-  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  return (b + page - 1) / page * page;
-}
-
 // Every wait on *f goes on (comm/device_border.h: the release value).
 void storeRelease(volatile uint64_t* f) { __atomic_store_n(const_cast<uint64_t*>(f), kFlagReleased, __ATOMIC_RELEASE); }
 
 uint8_t* mapSegment(int fd, size_t bytes, const std::string& name) {
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
-  close(fd);
-  if (p == MAP_FAILED) throwSystemError("device border: mmap " + name, errno);
-  return static_cast<uint8_t*>(p);
+  return mapShmSegment(fd, bytes, "device border: " + name);
 }
 
 }  // namespace

@@ -17,18 +17,10 @@ namespace {
 constexpr int kSlots = PairChannel::kSlots;
 constexpr size_t kFlagStride = 64;  // one cache line per flag
 
-size_t pageRound(size_t b) {
-  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  return (b + page - 1) / page * page;
-}
-
 size_t flagBytes(size_t n) { return pageRound(std::max<size_t>(1, n * kSlots * 2 * kFlagStride)); }
 
 uint8_t* mapShared(int fd, size_t bytes, const std::string& name) {
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
-  close(fd);
-  if (p == MAP_FAILED) throwSystemError("pair links: mmap " + name, errno);
-  return static_cast<uint8_t*>(p);
+  return mapShmSegment(fd, bytes, "pair links: " + name);
 }
 
 }  // namespace

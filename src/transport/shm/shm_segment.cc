@@ -114,4 +114,17 @@ int createShmSegment(const std::string& name, size_t bytes) {
   return fd;
 }
 
+size_t pageRound(size_t bytes) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return (bytes + page - 1) / page * page;
+}
+
+uint8_t* mapShmSegment(int fd, size_t bytes, const std::string& what) {
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  const int err = errno;
+  close(fd);
+  if (p == MAP_FAILED) throwSystemError("mmap " + what, err);
+  return static_cast<uint8_t*>(p);
+}
+
 }  // namespace hetccl

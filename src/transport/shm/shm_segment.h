@@ -1,5 +1,6 @@
 // The shm transport's memory: how large its rings may be, and the names of
-// its segments in /dev/shm and their cleanup.
+// its segments in /dev/shm and their cleanup; making and mapping segments
+// (also for the device border's, comm/device_border.h).
 //
 // One communicator's rings on one host: n ranks there, each with an inbox
 // holding one ring per peer, so n x (n - 1) rings. Each ring is
@@ -46,5 +47,12 @@ int removeStaleShmSegments();
 // full /dev/shm is a clear error here instead of a SIGBUS later. Returns
 // the descriptor; throws hetcclSystemError naming the size and /dev/shm.
 int createShmSegment(const std::string& name, size_t bytes);
+
+// `bytes` rounded up to whole pages.
+size_t pageRound(size_t bytes);
+
+// Maps `bytes` of the segment open at fd (shared, read-write, populated
+// now) and closes fd. Throws hetcclSystemError naming `what`.
+uint8_t* mapShmSegment(int fd, size_t bytes, const std::string& what);
 
 }  // namespace hetccl
