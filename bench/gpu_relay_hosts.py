@@ -3,9 +3,11 @@
 UTS, IPC and mount namespaces; needs root, iproute2 and util-linux; where
 those are missing, hosts of their own UTS, IPC and mount namespaces that
 share the machine's network, on loopback): one rank a host, groups g0 and
-g1, so the border crosses hosts over tcp (a veth pair, or loopback). float32 sum AllReduce (--op: another hetccl-perf collective), out of place, in one command:
-  relay   the device border through its relay (comm/border_relay.h): the
-          GPUs' copy engines fill pinned slots, the relay carries them
+g1, so the border crosses hosts over tcp (a veth pair, or loopback). float32 sum AllReduce (--op: another
+hetccl-perf collective), out of place, in one command:
+  relay   the device border through its relay (comm/border_relay.h; send/recv:
+          the pair relay, comm/pair_relay.h): the GPUs' copy engines fill
+          pinned slots, the relay carries them
   staged  HETCCL_GPU_BORDER=0: the whole buffer to pinned memory, the host
           plan across, back to the device
   host    the same two processes as host-memory ranks: what the link
@@ -49,7 +51,7 @@ def main():
     ap.add_argument("build", nargs="?", default="build")
     ap.add_argument("--kind", default="cuda")
     ap.add_argument("--op", default="allreduce", help="hetccl-perf's -o (sendrecv: the pair between the hosts, "
-                    "which stages today)")
+                    "through the pair relay)")
     ap.add_argument("--min", type=int, default=1 << 20)
     ap.add_argument("--max", type=int, default=256 << 20)
     ap.add_argument("--rounds", type=int, default=2)

@@ -40,7 +40,7 @@ for s in $steps; do
       step configure 120 cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo "${gtest[@]}"
       step build 400 cmake --build "$build" -j "$(nproc)" --target hetccl hetccl-perf gpu_matrix test_kernels \
         hetccl-gpu-passthrough unit_device unit_backend unit_nccl hetccl-info nccl_dropin test_dropin hetccl-membw \
-        mp_emu_tests hetccl-flight-cost unit_core
+        mp_emu_tests hetccl-flight-cost unit_core pair_relay_rank
       ;;
     unit)
       step unit_device 60 "$build/tests/unit/unit_device"
@@ -127,9 +127,12 @@ for s in $steps; do
       ;;
     relay)  # GPU ranks on two emulated hosts (network namespaces where root and iproute2 are there, else hosts
       # on one network over loopback): every collective through the device border's relay, checked, then the
-      # relay against staged and host ranks (ratio lines)
-      step relay_check 300 python3 "$here/tests/multihost/check_emu_border.py" "$build/tools/hetccl-perf" --kind cuda
+      # relay against staged and host ranks (ratio lines), AllReduce and send/recv (the pair relay)
+      step relay_check 300 python3 "$here/tests/multihost/check_emu_border.py" "$build/tools/hetccl-perf" --kind cuda \
+        --pairs "$build/tests/multihost/pair_relay_rank"
       step relay_bench 400 python3 "$here/bench/gpu_relay_hosts.py" "$build" --kind cuda --rounds "${ROUNDS:-2}"
+      step relay_bench_sendrecv 400 python3 "$here/bench/gpu_relay_hosts.py" "$build" --kind cuda --op sendrecv \
+        --rounds "${ROUNDS:-2}"
       ;;
     ucx)  # the GPU matrix with the border over UCX: 1 CUDA + 3 host ranks (UCX_TLS=sm and tcp, plus
           # cuda_copy/cuda_ipc where UCX has them), then two processes on the one GPU in two groups, staged;

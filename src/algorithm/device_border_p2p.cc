@@ -64,12 +64,14 @@ std::vector<CollArgs> enqueueBorderPairs(Comm& c, std::vector<CollArgs> calls) {
         if (n > kSlots) d.streamWaitValue(o, ch.outAck[slot], n - kSlots);  // the reader is done with it
         bc.put(ch.outData[slot], static_cast<const uint8_t*>(a.send) + off, len, o);
         d.streamWriteValue(o, ch.outReady[slot], n);
+        b.announce(ch, true, len, total);
       } else {
         const uint64_t n = ++ch.received;
         const int slot = static_cast<int>(n % kSlots);
         d.streamWaitValue(in, ch.inReady[slot], n);
         d.copy(static_cast<uint8_t*>(a.recv) + off, ch.inData[slot], len, in);
         d.streamWriteValue(in, ch.inAck[slot], n);
+        b.announce(ch, false, len, total);
       }
     }
     if (std::none_of(waits.begin(), waits.end(), [&](const PairWait& w) { return w.ch == &ch; }))

@@ -437,6 +437,7 @@ void Comm::setUpDeviceBorder() {
     s.relayTransport = interName_;
     s.relayContext = &relayContext_;
     s.metrics = &metrics_;
+    s.relayFailed = [this](hetcclResult_t code, const std::string& why) { fail(code, why); };
   }
   auto b = DeviceBorder::create(s);
   if (!b) {
@@ -503,6 +504,9 @@ Comm::~Comm() {
   // hetcclCommAbort, and hetcclCommDestroy drains first.
   abort_.store(true);
   proxy_.stop();  // before the backend and device state it uses go
+  // The relays' threads call back into this communicator when they fail:
+  // they end while every member is still here.
+  if (border_) border_->stopRelays();
 }
 
 ReduceOp Comm::resolveOp(hetcclRedOp_t op, DataType dt) const {

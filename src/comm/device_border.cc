@@ -191,7 +191,19 @@ std::unique_ptr<DeviceBorder> DeviceBorder::create(const Setup& s) {
     for (int q = 0; q < g; ++q)
       if (b->remote_[q]) remote.push_back(q);
     b->relay_ = BorderRelay::create(*b, s.relayTransport, *s.relayContext, std::move(remote), s.metrics);
+    // Send/recv with GPU ranks of other groups on other hosts.
+    std::vector<int> far;
+    for (int r = 0; r < static_cast<int>(s.groupOf.size()); ++r)
+      if (s.groupOf[r] != s.groupOf[s.rank] && hostOf(r) != hostOf(s.rank)) far.push_back(r);
+    DeviceBorder* self = b.get();
+    b->pairRelay_ = PairRelay::create(*s.device, s.relayTransport, *s.relayContext, std::move(far),
+                                      std::min(part, PairLinks::kMaxPart), s.metrics,
+                                      [self, then = s.relayFailed](hetcclResult_t code, const std::string& why) {
+                                        self->releaseAll();
+                                        if (then) then(code, why);
+                                      });
   }
+  const bool relaysPairs = b->pairRelay_ && !b->pairRelay_->peers().empty();
   // Registration and allocation may synchronise the device: here, at init,
   // nothing of this communicator is in flight.
   if (b->links_) {
@@ -204,7 +216,7 @@ std::unique_ptr<DeviceBorder> DeviceBorder::create(const Setup& s) {
     // blocks pass through it (ownStaging()).
     b->scratchBytes_ = part;
     b->scratch_ = static_cast<uint8_t*>(s.device->alloc(b->scratchBytes_));
-    if (b->links_) {  // send/recv over the links: the internal streams
+    if (b->links_ || relaysPairs) {  // send/recv over the links or the relay: the internal streams
       b->out_ = s.device->createStream();
       b->in_ = s.device->createStream();
     }
@@ -240,8 +252,14 @@ bool DeviceBorder::timeSlicedGpus(const std::vector<uint64_t>& gpu, const std::v
   return false;
 }
 
+void DeviceBorder::stopRelays() {
+  if (pairRelay_) pairRelay_->stop();  // first: a failure in its last round releases through relay_
+  if (relay_) relay_->stop();
+}
+
 DeviceBorder::~DeviceBorder() {
-  if (relay_) relay_->stop();  // its threads read the segments
+  stopRelays();  // their threads read the segments
+  pairRelay_.reset();
   relay_.reset();
   if (dev_ && out_) {
     dev_->destroyStream(out_);
@@ -312,8 +330,13 @@ uint8_t* DeviceBorder::pairData(int owner, int reader, int slot) {
 }
 
 void DeviceBorder::releaseAll() {
-  // The relay first: none of its stores lands after the release values.
-  if (relay_) relay_->halt("rank " + std::to_string(rank_) + " released its device border (it failed or aborted)");
+  // The relays first: none of their stores lands after the release values.
+  const std::string why = "rank " + std::to_string(rank_) + " released its device border (it failed or aborted)";
+  if (relay_) relay_->halt(why);
+  if (pairRelay_) {
+    pairRelay_->halt(why);
+    pairRelay_->releaseFlags();
+  }
   for (int slot = 0; slot < kSlots; ++slot)
     for (int q = 0; q < peers(); ++q) {
       if (q == me_) continue;
@@ -346,6 +369,10 @@ double DeviceBorder::enqueueStalledUs() const {
 }
 
 void DeviceBorder::haltRelay(const std::string& why) {
+  if (pairRelay_) {
+    pairRelay_->halt(why);
+    pairRelay_->releaseFlags();
+  }
   if (!relay_) return;
   relay_->halt(why);
   // What the relay would have stored for this rank's streams: released.
@@ -356,12 +383,19 @@ void DeviceBorder::haltRelay(const std::string& why) {
     }
 }
 
-std::string DeviceBorder::relayError() const { return relay_ ? relay_->error() : std::string(); }
+std::string DeviceBorder::relayError() const {
+  const std::string e = relay_ ? relay_->error() : std::string();
+  return !e.empty() || !pairRelay_ ? e : pairRelay_->error();
+}
 
 PairChannel* DeviceBorder::pair(int peer) {
   for (PairChannel& ch : pairs_)
     if (ch.peer == peer) return &ch;
-  return nullptr;
+  return pairRelay_ ? pairRelay_->channel(peer) : nullptr;
+}
+
+void DeviceBorder::announce(const PairChannel& ch, bool send, size_t len, size_t msg) {
+  if (pairRelay_ && pairRelay_->owns(ch)) pairRelay_->announce(ch, send, len, msg);
 }
 
 void DeviceBorder::makeChannels() {

@@ -62,6 +62,7 @@
 
 #include "comm/border_relay.h"
 #include "comm/pair_links.h"
+#include "comm/pair_relay.h"
 #include "device/device.h"
 
 namespace hetccl {
@@ -94,6 +95,9 @@ class DeviceBorder {
     std::string relayTransport;
     const TransportContext* relayContext = nullptr;
     CallMetrics* metrics = nullptr;  // the relay counts the bytes it sends (border_remote)
+    // The send/recv relay failed with parts in flight (the communicator
+    // fails: comm/pair_relay.h); called after this rank's streams are released.
+    PairRelay::Failed relayFailed;
   };
   // Collective over every rank of the communicator (one bootstrap allgather
   // and two barriers): every rank calls it, with its own border peers. The
@@ -175,8 +179,11 @@ class DeviceBorder {
   // peers, and what it would have stored for this rank's streams is
   // released. Any thread.
   void haltRelay(const std::string& why);
-  // What made the relay fail, or "".
+  // What made a relay fail, or "".
   std::string relayError() const;
+  // The relays' threads end (serving what was committed and announced for
+  // a while first): the communicator's end. Idempotent.
+  void stopRelays();
   size_t scratchBytes() const { return scratchBytes_; }
 
   volatile uint64_t* ready(int owner, int slot) { return flag(owner, slot, 0); }
@@ -194,10 +201,16 @@ class DeviceBorder {
   // the first outgoing part): free once a call's border steps are joined.
   uint8_t* ownStaging() { return scratch_ + (hasPeers() ? static_cast<size_t>(peers() - 1) * partBytes_ : 0); }
 
-  // The send/recv channel with global rank `peer` on this host (a border
-  // peer's or a pair link's), or null: such pairs stage (both ends decide
-  // alike). The enqueuing thread counts the parts in it.
+  // The send/recv channel with global rank `peer`, a GPU rank of another
+  // group: on this host a border peer's or a pair link's, on another host
+  // the pair relay's (comm/pair_relay.h; made here at its first use), or
+  // null: such pairs stage (both ends decide alike). The enqueuing thread
+  // counts the parts in it, outside any border call (a relay channel's
+  // first use maps and registers memory).
   PairChannel* pair(int peer);
+  // The enqueuing thread put the next part (`len` bytes of a message of
+  // `msg`) of `ch` in its stream's way: a relay channel's relay learns of it.
+  void announce(const PairChannel& ch, bool send, size_t len, size_t msg);
   // Whether this rank's last pair wait on `ch` (up to part `sent` out, part
   // `received` in) has not been met; `poisoned`: the peer released its
   // flags of the channel. Any thread.
@@ -256,9 +269,10 @@ class DeviceBorder {
   std::vector<uint8_t*> headerPages_;  // header pages of ranks that are not peers (mapped alone)
   int rank_ = 0;
   std::vector<bool> registered_;
-  std::vector<bool> remote_;            // by peer index
-  std::atomic<double> progressUs_{0};   // clockUs() of the enqueuing thread's last progress; 0: not enqueuing
-  std::unique_ptr<BorderRelay> relay_;  // where a peer is remote (threads: before the segments go)
+  std::vector<bool> remote_;              // by peer index
+  std::atomic<double> progressUs_{0};     // clockUs() of the enqueuing thread's last progress; 0: not enqueuing
+  std::unique_ptr<BorderRelay> relay_;    // where a peer is remote (threads: before the segments go)
+  std::unique_ptr<PairRelay> pairRelay_;  // where a GPU rank of another group is remote
   uint8_t* scratch_ = nullptr;
   Stream out_ = nullptr, in_ = nullptr;
   uint64_t seq_ = 0;

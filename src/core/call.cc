@@ -29,6 +29,11 @@ std::string MsgTag::describe() const {
              op < 4 ? kWhat[op] : "?");
     return buf;
   }
+  if (coll == kPairRelay) {
+    snprintf(buf, sizeof(buf), "send/recv relay round %llu (%s)", static_cast<unsigned long long>(seq),
+             op == 0 ? "status" : "parts");
+    return buf;
+  }
   const char* dt = dataTypeValid(dtype) ? dataTypeName(static_cast<DataType>(dtype)) : "?";
   const char* opName = op < 4 ? redKindName(static_cast<RedKind>(op)) : "?";
   int n = snprintf(buf, sizeof(buf), "%s #%llu (count %llu, %s", collKindName(static_cast<CollKind>(coll)),

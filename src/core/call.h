@@ -23,6 +23,8 @@ const char* collKindName(CollKind k);
 // MsgTag::coll of the device border relay's messages (comm/border_relay.h):
 // not a collective of the API; MsgTag::op then says which message.
 inline constexpr uint16_t kDeviceBorderRelay = 0x100;
+// ... and of the send/recv relay's (comm/pair_relay.h): op 0 a status, 1 parts.
+inline constexpr uint16_t kPairRelay = 0x101;
 
 struct MsgTag {
   uint64_t seq = 0;    // collective sequence number on the communicator

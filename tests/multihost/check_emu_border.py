@@ -3,7 +3,7 @@
 the device border with border peers on other hosts, through its relay
 (comm/border_relay.h), then a host killed under it.
 
-  check_emu_border.py HETCCL_PERF [--quick] [--kind emu|cuda|hip] [--shared-network]
+  check_emu_border.py HETCCL_PERF [--pairs PAIR_RELAY_RANK] [--quick] [--kind emu|cuda|hip] [--shared-network]
 
 1. Layouts (ranks per host, groups by rank), every collective checked by
    hetccl-perf against its reference, 8 B to 1 MiB (--quick: to 64 KiB),
@@ -14,10 +14,15 @@ the device border with border peers on other hosts, through its relay
    Each must have set up the relay (its INFO line) and taken the device
    border for the calls it takes on one host (the TRACE lines of the
    border's calls): every collective; send/recv (hetccl-perf's ring: each
-   rank sends to the next) where two neighbours of the ring are on one
-   host in different groups (a pair channel or a pair link), and nowhere
-   else (send/recv between hosts stages: the channels do not cross hosts;
-   inside a group it is the vendor library's).
+   rank sends to the next) where two neighbours of the ring are in
+   different groups (on one host a pair channel or a pair link, across
+   hosts the pair relay, whose channel is then made), and nowhere else
+   (inside a group it is the vendor library's).
+   With --pairs: pair_relay_rank's send/recv of every rank with every
+   other (long messages in one group call, ring steps back to back, sizes
+   from 4 B) on the same layouts, every result checked and no call staged;
+   and a send meeting a receive of half its size, which both ranks must
+   fail naming both sizes.
 2. Encrypted links: 2 hosts x 2 (a,a | b,b), each host its own site
    (HETCCL_SITE_MAP, a job secret of its own): AllReduce right, and the
    relay's three transports on each rank connected encrypted (AES-256-GCM
@@ -68,16 +73,21 @@ BORDER_NAMES = {op: f"{name} of \\d+ bytes" for op, name in
 BORDER_NAMES["sendrecv"] = "send/recv: "
 
 
-def local_ring_pair(hosts, gmap):
-    """Whether some rank of the ring and the next one share a host but not a group."""
+def groups_of(gmap):
     group = {}
     for part in gmap.split(","):
         ranks, name = part.split(":")
         lo, _, hi = ranks.partition("-")
         for r in range(int(lo), int(hi or lo) + 1):
             group[r] = name
-    n = len(hosts)
-    return any(hosts[r] == hosts[(r + 1) % n] and group[r] != group[(r + 1) % n] for r in range(n))
+    return group
+
+
+def ring_pairs(hosts, gmap):
+    """The ring's neighbours (r, r + 1) in different groups: (any, across hosts)."""
+    group, n = groups_of(gmap), len(hosts)
+    cross = [r for r in range(n) if group[r] != group[(r + 1) % n]]
+    return bool(cross), any(hosts[r] != hosts[(r + 1) % n] for r in cross)
 TIMEOUT_S = 5
 # HETCCL_EMU_LAZY_LOADING=1: the emulated GPU loads kernels lazily, as CUDA
 # does by default (a first launch waits for the device's streams, which may
@@ -111,12 +121,51 @@ def run_layout(cl, perf, kind, name, hosts, gmap, coll, maxb, port):
         border += len(re.findall(r"device border %s" % BORDER_NAMES[op], err))
     if not relayed:
         fail(f"{name}: {coll}: no rank set up the device border's relay\n{job.show()}")
-    takes = op != "sendrecv" or local_ring_pair(hosts, gmap)
+    any_pair, far_pair = ring_pairs(hosts, gmap)
+    takes = op != "sendrecv" or any_pair
+    if op == "sendrecv" and far_pair and not any("send/recv relay: channel with rank" in job.err(r)
+                                                 for r in range(len(hosts))):
+        fail(f"{name}: {coll}: no rank made a channel of the send/recv relay\n{job.show()}")
     if takes and border == 0:
         fail(f"{name}: {coll}: no call took the device border\n{job.show()}")
     if not takes and border:
         fail(f"{name}: {coll}: {border} calls took the device border where they should stage\n{job.show()}")
     return border
+
+
+def pair_relay(cl, rankbin, kind, name, hosts, gmap, port):
+    """pair_relay_rank pairs: every result right, nothing staged."""
+    env = dict(ENV, HETCCL_DEVICE=kind, HETCCL_GROUP_MAP=gmap, HETCCL_TIMEOUT_S="60", HETCCL_GPU_BORDER_MIN="0",
+               HETCCL_DEBUG="INFO", HETCCL_DEBUG_SUBSYS="INIT,COLL")
+    job = cl.launch(hosts, [rankbin, "pairs"], env=env, master_port=port)
+    codes = job.wait(300)
+    counts = []
+    for r in range(len(hosts)):
+        m = re.search(r"^PAIRS OK (\d+) (\d+) (\d+)$", job.out(r), re.M)
+        if codes[r] != 0 or not m:
+            fail(f"pairs {name}: rank {r} exited {codes[r]}\n{job.show()}")
+        device, staged, none = (int(v) for v in m.groups())
+        if staged or not device:
+            fail(f"pairs {name}: rank {r}: {device} calls on the device, {staged} staged\n{job.show()}")
+        counts.append(device)
+    if not any("send/recv relay: channel with rank" in job.err(r) for r in range(len(hosts))):
+        fail(f"pairs {name}: no rank made a channel of the send/recv relay\n{job.show()}")
+    return f"every pair right; device calls by rank {counts}, none staged"
+
+
+def size_mismatch(cl, rankbin, kind, port):
+    """A send of 256 KiB meets a receive of 128 KiB across hosts: both fail, naming both sizes."""
+    env = dict(ENV, HETCCL_DEVICE=kind, HETCCL_GROUP_MAP="0:a,1:b", HETCCL_TIMEOUT_S="60",
+               HETCCL_GPU_BORDER_MIN="0")
+    job = cl.launch([0, 1], [rankbin, "mismatch"], env=env, master_port=port)
+    codes = job.wait(120)
+    lines = []
+    for r in range(2):
+        m = re.search(r"^MISMATCH (\d+) ([\d.]+) (.*)$", job.out(r), re.M)
+        if codes[r] != 0 or not m or "262144 bytes meets a receive of 131072 bytes" not in m.group(3):
+            fail(f"size mismatch: rank {r} (exit {codes[r]}) did not fail naming both sizes\n{job.show()}")
+        lines.append(f"rank {r} failed (code {m.group(1)}) after {float(m.group(2)):.1f} s")
+    return "; ".join(lines) + f": {m.group(3)[:160]}"
 
 
 def encrypted(cl, perf, kind, port):
@@ -198,6 +247,7 @@ def stalled(cl, perf, port):
 
 def main():
     perf = sys.argv[1]
+    rankbin = sys.argv[sys.argv.index("--pairs") + 1] if "--pairs" in sys.argv else None
     kind = sys.argv[sys.argv.index("--kind") + 1] if "--kind" in sys.argv else "emu"
     # A real GPU that two ranks of one host share stages calls under 1 MiB
     # (HETCCL_GPU_BORDER_MIN's default there): sizes up to 2 MiB.
@@ -215,6 +265,12 @@ def main():
                 port += 1
                 counts.append(f"{coll} {run_layout(cl, perf, kind, name, hosts, gmap, coll, maxb, port)}")
             print(f"check_emu_border: {name}: right; border calls (all ranks): {', '.join(counts)}")
+            if rankbin:
+                port += 1
+                print(f"check_emu_border: {name}: send/recv: {pair_relay(cl, rankbin, kind, name, hosts, gmap, port)}")
+        if rankbin:
+            port += 1
+            print(f"check_emu_border: size mismatch across hosts: {size_mismatch(cl, rankbin, kind, port)}")
         port += 1
         print(f"check_emu_border: encrypted, a site a host: {encrypted(cl, perf, kind, port)}")
         if kind == "emu":
