@@ -1,14 +1,16 @@
-// Send/recv of GPU ranks of different groups on one host through shared
-// memory (comm/pair_links.h: a border peer's pair channel, or a pair link
-// between ranks of other indices): the sender's copy engine puts each part
+// Send/recv of GPU ranks of different groups through channels of parts in
+// pinned memory: on one host shared memory (comm/pair_links.h: a border
+// peer's pair channel, or a pair link between ranks of other indices),
+// across hosts each end's half of a channel that the pair relay carries
+// (comm/pair_relay.h, which the enqueue tells of every part): the sender's copy engine puts each part
 // of the buffer into the channel (out stream) and the receiver's copies it
 // straight into the receive buffer (in stream), chunk flags as stream
 // memory operations, in the caller's stream order; the calling thread
 // never waits and the proxy only watches. The two directions of a pair are
 // counted apart, so a send and a receive may be issued in either order or
 // in one group, and no other peer takes part. Peers in the same group go
-// to the vendor library (device_exec.cc); peers on other hosts and calls
-// smaller than HETCCL_GPU_BORDER_MIN stage through pinned memory.
+// to the vendor library (device_exec.cc); calls smaller than
+// HETCCL_GPU_BORDER_MIN stage through pinned memory.
 #pragma once
 
 #include <vector>

@@ -140,7 +140,8 @@ const std::vector<VarSpec>& settingsTable() {
        0, 0, "auto|0|1"},
       {"HETCCL_GPU_BORDER", VarType::kChoice, "auto", nullptr,
        "GPU ranks' collectives (the README lists the few that stage) and send/recv between ranks of different "
-       "groups on one host, across groups through the device border: each group's vendor library "
+       "groups (on other hosts through hetccl's pair relay), across groups through the device border: each group's "
+       "vendor library "
        "works inside the group in device memory, and only each rank's share crosses to the other groups, by "
        "the GPUs' copy engines through shared memory registered with every runtime (to peers on other hosts "
        "through a mirror of it that hetccl's relay fills over the inter-host transport), folded by GPU kernels, "
@@ -154,7 +155,9 @@ const std::vector<VarSpec>& settingsTable() {
       {"HETCCL_GPU_BORDER_CHUNK", VarType::kBytes, "8M", nullptr,
        "device border: bytes of one part of a slice (a slice is one part per group); shared memory per rank is "
        "4 x (groups + 1) parts, device scratch 2 x (groups - 1) parts, and 4 parts of at most 2 MiB for each GPU "
-       "rank of another group on this host that is not a border peer (send/recv links); halved (down to 64 KiB) "
+       "rank of another group on this host that is not a border peer (send/recv links); pinned memory of 8 such "
+       "parts for each GPU rank of another group on another host it exchanges send/recv with (at the first one); "
+       "halved (down to 64 KiB) "
        "until every rank's segments fit in half of the free /dev/shm, the smallest of all ranks' then used by all",
        4096, int64_t{1} << 30},
       {"HETCCL_GPU_BORDER_MIN", VarType::kBytes, "1M", nullptr,
