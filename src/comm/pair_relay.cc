@@ -252,6 +252,14 @@ PairRelay::Status PairRelay::statusOf(Link& l, uint64_t round) {
   return st;
 }
 
+void PairRelay::move(std::vector<Xfer>& x) {
+  try {
+    transport_->run(x);
+  } catch (const Error& e) {
+    throwError(e.code(), std::string("send/recv relay across hosts: ") + e.what());
+  }
+}
+
 bool PairRelay::round(uint64_t n, bool bye) {
   std::vector<Link*> on;
   std::vector<Status> mine, theirs;
@@ -270,7 +278,7 @@ bool PairRelay::round(uint64_t n, bool bye) {
     x.push_back(Xfer::send(on[k]->peer, &mine[k], sizeof(Status), tag(n, kStatus)));
     x.push_back(Xfer::recv(on[k]->peer, &theirs[k], sizeof(Status), tag(n, kStatus)));
   }
-  transport_->run(x);
+  move(x);
   x.clear();
   std::vector<uint64_t> outTo(on.size()), inTo(on.size());
   uint64_t bytes = 0;
@@ -290,7 +298,7 @@ bool PairRelay::round(uint64_t n, bool bye) {
     for (uint64_t p = l.received + 1; p <= inTo[k]; ++p)
       x.push_back(Xfer::recv(l.peer, l.ch.inData[p % kSlots], theirs[k].out.lens[p - l.received - 1], tag(n, kParts)));
   }
-  if (!x.empty()) transport_->run(x);
+  if (!x.empty()) move(x);
   if (metrics_ && bytes) metrics_->linkBytes(CallMetrics::kBorderRemote, bytes);
   std::lock_guard<std::mutex> g(mu_);
   for (size_t k = 0; k < on.size(); ++k) {

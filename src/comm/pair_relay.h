@@ -128,6 +128,8 @@ class PairRelay {
   void loop();
   // This rank's status for one link (under mu_).
   Status statusOf(Link& l, uint64_t round);
+  // Runs x on the transport; its errors say they are the relay's.
+  void move(std::vector<Xfer>& x);
   // One round with the links not gone; whether any part moved.
   bool round(uint64_t n, bool bye);
   bool pending() const;  // under mu_

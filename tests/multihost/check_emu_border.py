@@ -21,8 +21,11 @@ the device border with border peers on other hosts, through its relay
    With --pairs: pair_relay_rank's send/recv of every rank with every
    other (long messages in one group call, ring steps back to back, sizes
    from 4 B) on the same layouts, every result checked and no call staged;
-   and a send meeting a receive of half its size, which both ranks must
-   fail naming both sizes.
+   a send meeting a receive of half its size, which both ranks must fail
+   naming both sizes; and a send waiting on the relay for a receive that
+   never comes: aborted (abort and the stream's release within 1 s each,
+   then a new communicator works), or its peer exiting (an error within
+   HETCCL_TIMEOUT_S + 5 s naming it).
 2. Encrypted links: 2 hosts x 2 (a,a | b,b), each host its own site
    (HETCCL_SITE_MAP, a job secret of its own): AllReduce right, and the
    relay's three transports on each rank connected encrypted (AES-256-GCM
@@ -168,6 +171,26 @@ def size_mismatch(cl, rankbin, kind, port):
     return "; ".join(lines) + f": {m.group(3)[:160]}"
 
 
+def stuck_send(cl, rankbin, kind, port, mode):
+    """Rank 0's send waits on the relay for a rank 1 that never receives. abort: rank 0 aborts after 1 s;
+    the abort and the stream's release each within 1 s, then a new communicator of rank 0 works. exit:
+    rank 1 exits; rank 0 fails within HETCCL_TIMEOUT_S + 5 s naming rank 1."""
+    env = dict(ENV, HETCCL_DEVICE=kind, HETCCL_GROUP_MAP="0:a,1:b", HETCCL_TIMEOUT_S=str(TIMEOUT_S),
+               HETCCL_GPU_BORDER_MIN="0")
+    job = cl.launch([0, 1], [rankbin, mode], env=env, master_port=port)
+    codes = job.wait(TIMEOUT_S + 60)
+    out = job.out(0)
+    if mode == "abort":
+        m = re.search(r"^ABORT ([\d.]+) ([\d.]+) (.*)$", out, re.M)
+        if codes[0] != 0 or not m or m.group(3) != "ok" or float(m.group(1)) > 1 or float(m.group(2)) > 1:
+            fail(f"abort under a send across hosts: exit codes {codes}\n{job.show()}")
+        return f"abort {float(m.group(1)):.2f} s, stream free {float(m.group(2)):.2f} s after it, new communicator ok"
+    m = re.search(r"^EXIT (\d+) ([\d.]+) (.*)$", out, re.M)
+    if codes[0] != 0 or not m or float(m.group(2)) > TIMEOUT_S + 5 or "rank 1" not in m.group(3):
+        fail(f"rank 1 exiting under a send across hosts: exit codes {codes}\n{job.show()}")
+    return f"rank 0 failed (code {m.group(1)}) within {float(m.group(2)):.1f} s: {m.group(3)[:160]}"
+
+
 def encrypted(cl, perf, kind, port):
     hosts, gmap = ([0, 0, 1, 1], "0-1:a,2-3:b") if kind == "emu" else ([0, 1], "0:a,1:b")
     sites = "0-1:h0,2-3:h1" if kind == "emu" else "0:h0,1:h1"
@@ -271,6 +294,10 @@ def main():
         if rankbin:
             port += 1
             print(f"check_emu_border: size mismatch across hosts: {size_mismatch(cl, rankbin, kind, port)}")
+            for mode in ("abort", "exit"):
+                port += 1
+                print(f"check_emu_border: {mode} under a send across hosts: "
+                      f"{stuck_send(cl, rankbin, kind, port, mode)}")
         port += 1
         print(f"check_emu_border: encrypted, a site a host: {encrypted(cl, perf, kind, port)}")
         if kind == "emu":

@@ -18,16 +18,29 @@
 //                              receives 128 KiB. Prints "MISMATCH <code>
 //                              <text>" once the call or the communicator
 //                              failed, or "MISMATCH NONE" after 60 s.
+//   pair_relay_rank abort      ranks 0 and 1: rank 0 sends 17 parts that
+//                              rank 1 never receives, so its stream waits
+//                              on the relay; after 1 s it aborts. Prints
+//                              "ABORT <abort s> <stream s> <reopen>": how
+//                              long the abort took, how long after it the
+//                              stream was free, and whether a new
+//                              communicator of rank 0 alone then works
+//                              ("ok"); rank 1 prints "IDLE".
+//   pair_relay_rank exit       the same send; rank 1 exits after 1 s.
+//                              Rank 0 prints "EXIT <code> <s> <text>" once
+//                              it failed, or "EXIT NONE" after 60 s.
 // Ranks destroy their communicators at staggered times (rank r after
 // 0.1 r s): the relays' goodbyes.
 #include <time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "hetccl/hetccl.h"
@@ -187,6 +200,92 @@ int mismatch(Job& j) {
   return 0;
 }
 
+// Waits until the stream is free, the call failed or 60 s passed; the
+// result (hetcclSuccess: nothing failed), and the error text in *text.
+hetcclResult_t awaitFailure(Job& j, std::string* text) {
+  hetcclResult_t r = hetcclStreamSynchronize(kind(), j.stream), async = hetcclSuccess;
+  const double t0 = now();
+  while (r == hetcclSuccess && async == hetcclSuccess && now() - t0 < 60) {
+    usleep(50000);
+    hetcclCommGetAsyncError(j.comm, &async);
+  }
+  *text = hetcclGetLastError(j.comm);
+  return r != hetcclSuccess ? r : async;
+}
+
+// A communicator of this rank alone on the same device: an AllReduce of it works.
+bool reopenAlone() {
+  hetcclUniqueId id;
+  hetcclComm_t c = nullptr;
+  hetcclConfig_t cfg = HETCCL_CONFIG_INITIALIZER;
+  cfg.device = kind();
+  unsetenv("HETCCL_GROUP_MAP");  // the job's map names ranks this communicator lacks
+  if (hetcclGetUniqueId(&id) != hetcclSuccess || hetcclCommInitRankConfig(&c, 1, id, 0, &cfg) != hetcclSuccess) {
+    printf("REOPEN %s\n", hetcclGetLastError(nullptr));
+    return false;
+  }
+  void* buf = nullptr;
+  hetcclStream_t s = nullptr;
+  int32_t v = 41;
+  bool good = hetcclDeviceAlloc(kind(), &buf, 4) == hetcclSuccess && hetcclStreamCreate(kind(), &s) == hetcclSuccess &&
+              hetcclDeviceCopy(kind(), buf, &v, 4) == hetcclSuccess &&
+              hetcclAllReduce(buf, buf, 1, hetcclInt32, hetcclSum, c, s) == hetcclSuccess &&
+              hetcclStreamSynchronize(kind(), s) == hetcclSuccess;
+  v = 0;
+  good = good && hetcclDeviceCopy(kind(), &v, buf, 4) == hetcclSuccess && v == 41;
+  if (s) hetcclStreamDestroy(kind(), s);
+  if (buf) hetcclDeviceFree(kind(), buf);
+  return hetcclCommDestroy(c) == hetcclSuccess && good;
+}
+
+// abort and exit: rank 0's send of 17 parts waits on a rank 1 that never receives.
+int stuckSend(Job& j, bool abort) {
+  if (j.rank > 1) return 0;
+  const char* chunkEnv = getenv("HETCCL_GPU_BORDER_CHUNK");
+  const size_t part = chunkEnv ? strtoull(chunkEnv, nullptr, 10) : size_t{2} << 20;
+  const size_t bytes = part * 17;
+  void* buf = nullptr;
+  if (!ok(hetcclDeviceAlloc(kind(), &buf, bytes), j, abort ? "ABORT" : "EXIT")) return 1;
+  if (j.rank == 1) {
+    if (!abort) {
+      usleep(1000000);
+      _exit(0);  // no destroy, no goodbye
+    }
+    usleep(3000000);  // rank 0 aborts meanwhile
+    printf("IDLE\n");
+    return 0;
+  }
+  if (!ok(hetcclSend(buf, bytes / 4, hetcclInt32, 1, j.comm, j.stream), j, abort ? "ABORT" : "EXIT")) return 1;
+  if (!abort) {
+    std::string text;
+    const double t0 = now();
+    const hetcclResult_t r = awaitFailure(j, &text);
+    if (r == hetcclSuccess)
+      printf("EXIT NONE\n");
+    else
+      printf("EXIT %d %.3f %s\n", r, now() - t0, text.c_str());
+    hetcclCommAbort(j.comm);
+    j.comm = nullptr;
+    return r == hetcclSuccess ? 1 : 0;
+  }
+  std::atomic<double> freeAt{0};
+  std::thread sync([&] {
+    hetcclStreamSynchronize(kind(), j.stream);
+    freeAt.store(now());
+  });
+  usleep(1000000);
+  const bool waited = freeAt.load() == 0;
+  const double t0 = now();
+  const hetcclResult_t r = hetcclCommAbort(j.comm);
+  const double t1 = now();
+  j.comm = nullptr;
+  sync.join();
+  const bool reopened = reopenAlone();
+  printf("ABORT %.3f %.3f %s%s%s\n", t1 - t0, freeAt.load() - t0, reopened ? "ok" : "failed",
+         waited ? "" : " (the stream did not wait)", r == hetcclSuccess ? "" : " (the abort failed)");
+  return waited && reopened && r == hetcclSuccess ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -200,7 +299,10 @@ int main(int argc, char** argv) {
   hetcclCommUserRank(j.comm, &j.rank);
   hetcclCommCount(j.comm, &j.nranks);
   if (!ok(hetcclStreamCreate(kind(), &j.stream), j, "STREAM")) return 2;
-  const int rc = what == "mismatch" ? mismatch(j) : pairs(j);
+  const int rc = what == "mismatch" ? mismatch(j)
+                 : what == "abort"  ? stuckSend(j, true)
+                 : what == "exit"   ? stuckSend(j, false)
+                                    : pairs(j);
   if (j.comm) {
     usleep(static_cast<useconds_t>(100000 * j.rank));
     if (hetcclCommDestroy(j.comm) != hetcclSuccess) {

@@ -12,6 +12,7 @@
 #include "comm/border_cut.h"
 #include "comm/border_relay.h"
 #include "comm/flight_recorder.h"
+#include "comm/pair_relay.h"
 #include "topology/peer.h"
 #include "unit_util.h"
 
@@ -244,6 +245,47 @@ TEST(BorderRelay, RequestsOutsideTheBorderDataAreRefused) {
   noFlag.count[1] = 1;
   noFlag.ranges[1][0] = {lo, 8};
   EXPECT_NE(BorderRelay::requestError(noFlag, 7, lo, hi).find("without its flag"), std::string::npos);
+}
+
+// The pair relay's rounds: both ends compute the parts that move from the
+// two statuses alike; lengths must agree part by part, so a peer can never
+// make this rank receive more than the part its own receive posted.
+TEST(PairRelay, RoundsMoveWhatBothEndsAgreeOn) {
+  auto side = [](uint64_t base, std::initializer_list<std::pair<uint32_t, uint64_t>> parts) {
+    PairRelay::Side s;
+    s.upTo = base;
+    for (const auto& [len, msg] : parts) {
+      s.lens[s.upTo - base] = len;
+      s.msgs[s.upTo - base] = msg;
+      ++s.upTo;
+    }
+    return s;
+  };
+  // Three parts filled, two with room: two move.
+  EXPECT_EQ(PairRelay::agree(5, side(5, {{64, 160}, {64, 160}, {32, 160}}), side(5, {{64, 160}, {64, 160}}), "x"), 7u);
+  // Nothing filled, or no receive posted: nothing moves.
+  EXPECT_EQ(PairRelay::agree(5, side(5, {}), side(5, {{64, 160}}), "x"), 5u);
+  EXPECT_EQ(PairRelay::agree(5, side(5, {{64, 160}}), side(5, {}), "x"), 5u);
+  // A send of 160 bytes meets a receive of 96: both sizes named.
+  try {
+    PairRelay::agree(0, side(0, {{64, 160}}), side(0, {{64, 96}}), "to rank 3");
+    ADD_FAILURE() << "a mismatched size moved";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), hetcclInvalidUsage);
+    EXPECT_NE(std::string(e.what()).find("to rank 3: a send of 160 bytes meets a receive of 96 bytes"),
+              std::string::npos)
+        << e.what();
+  }
+  // A part longer than the receive's own part (a confused or hostile peer).
+  EXPECT_THROW(PairRelay::agree(0, side(0, {{1u << 30, 160}}), side(0, {{64, 160}}), "x"), Error);
+  // Statuses out of step: behind what moved, or past the slots.
+  PairRelay::Side behind = side(4, {});
+  behind.upTo = 3;
+  EXPECT_THROW(PairRelay::agree(4, behind, side(4, {{8, 8}}), "x"), Error);
+  PairRelay::Side ahead = side(0, {{8, 8}, {8, 8}, {8, 8}, {8, 8}});
+  PairRelay::Side ahead2 = ahead;
+  ahead.upTo = ahead2.upTo = 5;
+  EXPECT_THROW(PairRelay::agree(0, ahead, ahead2, "x"), Error);
 }
 
 }  // namespace hetccl
