@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/auth.h"
@@ -257,10 +259,47 @@ void DeviceBorder::stopRelays() {
   if (relay_) relay_->stop();
 }
 
+bool DeviceBorder::streamsIdleWithin(double seconds) {
+  if (!dev_ || !out_) return true;
+  Event e[2] = {dev_->createEvent(), dev_->createEvent()};
+  dev_->recordEvent(e[0], out_);
+  dev_->recordEvent(e[1], in_);
+  const double deadline = clockUs() + seconds * 1e6;
+  bool idle = false;
+  try {
+    while (!(idle = dev_->eventDone(e[0]) && dev_->eventDone(e[1])) && clockUs() < deadline)
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+  } catch (const Error&) {
+    idle = true;  // a device error: nothing more runs on them
+  }
+  for (Event x : e) dev_->destroyEvent(x);
+  return idle;
+}
+
 DeviceBorder::~DeviceBorder() {
   stopRelays();  // their threads read the segments
-  pairRelay_.reset();
   relay_.reset();
+  // The internal streams copy into and out of the segments and the pair
+  // relay's channels: their work ends before any of that memory goes. After
+  // an abort their waits are released and what is left runs at once; a
+  // normal end finds them idle, unless a call still waits on a peer (its
+  // flags are then released). A stream that still runs after that keeps
+  // the memory it may touch: it is left mapped (leaked), never unmapped
+  // under a copy.
+  bool idle = streamsIdleWithin(2);
+  if (!idle) {
+    LOG_WARN(kInit, "rank %d: the device border's streams still wait at the communicator's end: releasing them",
+             rank_);
+    releaseAll();
+    idle = streamsIdleWithin(5);
+  }
+  if (!idle) {
+    LOG_WARN(kInit, "rank %d: the device border's streams did not end: its memory is left mapped", rank_);
+    pairRelay_.release();
+    links_.release();
+    return;
+  }
+  pairRelay_.reset();
   if (dev_ && out_) {
     dev_->destroyStream(out_);
     dev_->destroyStream(in_);

@@ -253,6 +253,9 @@ class DeviceBorder {
   uint8_t* pairData(int owner, int reader, int slot);
   // pairs_: the border peers' channels on this host and the pair links'.
   void makeChannels();
+  // Whether the internal streams finished what they were given, within
+  // `seconds` (polled, no device synchronisation).
+  bool streamsIdleWithin(double seconds);
 
   DeviceRuntime* dev_ = nullptr;
   std::vector<int> peerRanks_;

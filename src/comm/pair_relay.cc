@@ -1,6 +1,5 @@
 #include "comm/pair_relay.h"
 
-#include <sched.h>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -105,7 +104,7 @@ PairChannel* PairRelay::channel(int peer) {
   }
   if (l.made.load(std::memory_order_acquire)) return &l.ch;
   l.bytes = kFlagBytes + 2 * static_cast<size_t>(kSlots) * partBytes_;
-  void* p = mmap(nullptr, l.bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+  void* p = mmap(nullptr, l.bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
   if (p == MAP_FAILED) throwSystemError("send/recv relay: mmap of a channel", errno);
   auto* m = static_cast<uint8_t*>(p);
   try {
@@ -145,6 +144,7 @@ void PairRelay::announce(const PairChannel& ch, bool send, size_t len, size_t ms
     {
       std::lock_guard<std::mutex> g(mu_);
       (send ? l->outs : l->ins).emplace_back(len, msg);
+      ++announced_;
     }
     cv_.notify_all();
     return;
@@ -326,8 +326,9 @@ bool PairRelay::round(uint64_t n, bool bye) {
 }
 
 void PairRelay::loop() {
-  uint64_t n = 0;
+  uint64_t n = 0, seen = 0;
   double leavingSince = 0;
+  int empty = 0;  // rounds in a row that moved nothing
   try {
     for (;;) {
       bool bye = false;
@@ -345,18 +346,21 @@ void PairRelay::loop() {
           cv_.wait(lk, [&] { return stop_.load() || leaving_.load(); });
           return;
         }
+        seen = announced_;
       }
       const bool moved = round(++n, bye);
       if (bye) break;
-      if (moved) continue;
+      empty = moved ? 0 : empty + 1;
+      if (empty < kBusyRounds) continue;
+      // Nothing moved for a while: wait before the next round, up to
+      // kIdleUs with nothing announced, less while parts wait on a stream
+      // or a peer (their flags are polled, not signalled); a new
+      // announcement ends the wait at once.
       std::unique_lock<std::mutex> lk(mu_);
-      if (pending()) {
-        lk.unlock();
-        sched_yield();  // waiting on a stream here or on the peer: the next round's status
-        continue;
-      }
-      cv_.wait_for(lk, std::chrono::microseconds(static_cast<int64_t>(kIdleUs)),
-                   [&] { return stop_.load() || leaving_.load() || pending(); });
+      const double us =
+          pending() ? std::min(kPendingUs, static_cast<double>(1 << std::min(empty - kBusyRounds, 10))) : kIdleUs;
+      cv_.wait_for(lk, std::chrono::microseconds(static_cast<int64_t>(us)),
+                   [&] { return stop_.load() || leaving_.load() || announced_ != seen; });
     }
   } catch (const Error& e) {
     failed(e.code(), e.what());

@@ -27,8 +27,10 @@
 //
 // A send and its receive of different sizes fail at the first part that
 // differs, on both ends, naming both sizes. While a rank has announced
-// parts not yet moved it goes round after round; while it has none it
-// waits up to kIdleUs between rounds (an announcement wakes it at once), so
+// parts not yet moved it goes round after round (after kBusyRounds rounds
+// that moved nothing, with waits of up to kPendingUs: the streams' flags
+// are polled); while it has none it waits up to kIdleUs between rounds
+// (an announcement wakes it at once), so
 // a peer whose relay is idle answers a round within that: the price of a
 // relay that needs no unexpected message is a status a millisecond per
 // remote peer while the communicator idles.
@@ -82,6 +84,10 @@ class PairRelay {
                                            std::vector<int> peers, size_t partBytes, CallMetrics* metrics,
                                            Failed failed);
   static constexpr double kIdleUs = 1000;
+  // Rounds that move nothing go on back to back this many times, then with
+  // waits that double up to kPendingUs while parts are announced.
+  static constexpr int kBusyRounds = 32;
+  static constexpr double kPendingUs = 100;
   ~PairRelay();
   PairRelay(const PairRelay&) = delete;
   PairRelay& operator=(const PairRelay&) = delete;
@@ -147,6 +153,7 @@ class PairRelay {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::string error_;
+  uint64_t announced_ = 0;  // parts announced so far (wakes the thread)
   std::thread thread_;
 };
 
