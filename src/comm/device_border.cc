@@ -288,8 +288,7 @@ DeviceBorder::~DeviceBorder() {
   // under a copy.
   bool idle = streamsIdleWithin(2);
   if (!idle) {
-    LOG_WARN(kInit, "rank %d: the device border's streams still wait at the communicator's end: releasing them",
-             rank_);
+    LOG_WARN(kInit, "rank %d: the device border's streams still wait at the communicator's end: releasing them", rank_);
     releaseAll();
     idle = streamsIdleWithin(5);
   }

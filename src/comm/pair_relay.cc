@@ -51,9 +51,9 @@ struct PairRelay::Link {
   // Under mu_: announced parts not yet moved, each {length, message length}.
   std::deque<std::pair<size_t, size_t>> outs, ins;
   // The relay thread: parts moved each way; parts this rank's stream copied
-  // out of the inbox (contiguous); the peer said goodbye.
+  // out of the inbox (contiguous).
   uint64_t sent = 0, received = 0, acked = 0;
-  bool gone = false;
+  bool gone = false;  // the peer said goodbye (set by the relay thread, under mu_)
 };
 
 PairRelay::PairRelay(DeviceRuntime& d, std::vector<int> peers, size_t partBytes, double timeoutS)
@@ -85,6 +85,7 @@ std::unique_ptr<PairRelay> PairRelay::create(DeviceRuntime& d, const std::string
 
 PairRelay::~PairRelay() {
   stop();
+  transport_.reset();  // nothing of it lands in a channel once unmapped
   for (auto& l : links_)
     if (l->made.load()) {
       d_.unregisterHost(l->mem);
@@ -98,9 +99,7 @@ PairChannel* PairRelay::channel(int peer) {
   Link& l = *links_[it - peers_.begin()];
   {
     std::lock_guard<std::mutex> g(mu_);
-    if (!error_.empty())
-      throwError(hetcclRemoteError, "send/recv with rank " + std::to_string(peer) +
-                                        " (another host): the relay across hosts ended: " + error_);
+    usable(l);
   }
   if (l.made.load(std::memory_order_acquire)) return &l.ch;
   l.bytes = kFlagBytes + 2 * static_cast<size_t>(kSlots) * partBytes_;
@@ -127,9 +126,22 @@ PairChannel* PairRelay::channel(int peer) {
     l.ch.outData[s] = m + kFlagBytes + static_cast<size_t>(s) * partBytes_;
     l.ch.inData[s] = m + kFlagBytes + static_cast<size_t>(kSlots + s) * partBytes_;
   }
-  l.made.store(true, std::memory_order_release);
+  {
+    // Published under mu_: a release (releaseFlags, under mu_ too) either
+    // comes after and finds it, or came before and this throws.
+    std::lock_guard<std::mutex> g(mu_);
+    l.made.store(true, std::memory_order_release);
+    usable(l);
+  }
   LOG_INFO(kColl, "send/recv relay: channel with rank %d made (%zu bytes pinned)", peer, l.bytes);
   return &l.ch;
+}
+
+void PairRelay::usable(const Link& l) const {
+  const std::string who = "send/recv with rank " + std::to_string(l.peer) + " (another host): ";
+  if (!error_.empty()) throwError(hetcclRemoteError, who + "the relay across hosts ended: " + error_);
+  if (stop_.load()) throwError(hetcclRemoteError, who + "the relay across hosts was stopped (abort or failure)");
+  if (l.gone) throwError(hetcclInvalidUsage, who + "that rank destroyed its communicator (its relay said goodbye)");
 }
 
 bool PairRelay::owns(const PairChannel& ch) const {
@@ -143,6 +155,15 @@ void PairRelay::announce(const PairChannel& ch, bool send, size_t len, size_t ms
     if (&l->ch != &ch) continue;
     {
       std::lock_guard<std::mutex> g(mu_);
+      try {
+        // The relay ended (or the peer left) since the channel was handed
+        // out: nothing will move this part, so what this call enqueued on
+        // the channel goes on at once, and the call fails.
+        usable(*l);
+      } catch (...) {
+        releaseChannel(*l);
+        throw;
+      }
       (send ? l->outs : l->ins).emplace_back(len, msg);
       ++announced_;
     }
@@ -151,14 +172,17 @@ void PairRelay::announce(const PairChannel& ch, bool send, size_t len, size_t ms
   }
 }
 
-void PairRelay::releaseFlags() {
-  for (auto& l : links_) {
-    if (!l->made.load(std::memory_order_acquire)) continue;
-    for (int s = 0; s < kSlots; ++s) {
-      storeRelease(l->ch.inReady[s]);
-      storeRelease(l->ch.outAck[s]);
-    }
+void PairRelay::releaseChannel(Link& l) {
+  if (!l.made.load(std::memory_order_acquire)) return;
+  for (int s = 0; s < kSlots; ++s) {
+    storeRelease(l.ch.inReady[s]);
+    storeRelease(l.ch.outAck[s]);
   }
+}
+
+void PairRelay::releaseFlags() {
+  std::lock_guard<std::mutex> g(mu_);
+  for (auto& l : links_) releaseChannel(*l);
 }
 
 void PairRelay::halt(const std::string& why) {
@@ -172,7 +196,10 @@ void PairRelay::halt(const std::string& why) {
 }
 
 void PairRelay::stop() {
-  leaving_.store(true);
+  {
+    std::lock_guard<std::mutex> g(mu_);  // the thread between its check and its wait sees it
+    leaving_.store(true);
+  }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
 }
@@ -185,6 +212,9 @@ std::string PairRelay::error() const {
 void PairRelay::failed(hetcclResult_t code, const std::string& why) {
   bool waiting;
   {
+    // error_ set under the lock that announce() takes: a part announced
+    // after this finds it (and fails its call); one announced before is
+    // counted here.
     std::lock_guard<std::mutex> g(mu_);
     if (error_.empty()) error_ = why;
     waiting = pending();

@@ -132,6 +132,11 @@ class PairRelay {
   struct Link;
   PairRelay(DeviceRuntime& d, std::vector<int> peers, size_t partBytes, double timeoutS);
   void loop();
+  // Throws where no part of link l can move any more: the relay ended or
+  // was stopped, or the peer left (under mu_).
+  void usable(const Link& l) const;
+  // Every flag of l's channel that this rank's streams wait on: released.
+  void releaseChannel(Link& l);
   // This rank's status for one link (under mu_).
   Status statusOf(Link& l, uint64_t round);
   // Runs x on the transport; its errors say they are the relay's.

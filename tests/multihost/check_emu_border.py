@@ -25,11 +25,12 @@ the device border with border peers on other hosts, through its relay
    naming both sizes; and a send waiting on the relay for a receive that
    never comes: aborted (abort and the stream's release within 1 s each,
    then a new communicator works), or its peer exiting (an error within
-   HETCCL_TIMEOUT_S + 5 s naming it).
+   HETCCL_TIMEOUT_S + 5 s naming it); a send to a rank that destroyed its
+   communicator fails at once, saying so.
 2. Encrypted links: 2 hosts x 2 (a,a | b,b), each host its own site
    (HETCCL_SITE_MAP, a job secret of its own): AllReduce right, and the
-   relay's three transports on each rank connected encrypted (AES-256-GCM
-   records, as every link across sites).
+   border relay's three transports and the pair relay's on each rank
+   connected encrypted (AES-256-GCM records, as every link across sites).
 3. Emulated GPUs: a kernel launch inside a border call that waits for the
    device (HETCCL_EMU_LAZY_LOADING=2: kernels load lazily whatever the
    preload did), while the streams wait on the relay: both ranks fail
@@ -191,6 +192,18 @@ def stuck_send(cl, rankbin, kind, port, mode):
     return f"rank 0 failed (code {m.group(1)}) within {float(m.group(2)):.1f} s: {m.group(3)[:160]}"
 
 
+def peer_left(cl, rankbin, kind, port):
+    """A send to a rank that destroyed its communicator fails at once, saying so."""
+    env = dict(ENV, HETCCL_DEVICE=kind, HETCCL_GROUP_MAP="0:a,1:b", HETCCL_TIMEOUT_S="60",
+               HETCCL_GPU_BORDER_MIN="0")
+    job = cl.launch([0, 1], [rankbin, "left"], env=env, master_port=port)
+    codes = job.wait(120)
+    m = re.search(r"^LEFT (\d+) (.*)$", job.out(0), re.M)
+    if codes != [0, 0] or not m or "destroyed its communicator" not in m.group(2):
+        fail(f"a send to a rank that left: exit codes {codes}\n{job.show()}")
+    return f"the send failed at once (code {m.group(1)}): {m.group(2)[:160]}"
+
+
 def encrypted(cl, perf, kind, port):
     hosts, gmap = ([0, 0, 1, 1], "0-1:a,2-3:b") if kind == "emu" else ([0, 1], "0:a,1:b")
     sites = "0-1:h0,2-3:h1" if kind == "emu" else "0:h0,1:h1"
@@ -203,10 +216,14 @@ def encrypted(cl, perf, kind, port):
     if codes != [0] * len(hosts) or "# Out of bounds values : 0 OK" not in job.out(0):
         fail(f"encrypted: exit codes {codes}\n{job.show()}")
     err = job.err(0)
-    relay = len(re.findall(r"tcp: rank 0 connected to 1 peers \(1 encrypted", err))
-    if "relayed over tcp" not in err or relay < 3:
-        fail(f"encrypted: rank 0's relay is not on three encrypted links ({relay} such lines)\n{job.show()}")
-    return f"AllReduce right; rank 0's relay on {relay} encrypted tcp links"
+    # The communicator's tcp transport, the border relay's three and the
+    # pair relay's: five, each with every peer (all on the other host)
+    # encrypted.
+    links = re.findall(r"tcp: rank 0 connected to (\d+) peers \((\d+) encrypted", err)
+    relay = sum(1 for n, e in links if n == e)
+    if "relayed over tcp" not in err or relay < 5 or relay != len(links):
+        fail(f"encrypted: rank 0's tcp transports: {links} (want 5, every link encrypted)\n{job.show()}")
+    return f"AllReduce right; rank 0's relays on {relay} transports, every link encrypted"
 
 
 def kill_host(cl, perf, kind, port):
@@ -294,6 +311,8 @@ def main():
         if rankbin:
             port += 1
             print(f"check_emu_border: size mismatch across hosts: {size_mismatch(cl, rankbin, kind, port)}")
+            port += 1
+            print(f"check_emu_border: a send to a rank that left: {peer_left(cl, rankbin, kind, port)}")
             for mode in ("abort", "exit"):
                 port += 1
                 print(f"check_emu_border: {mode} under a send across hosts: "

@@ -29,6 +29,10 @@
 //   pair_relay_rank exit       the same send; rank 1 exits after 1 s.
 //                              Rank 0 prints "EXIT <code> <s> <text>" once
 //                              it failed, or "EXIT NONE" after 60 s.
+//   pair_relay_rank left       ranks 0 and 1: rank 1 destroys its
+//                              communicator at once; 1 s later rank 0
+//                              sends to it. Prints "LEFT <code> <text>"
+//                              (the send's error), or "LEFT NONE".
 // Ranks destroy their communicators at staggered times (rank r after
 // 0.1 r s): the relays' goodbyes.
 #include <time.h>
@@ -286,6 +290,27 @@ int stuckSend(Job& j, bool abort) {
   return waited && reopened && r == hetcclSuccess ? 0 : 1;
 }
 
+// left: a send to a rank whose communicator is gone fails at once.
+int left(Job& j) {
+  if (j.rank > 1) return 0;
+  if (j.rank == 1) {
+    const hetcclResult_t r = hetcclCommDestroy(j.comm);
+    j.comm = nullptr;
+    return r == hetcclSuccess ? 0 : 1;
+  }
+  usleep(1000000);
+  void* buf = nullptr;
+  if (!ok(hetcclDeviceAlloc(kind(), &buf, 4096), j, "LEFT")) return 1;
+  const hetcclResult_t r = hetcclSend(buf, 1024, hetcclInt32, 1, j.comm, j.stream);
+  if (r == hetcclSuccess) {
+    printf("LEFT NONE\n");
+    return 1;
+  }
+  printf("LEFT %d %s\n", r, hetcclGetLastError(j.comm));
+  hetcclDeviceFree(kind(), buf);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -302,6 +327,7 @@ int main(int argc, char** argv) {
   const int rc = what == "mismatch" ? mismatch(j)
                  : what == "abort"  ? stuckSend(j, true)
                  : what == "exit"   ? stuckSend(j, false)
+                 : what == "left"   ? left(j)
                                     : pairs(j);
   if (j.comm) {
     usleep(static_cast<useconds_t>(100000 * j.rank));
