@@ -157,12 +157,17 @@ def pair_relay(cl, rankbin, kind, name, hosts, gmap, port):
     return f"every pair right; device calls by rank {counts}, none staged"
 
 
+def pair_job(cl, rankbin, kind, port, mode, timeout_s=60):
+    """pair_relay_rank MODE on ranks 0 | 1 (groups a | b, one a host); the job and its exit codes."""
+    env = dict(ENV, HETCCL_DEVICE=kind, HETCCL_GROUP_MAP="0:a,1:b", HETCCL_TIMEOUT_S=str(timeout_s),
+               HETCCL_GPU_BORDER_MIN="0")
+    job = cl.launch([0, 1], [rankbin, mode], env=env, master_port=port)
+    return job, job.wait(timeout_s + 60)
+
+
 def size_mismatch(cl, rankbin, kind, port):
     """A send of 256 KiB meets a receive of 128 KiB across hosts: both fail, naming both sizes."""
-    env = dict(ENV, HETCCL_DEVICE=kind, HETCCL_GROUP_MAP="0:a,1:b", HETCCL_TIMEOUT_S="60",
-               HETCCL_GPU_BORDER_MIN="0")
-    job = cl.launch([0, 1], [rankbin, "mismatch"], env=env, master_port=port)
-    codes = job.wait(120)
+    job, codes = pair_job(cl, rankbin, kind, port, "mismatch")
     lines = []
     for r in range(2):
         m = re.search(r"^MISMATCH (\d+) ([\d.]+) (.*)$", job.out(r), re.M)
@@ -176,10 +181,7 @@ def stuck_send(cl, rankbin, kind, port, mode):
     """Rank 0's send waits on the relay for a rank 1 that never receives. abort: rank 0 aborts after 1 s;
     the abort and the stream's release each within 1 s, then a new communicator of rank 0 works. exit:
     rank 1 exits; rank 0 fails within HETCCL_TIMEOUT_S + 5 s naming rank 1."""
-    env = dict(ENV, HETCCL_DEVICE=kind, HETCCL_GROUP_MAP="0:a,1:b", HETCCL_TIMEOUT_S=str(TIMEOUT_S),
-               HETCCL_GPU_BORDER_MIN="0")
-    job = cl.launch([0, 1], [rankbin, mode], env=env, master_port=port)
-    codes = job.wait(TIMEOUT_S + 60)
+    job, codes = pair_job(cl, rankbin, kind, port, mode, TIMEOUT_S)
     out = job.out(0)
     if mode == "abort":
         m = re.search(r"^ABORT ([\d.]+) ([\d.]+) (.*)$", out, re.M)
@@ -194,10 +196,7 @@ def stuck_send(cl, rankbin, kind, port, mode):
 
 def peer_left(cl, rankbin, kind, port):
     """A send to a rank that destroyed its communicator fails at once, saying so."""
-    env = dict(ENV, HETCCL_DEVICE=kind, HETCCL_GROUP_MAP="0:a,1:b", HETCCL_TIMEOUT_S="60",
-               HETCCL_GPU_BORDER_MIN="0")
-    job = cl.launch([0, 1], [rankbin, "left"], env=env, master_port=port)
-    codes = job.wait(120)
+    job, codes = pair_job(cl, rankbin, kind, port, "left")
     m = re.search(r"^LEFT (\d+) (.*)$", job.out(0), re.M)
     if codes != [0, 0] or not m or "destroyed its communicator" not in m.group(2):
         fail(f"a send to a rank that left: exit codes {codes}\n{job.show()}")
