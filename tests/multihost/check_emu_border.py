@@ -184,10 +184,11 @@ def stuck_send(cl, rankbin, kind, port, mode):
     job, codes = pair_job(cl, rankbin, kind, port, mode, TIMEOUT_S)
     out = job.out(0)
     if mode == "abort":
-        m = re.search(r"^ABORT ([\d.]+) ([\d.]+) (.*)$", out, re.M)
+        m = re.search(r"^ABORT ([\d.]+) ([\d.]+) (\S+) ([\d.]+)", out, re.M)
         if codes[0] != 0 or not m or m.group(3) != "ok" or float(m.group(1)) > 1 or float(m.group(2)) > 1:
             fail(f"abort under a send across hosts: exit codes {codes}\n{job.show()}")
-        return f"abort {float(m.group(1)):.2f} s, stream free {float(m.group(2)):.2f} s after it, new communicator ok"
+        return (f"abort {float(m.group(1)):.2f} s, stream free {float(m.group(2)):.2f} s after it, new communicator "
+                f"ok (its own abort, one rank, nothing in flight: {float(m.group(4)):.2f} s)")
     m = re.search(r"^EXIT (\d+) ([\d.]+) (.*)$", out, re.M)
     if codes[0] != 0 or not m or float(m.group(2)) > TIMEOUT_S + 5 or "rank 1" not in m.group(3):
         fail(f"rank 1 exiting under a send across hosts: exit codes {codes}\n{job.show()}")
