@@ -290,16 +290,18 @@ void PairRelay::move(std::vector<Xfer>& x) {
   }
 }
 
-bool PairRelay::round(uint64_t n, bool bye) {
+PairRelay::Round PairRelay::round(uint64_t n, bool bye) {
   std::vector<Link*> on;
   std::vector<Status> mine, theirs;
   {
     std::lock_guard<std::mutex> g(mu_);
+    const uint32_t busy = (movedLast_ ? kMoved : 0) | (pending() ? kWaiting : 0);
     for (auto& l : links_)
       if (!l->gone) {
         on.push_back(l.get());
         mine.push_back(statusOf(*l, n));
         mine.back().bye = bye ? 1 : 0;
+        mine.back().busy = busy;
       }
   }
   theirs.resize(on.size());
@@ -352,7 +354,13 @@ bool PairRelay::round(uint64_t n, bool bye) {
                                           " part(s) of send/recv between it and this rank not moved");
     }
   }
-  return !x.empty();
+  Round r;
+  r.moved = movedLast_ = !x.empty();
+  for (const Status& st : theirs) {
+    r.peerMoved = r.peerMoved || (st.busy & kMoved);
+    r.peerWaiting = r.peerWaiting || (st.busy & kWaiting);
+  }
+  return r;
 }
 
 void PairRelay::loop() {
@@ -378,17 +386,18 @@ void PairRelay::loop() {
         }
         seen = announced_;
       }
-      const bool moved = round(++n, bye);
+      const Round r = round(++n, bye);
       if (bye) break;
-      empty = moved ? 0 : empty + 1;
+      empty = r.moved || r.peerMoved ? 0 : empty + 1;
       if (empty < kBusyRounds) continue;
       // Nothing moved for a while: wait before the next round, up to
-      // kIdleUs with nothing announced, less while parts wait on a stream
-      // or a peer (their flags are polled, not signalled); a new
-      // announcement ends the wait at once.
+      // kIdleUs with nothing announced here or at a peer, less while parts
+      // wait on a stream or a peer (their flags are polled, not signalled);
+      // a new announcement ends the wait at once.
       std::unique_lock<std::mutex> lk(mu_);
-      const double us =
-          pending() ? std::min(kPendingUs, static_cast<double>(1 << std::min(empty - kBusyRounds, 10))) : kIdleUs;
+      const double us = pending() || r.peerWaiting
+                            ? std::min(kPendingUs, static_cast<double>(1 << std::min(empty - kBusyRounds, 10)))
+                            : kIdleUs;
       cv_.wait_for(lk, std::chrono::microseconds(static_cast<int64_t>(us)),
                    [&] { return stop_.load() || leaving_.load() || announced_ != seen; });
     }

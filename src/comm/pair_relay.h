@@ -29,8 +29,11 @@
 // differs, on both ends, naming both sizes. While a rank has announced
 // parts not yet moved it goes round after round (after kBusyRounds rounds
 // that moved nothing, with waits of up to kPendingUs: the streams' flags
-// are polled); while it has none it waits up to kIdleUs between rounds
-// (an announcement wakes it at once), so
+// are polled), and so does it while a peer's status says that the peer
+// moved parts in its last round (with anyone: every round waits for every
+// peer's status, so an idle peer must not hold a busy one up); while it
+// and its peers have none it waits up to kIdleUs between rounds (an
+// announcement wakes it at once), so
 // a peer whose relay is idle answers a round within that: the price of a
 // relay that needs no unexpected message is a status a millisecond per
 // remote peer while the communicator idles.
@@ -119,9 +122,9 @@ class PairRelay {
   };
   struct Status {
     uint64_t round = 0;
-    uint32_t bye = 0;  // the last round of the sender's relay
-    uint32_t pad = 0;
-    Side out, in;  // the sender's outbox to the receiver, its inbox from it
+    uint32_t bye = 0;   // the last round of the sender's relay
+    uint32_t busy = 0;  // kMoved: it moved parts in its last round; kWaiting: parts of it wait
+    Side out, in;       // the sender's outbox to the receiver, its inbox from it
   };
   // The parts that move in one direction of a round: base+1 .. the
   // returned count, checked against both ends' lengths; throws naming both
@@ -141,8 +144,13 @@ class PairRelay {
   Status statusOf(Link& l, uint64_t round);
   // Runs x on the transport; its errors say they are the relay's.
   void move(std::vector<Xfer>& x);
-  // One round with the links not gone; whether any part moved.
-  bool round(uint64_t n, bool bye);
+  // One round with the links not gone: whether any part moved, and whether
+  // a peer moved parts (with anyone) in its last round or has parts waiting.
+  struct Round {
+    bool moved = false, peerMoved = false, peerWaiting = false;
+  };
+  static constexpr uint32_t kMoved = 1, kWaiting = 2;
+  Round round(uint64_t n, bool bye);
   bool pending() const;  // under mu_
   void failed(hetcclResult_t code, const std::string& why);
 
@@ -159,6 +167,7 @@ class PairRelay {
   std::condition_variable cv_;
   std::string error_;
   uint64_t announced_ = 0;  // parts announced so far (wakes the thread)
+  bool movedLast_ = false;  // the relay thread's last round moved parts
   std::thread thread_;
 };
 

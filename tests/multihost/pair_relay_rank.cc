@@ -35,6 +35,11 @@
 //                              communicator at once; 1 s later rank 0
 //                              sends to it. Prints "LEFT <code> <text>"
 //                              (the send's error), or "LEFT NONE".
+//   pair_relay_rank pingpong   ranks 0 and the last: 4 KiB there and back,
+//                              500 times after 50 warm-up trips, while
+//                              the other ranks idle in a final AllReduce.
+//                              Rank 0 prints "PINGPONG <us a round trip>"
+//                              (HETCCL_DEVICE=host: the same on host ranks).
 // Ranks destroy their communicators at staggered times (rank r after
 // 0.1 r s): the relays' goodbyes.
 #include <time.h>
@@ -298,6 +303,33 @@ int stuckSend(Job& j, bool abort) {
   return waited && reopened && r == hetcclSuccess ? 0 : 1;
 }
 
+// pingpong: the latency of a small send/recv while other ranks idle.
+int pingpong(Job& j) {
+  const int peer = j.rank == 0 ? j.nranks - 1 : j.rank == j.nranks - 1 ? 0 : -1;
+  void* buf = nullptr;
+  void* one = nullptr;
+  if (!ok(hetcclDeviceAlloc(kind(), &buf, 4096), j, "PINGPONG") ||
+      !ok(hetcclDeviceAlloc(kind(), &one, 4), j, "PINGPONG"))
+    return 1;
+  double t0 = 0;
+  for (int i = 0; peer >= 0 && i < 550; ++i) {
+    if (i == 50) t0 = now();
+    const bool first = j.rank == 0;
+    for (int leg = 0; leg < 2; ++leg) {
+      const hetcclResult_t r = (leg == 0) == first ? hetcclSend(buf, 1024, hetcclInt32, peer, j.comm, j.stream)
+                                                   : hetcclRecv(buf, 1024, hetcclInt32, peer, j.comm, j.stream);
+      if (!ok(r, j, "PINGPONG") || !ok(hetcclStreamSynchronize(kind(), j.stream), j, "PINGPONG")) return 1;
+    }
+  }
+  if (j.rank == 0) printf("PINGPONG %.1f\n", (now() - t0) / 500 * 1e6);
+  if (!ok(hetcclAllReduce(one, one, 1, hetcclInt32, hetcclSum, j.comm, j.stream), j, "PINGPONG") ||
+      !ok(hetcclStreamSynchronize(kind(), j.stream), j, "PINGPONG"))
+    return 1;
+  hetcclDeviceFree(kind(), buf);
+  hetcclDeviceFree(kind(), one);
+  return 0;
+}
+
 // left: a send to a rank whose communicator is gone fails at once.
 int left(Job& j) {
   if (j.rank > 1) return 0;
@@ -332,11 +364,12 @@ int main(int argc, char** argv) {
   hetcclCommUserRank(j.comm, &j.rank);
   hetcclCommCount(j.comm, &j.nranks);
   if (!ok(hetcclStreamCreate(kind(), &j.stream), j, "STREAM")) return 2;
-  const int rc = what == "mismatch" ? mismatch(j)
-                 : what == "abort"  ? stuckSend(j, true)
-                 : what == "exit"   ? stuckSend(j, false)
-                 : what == "left"   ? left(j)
-                                    : pairs(j);
+  const int rc = what == "mismatch"   ? mismatch(j)
+                 : what == "abort"    ? stuckSend(j, true)
+                 : what == "exit"     ? stuckSend(j, false)
+                 : what == "left"     ? left(j)
+                 : what == "pingpong" ? pingpong(j)
+                                      : pairs(j);
   if (j.comm) {
     usleep(static_cast<useconds_t>(100000 * j.rank));
     if (hetcclCommDestroy(j.comm) != hetcclSuccess) {
