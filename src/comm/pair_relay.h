@@ -33,23 +33,24 @@
 // moved parts in its last round (with anyone: every round waits for every
 // peer's status, so an idle peer must not hold a busy one up); while it
 // and its peers have none it waits up to kIdleUs between rounds (an
-// announcement wakes it at once), so
-// a peer whose relay is idle answers a round within that: the price of a
-// relay that needs no unexpected message is a status a millisecond per
-// remote peer while the communicator idles.
+// announcement wakes it at once), so a peer whose relay is idle answers a
+// round within that: the price of a relay that needs no unexpected
+// message is a status a millisecond per remote peer while the
+// communicator idles.
 //
-// Channels are made at a pair's first use by the enqueuing thread (mapping
-// and registering memory may synchronise the device: the thread is then
-// outside any border call, and no stream of this rank waits on anything
-// but the relay's own thread). Memory per used peer: 2 x kSlots parts of
-// min(HETCCL_GPU_BORDER_CHUNK, PairLinks::kMaxPart).
+// Channels are made at a pair's first use by the enqueuing thread, before
+// anything of that group call is enqueued (mapping and registering memory
+// may synchronise the device; a stream of an earlier call may still wait
+// then, on a peer or on this relay, whose thread goes on by itself). Memory
+// per used peer: 2 x kSlots parts of min(HETCCL_GPU_BORDER_CHUNK,
+// PairLinks::kMaxPart).
 //
 // Failure: a transport error, a round that finds a peer's status wrong, a
 // released flag: the relay stops and poisons its transport (the peers'
 // relays fail naming this rank); with parts in flight the communicator
 // fails (its streams released, its asynchronous error set), else the next
-// send/recv across hosts fails naming why; error() says why. halt() (abort, a failed call) does the
-// same from outside. stop() (the communicator's end) serves what is
+// send/recv across hosts fails naming why; error() says why. halt()
+// (abort, a failed call) does the same from outside. stop() (the communicator's end) serves what is
 // announced for up to 5 s, then says goodbye in a last round, so the
 // peers' relays drop this rank instead of failing.
 #pragma once
