@@ -31,6 +31,10 @@ bool takesBorderPair(Comm& c, const CollArgs& a) {
   return a.count * dataTypeSize(a.dt) >= c.deviceBorder()->minBytes() && channelWith(c, a.peer);
 }
 
+void prepareBorderPairs(Comm& c, const std::vector<CollArgs>& calls) {
+  for (const CollArgs& a : calls) (void)takesBorderPair(c, a);
+}
+
 std::vector<CollArgs> enqueueBorderPairs(Comm& c, std::vector<CollArgs> calls) {
   std::vector<CollArgs> mine, rest;
   for (CollArgs& a : calls) (takesBorderPair(c, a) ? mine : rest).push_back(a);

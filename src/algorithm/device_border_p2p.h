@@ -22,8 +22,14 @@ namespace hetccl {
 class Comm;
 
 // Whether the send or receive `a` goes through the device border. Both
-// ends of it decide alike (from the peer and the size alone).
+// ends of it decide alike (from the peer and the size alone). Makes the
+// channel where it is the pair's first use across hosts.
 bool takesBorderPair(Comm& c, const CollArgs& a);
+// Makes the channels of those of `calls` that take the device border and
+// have none yet: pinned memory registered with the GPU runtime, which may
+// synchronise the device, so the enqueue calls this before anything of
+// the group call is enqueued.
+void prepareBorderPairs(Comm& c, const std::vector<CollArgs>& calls);
 // Enqueues those of `calls` (one group: they run together) that
 // takesBorderPair, on their streams; returns the others, in order.
 std::vector<CollArgs> enqueueBorderPairs(Comm& c, std::vector<CollArgs> calls);

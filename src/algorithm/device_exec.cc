@@ -283,10 +283,7 @@ void enqueueDeviceCalls(Comm& c, std::vector<CollArgs> calls, bool mayWait) {
     c.countCalls(hetcclPathNone, calls.size());
     return passThrough(c, calls);
   }
-  // A send/recv channel across hosts is made at the pair's first use
-  // (pinned memory registered with the runtime, which may synchronise the
-  // device): before anything of this group call is enqueued.
-  for (const CollArgs& a : calls) takesBorderPair(c, a);
+  prepareBorderPairs(c, calls);
   // Collectives the device border takes go first, one after the other in
   // the caller's order (every rank's group holds the same collectives in
   // the same order, and each one's decision is the same on every rank).

@@ -12,21 +12,12 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "device/device.h"
+#include "device/host_flag.h"
 
 namespace hetccl {
 namespace {
 
 constexpr int kSlots = DeviceBorder::kSlots;
-
-uint64_t load(volatile uint64_t* f) { return __atomic_load_n(const_cast<uint64_t*>(f), __ATOMIC_ACQUIRE); }
-// Raises *f to v, never lowers it: a release (kFlagReleased, above every
-// sequence number) stored meanwhile stays.
-void raise(volatile uint64_t* f, uint64_t v) {
-  auto* p = const_cast<uint64_t*>(f);
-  uint64_t cur = __atomic_load_n(p, __ATOMIC_ACQUIRE);
-  while (cur < v && !__atomic_compare_exchange_n(p, &cur, v, true, __ATOMIC_RELEASE, __ATOMIC_ACQUIRE)) {
-  }
-}
 
 }  // namespace
 
@@ -191,7 +182,7 @@ void BorderRelay::checkEnqueuing() const {
 void BorderRelay::waitStored(volatile uint64_t* f, uint64_t seq, const char* what) {
   const double deadline = clockUs() + timeoutS_ * 1e6;
   for (int spin = 0;; ++spin) {
-    const uint64_t v = load(f);
+    const uint64_t v = flagLoad(f);
     if (v == kFlagReleased)
       throwError(hetcclRemoteError, std::string("device border relay: ") + what + " was released (failed or aborted)");
     if (v >= seq) return;
@@ -308,7 +299,7 @@ void BorderRelay::move(uint64_t seq, int w, const std::vector<Request>& mine, co
       throwError(hetcclRemoteError, "device border relay: rank " + std::to_string(b_.peerRank(q)) +
                                         " sent the data of slot use " + std::to_string(got[i]) + " for " +
                                         std::to_string(seq));
-    raise(w ? b_.done(q, slot) : b_.ready(q, slot), seq);
+    flagRaise(w ? b_.done(q, slot) : b_.ready(q, slot), seq);
   }
 }
 
@@ -330,7 +321,7 @@ void BorderRelay::serveAcks(uint64_t seq) {
       throwError(hetcclRemoteError, "device border relay: rank " + std::to_string(b_.peerRank(q)) +
                                         " acknowledged slot use " + std::to_string(got[i]) + " for " +
                                         std::to_string(seq));
-    raise(b_.ack(me, q, slot), seq);
+    flagRaise(b_.ack(me, q, slot), seq);
   }
 }
 

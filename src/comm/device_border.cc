@@ -17,6 +17,7 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "device/host_flag.h"
 #include "kernels/kernels_api.h"
 #include "transport/shm/shm_segment.h"
 
@@ -41,9 +42,6 @@ struct Header {
   char reason[kHeaderBytes - 24];
 };
 static_assert(sizeof(Header) <= kHeaderBytes, "the header outgrew its room");
-
-// Every wait on *f goes on (comm/device_border.h: the release value).
-void storeRelease(volatile uint64_t* f) { __atomic_store_n(const_cast<uint64_t*>(f), kFlagReleased, __ATOMIC_RELEASE); }
 
 uint8_t* mapSegment(int fd, size_t bytes, const std::string& name) {
   return mapShmSegment(fd, bytes, "device border: " + name);
@@ -163,9 +161,7 @@ std::unique_ptr<DeviceBorder> DeviceBorder::create(const Setup& s) {
       const int q = it == s.peerRanks.end() ? -1 : static_cast<int>(it - s.peerRanks.begin());
       if (hostOf(r) != hostOf(s.rank)) {
         if (q < 0) continue;
-        void* p = mmap(nullptr, b->segBytes_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-        if (p == MAP_FAILED) throwSystemError("device border: mmap of a mirror", errno);
-        b->seg_[q] = static_cast<uint8_t*>(p);
+        b->seg_[q] = mapSegment(-1, b->segBytes_, "mirror of rank " + std::to_string(r));
         continue;
       }
       const std::string name = shmSegmentName(all[r].pid, jobId, r);
@@ -327,15 +323,15 @@ void DeviceBorder::markFailed(const std::string& why) {
   // remote peers a reason of their own).
   haltRelay(why);
   for (int slot = 0; slot < kSlots && hasPeers(); ++slot) {
-    storeRelease(ready(me_, slot));
-    storeRelease(done(me_, slot));
+    flagRelease(ready(me_, slot));
+    flagRelease(done(me_, slot));
     for (int q = 0; q < peers(); ++q)
-      if (q != me_) storeRelease(ack(q, me_, slot));
+      if (q != me_) flagRelease(ack(q, me_, slot));
   }
   for (PairChannel& ch : pairs_)
     for (int slot = 0; slot < kSlots; ++slot) {
-      storeRelease(ch.outReady[slot]);
-      storeRelease(ch.inAck[slot]);
+      flagRelease(ch.outReady[slot]);
+      flagRelease(ch.inAck[slot]);
     }
 }
 
@@ -378,12 +374,12 @@ void DeviceBorder::releaseAll() {
   for (int slot = 0; slot < kSlots; ++slot)
     for (int q = 0; q < peers(); ++q) {
       if (q == me_) continue;
-      for (volatile uint64_t* f : {ready(q, slot), done(q, slot), ack(me_, q, slot)}) storeRelease(f);
+      for (volatile uint64_t* f : {ready(q, slot), done(q, slot), ack(me_, q, slot)}) flagRelease(f);
     }
   for (PairChannel& ch : pairs_)
     for (int slot = 0; slot < kSlots; ++slot) {
-      storeRelease(ch.inReady[slot]);
-      storeRelease(ch.outAck[slot]);
+      flagRelease(ch.inReady[slot]);
+      flagRelease(ch.outAck[slot]);
     }
 }
 
@@ -417,7 +413,7 @@ void DeviceBorder::haltRelay(const std::string& why) {
   for (int slot = 0; slot < kSlots; ++slot)
     for (int q = 0; q < peers(); ++q) {
       if (!remote_[q]) continue;
-      for (volatile uint64_t* f : {ready(q, slot), done(q, slot), ack(me_, q, slot)}) storeRelease(f);
+      for (volatile uint64_t* f : {ready(q, slot), done(q, slot), ack(me_, q, slot)}) flagRelease(f);
     }
 }
 
@@ -433,7 +429,7 @@ PairChannel* DeviceBorder::pair(int peer) {
 }
 
 void DeviceBorder::announce(const PairChannel& ch, bool send, size_t len, size_t msg) {
-  if (pairRelay_ && pairRelay_->owns(ch)) pairRelay_->announce(ch, send, len, msg);
+  if (pairRelay_) pairRelay_->announce(ch, send, len, msg);
 }
 
 void DeviceBorder::makeChannels() {
@@ -457,39 +453,36 @@ void DeviceBorder::makeChannels() {
 }
 
 bool DeviceBorder::pairBehind(const PairChannel& ch, uint64_t sent, uint64_t received, bool* poisoned) const {
-  auto load = [](volatile uint64_t* f) { return __atomic_load_n(const_cast<uint64_t*>(f), __ATOMIC_ACQUIRE); };
   *poisoned = false;
   for (int slot = 0; slot < kSlots; ++slot)
-    if (load(ch.inReady[slot]) == kFlagReleased || load(ch.outAck[slot]) == kFlagReleased) *poisoned = true;
+    if (flagReleased(ch.inReady[slot]) || flagReleased(ch.outAck[slot])) *poisoned = true;
   // What this rank's streams wait for last on each side of the channel.
-  if (received && load(ch.inReady[received % kSlots]) < received) return true;
-  return sent > kSlots && load(ch.outAck[sent % kSlots]) < sent - kSlots;
+  if (received && flagLoad(ch.inReady[received % kSlots]) < received) return true;
+  return sent > kSlots && flagLoad(ch.outAck[sent % kSlots]) < sent - kSlots;
 }
 
 int DeviceBorder::behindReads(const std::vector<uint64_t>& ready, const std::vector<uint64_t>& done, bool* poisoned) {
-  auto load = [](volatile uint64_t* f) { return __atomic_load_n(const_cast<uint64_t*>(f), __ATOMIC_ACQUIRE); };
   behind(0, false, poisoned);  // the release scan alone
   for (int q = 0; q < peers(); ++q) {
     if (q == me_) continue;
     const uint64_t r = q < static_cast<int>(ready.size()) ? ready[q] : 0;
     const uint64_t d = q < static_cast<int>(done.size()) ? done[q] : 0;
-    if ((r && load(this->ready(q, static_cast<int>(r % kSlots))) < r) ||
-        (d && load(this->done(q, static_cast<int>(d % kSlots))) < d))
+    if ((r && flagLoad(this->ready(q, static_cast<int>(r % kSlots))) < r) ||
+        (d && flagLoad(this->done(q, static_cast<int>(d % kSlots))) < d))
       return q;
   }
   return -1;
 }
 
 int DeviceBorder::behind(uint64_t seq, bool results, bool* poisoned, int writer) {
-  auto load = [](volatile uint64_t* f) { return __atomic_load_n(const_cast<uint64_t*>(f), __ATOMIC_ACQUIRE); };
   *poisoned = false;
   int who = -1;
   const int slot = static_cast<int>(seq % kSlots);
   for (int q = 0; q < peers(); ++q) {
     for (int s2 = 0; s2 < kSlots; ++s2)
-      if (load(ready(q, s2)) == kFlagReleased || load(done(q, s2)) == kFlagReleased) *poisoned = true;
+      if (flagReleased(ready(q, s2)) || flagReleased(done(q, s2))) *poisoned = true;
     if (q == me_ || who >= 0 || (writer >= 0 && q != writer)) continue;
-    if (load(ready(q, slot)) < seq || (results && load(done(q, slot)) < seq)) who = q;
+    if (flagLoad(ready(q, slot)) < seq || (results && flagLoad(done(q, slot)) < seq)) who = q;
   }
   return who;
 }

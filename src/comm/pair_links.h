@@ -37,6 +37,7 @@ struct PairChannel {
   volatile uint64_t* inAck[kSlots] = {};
   uint8_t* inData[kSlots] = {};
   uint64_t sent = 0, received = 0;  // parts so far, each direction (the enqueuing thread)
+  int relayLink = -1;               // across hosts: its link in the pair relay (comm/pair_relay.h)
 };
 
 class PairLinks {

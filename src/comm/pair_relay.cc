@@ -3,7 +3,6 @@
 #include <sys/mman.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 
 #include "comm/call_metrics.h"
@@ -11,6 +10,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "device/device.h"
+#include "device/host_flag.h"
 #include "transport/shm/shm_segment.h"
 
 namespace hetccl {
@@ -21,16 +21,6 @@ constexpr size_t kFlagStride = 64;   // one cache line per flag
 constexpr size_t kFlagBytes = 4096;  // out ready, out ack, in ready, in ack: kSlots each
 static_assert(4 * kSlots * kFlagStride <= kFlagBytes, "the flags outgrew their page");
 enum Msg : uint8_t { kStatus = 0, kParts = 1 };
-
-uint64_t load(volatile uint64_t* f) { return __atomic_load_n(const_cast<uint64_t*>(f), __ATOMIC_ACQUIRE); }
-// Raises *f to v, never lowers it: a release stored meanwhile stays.
-void raise(volatile uint64_t* f, uint64_t v) {
-  auto* p = const_cast<uint64_t*>(f);
-  uint64_t cur = __atomic_load_n(p, __ATOMIC_ACQUIRE);
-  while (cur < v && !__atomic_compare_exchange_n(p, &cur, v, true, __ATOMIC_RELEASE, __ATOMIC_ACQUIRE)) {
-  }
-}
-void storeRelease(volatile uint64_t* f) { __atomic_store_n(const_cast<uint64_t*>(f), kFlagReleased, __ATOMIC_RELEASE); }
 
 MsgTag tag(uint64_t round, Msg m) {
   MsgTag t;
@@ -103,9 +93,7 @@ PairChannel* PairRelay::channel(int peer) {
   }
   if (l.made.load(std::memory_order_acquire)) return &l.ch;
   l.bytes = kFlagBytes + 2 * static_cast<size_t>(kSlots) * partBytes_;
-  void* p = mmap(nullptr, l.bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-  if (p == MAP_FAILED) throwSystemError("send/recv relay: mmap of a channel", errno);
-  auto* m = static_cast<uint8_t*>(p);
+  uint8_t* m = mapShmSegment(-1, l.bytes, "of a send/recv relay channel");
   try {
     d_.registerHost(m, l.bytes);
   } catch (...) {
@@ -114,6 +102,7 @@ PairChannel* PairRelay::channel(int peer) {
   }
   l.mem = m;
   l.ch.peer = peer;
+  l.ch.relayLink = static_cast<int>(it - peers_.begin());
   l.ch.partBytes = partBytes_;
   auto flag = [&](int which, int slot) {
     return reinterpret_cast<volatile uint64_t*>(m + (static_cast<size_t>(which) * kSlots + slot) * kFlagStride);
@@ -145,38 +134,34 @@ void PairRelay::usable(const Link& l) const {
 }
 
 bool PairRelay::owns(const PairChannel& ch) const {
-  for (const auto& l : links_)
-    if (&l->ch == &ch) return true;
-  return false;
+  return ch.relayLink >= 0 && ch.relayLink < static_cast<int>(links_.size()) && &links_[ch.relayLink]->ch == &ch;
 }
 
 void PairRelay::announce(const PairChannel& ch, bool send, size_t len, size_t msg) {
-  for (auto& l : links_) {
-    if (&l->ch != &ch) continue;
-    {
-      std::lock_guard<std::mutex> g(mu_);
-      try {
-        // The relay ended (or the peer left) since the channel was handed
-        // out: nothing will move this part, so what this call enqueued on
-        // the channel goes on at once, and the call fails.
-        usable(*l);
-      } catch (...) {
-        releaseChannel(*l);
-        throw;
-      }
-      (send ? l->outs : l->ins).emplace_back(len, msg);
-      ++announced_;
+  if (!owns(ch)) return;
+  Link& l = *links_[ch.relayLink];
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    try {
+      // The relay ended (or the peer left) since the channel was handed
+      // out: nothing will move this part, so what this call enqueued on
+      // the channel goes on at once, and the call fails.
+      usable(l);
+    } catch (...) {
+      releaseChannel(l);
+      throw;
     }
-    cv_.notify_all();
-    return;
+    (send ? l.outs : l.ins).emplace_back(len, msg);
+    ++announced_;
   }
+  cv_.notify_all();
 }
 
 void PairRelay::releaseChannel(Link& l) {
   if (!l.made.load(std::memory_order_acquire)) return;
   for (int s = 0; s < kSlots; ++s) {
-    storeRelease(l.ch.inReady[s]);
-    storeRelease(l.ch.outAck[s]);
+    flagRelease(l.ch.inReady[s]);
+    flagRelease(l.ch.outAck[s]);
   }
 }
 
@@ -264,14 +249,14 @@ PairRelay::Status PairRelay::statusOf(Link& l, uint64_t round) {
   if (!l.made.load(std::memory_order_acquire)) return st;
   const PairChannel& ch = l.ch;
   for (size_t j = 0; j < l.outs.size() && j < static_cast<size_t>(kSlots); ++j) {
-    const uint64_t n = l.sent + 1 + j, v = load(ch.outReady[n % kSlots]);
+    const uint64_t n = l.sent + 1 + j, v = flagLoad(ch.outReady[n % kSlots]);
     if (v == kFlagReleased) throwError(hetcclRemoteError, "send/recv relay: this rank's outbox was released");
     if (v < n) break;
     st.out.lens[j] = static_cast<uint32_t>(l.outs[j].first);
     st.out.msgs[j] = l.outs[j].second;
     st.out.upTo = n;
   }
-  while (l.acked < l.received && load(ch.inAck[(l.acked + 1) % kSlots]) >= l.acked + 1) ++l.acked;
+  while (l.acked < l.received && flagLoad(ch.inAck[(l.acked + 1) % kSlots]) >= l.acked + 1) ++l.acked;
   const uint64_t room = std::min<uint64_t>(l.acked + kSlots, l.received + l.ins.size());
   for (uint64_t n = l.received + 1; n <= room; ++n) {
     const size_t j = static_cast<size_t>(n - l.received - 1);
@@ -336,11 +321,11 @@ PairRelay::Round PairRelay::round(uint64_t n, bool bye) {
   for (size_t k = 0; k < on.size(); ++k) {
     Link& l = *on[k];
     for (uint64_t p = l.sent + 1; p <= outTo[k]; ++p) {
-      raise(l.ch.outAck[p % kSlots], p);  // the part left the outbox: the stream may fill the slot again
+      flagRaise(l.ch.outAck[p % kSlots], p);  // the part left the outbox: the stream may fill the slot again
       l.outs.pop_front();
     }
     for (uint64_t p = l.received + 1; p <= inTo[k]; ++p) {
-      raise(l.ch.inReady[p % kSlots], p);
+      flagRaise(l.ch.inReady[p % kSlots], p);
       l.ins.pop_front();
     }
     l.sent = outTo[k];

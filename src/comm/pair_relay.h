@@ -100,10 +100,11 @@ class PairRelay {
   // The channel with `peer` (made here at its first use), or null where
   // `peer` is not a remote pair peer. The enqueuing thread.
   PairChannel* channel(int peer);
+  // Whether ch is one of this relay's channels (not an on-host one).
   bool owns(const PairChannel& ch) const;
   // The next part of `ch` this rank sends (else: receives) is `len` bytes
   // of a send (receive) of `msg` bytes. The enqueuing thread, once per
-  // part, in the parts' order.
+  // part, in the parts' order; nothing where !owns(ch).
   void announce(const PairChannel& ch, bool send, size_t len, size_t msg);
   // Every flag this rank's streams wait on for the relay: released.
   void releaseFlags();

@@ -120,9 +120,10 @@ size_t pageRound(size_t bytes) {
 }
 
 uint8_t* mapShmSegment(int fd, size_t bytes, const std::string& what) {
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  void* p =
+      mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE | (fd < 0 ? MAP_ANONYMOUS : 0), fd, 0);
   const int err = errno;
-  close(fd);
+  if (fd >= 0) close(fd);
   if (p == MAP_FAILED) throwSystemError("mmap " + what, err);
   return static_cast<uint8_t*>(p);
 }

@@ -52,7 +52,9 @@ int createShmSegment(const std::string& name, size_t bytes);
 size_t pageRound(size_t bytes);
 
 // Maps `bytes` of the segment open at fd (shared, read-write, populated
-// now) and closes fd. Throws hetcclSystemError naming `what`.
+// now) and closes fd; fd -1: anonymous memory of this process, mapped
+// alike (shared: a fork does not copy pages registered with a GPU
+// runtime). Throws hetcclSystemError naming `what`.
 uint8_t* mapShmSegment(int fd, size_t bytes, const std::string& what);
 
 }  // namespace hetccl
