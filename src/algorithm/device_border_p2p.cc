@@ -4,6 +4,7 @@
 
 #include "algorithm/device_border_call.h"
 #include "comm/comm.h"
+#include "core/error.h"
 #include "core/log.h"
 
 namespace hetccl {
@@ -17,6 +18,28 @@ PairChannel* channelWith(Comm& c, int peer) {
   DeviceBorder* b = c.deviceBorder();
   if (!b || peer < 0 || peer >= c.nranks() || peer == c.rank()) return nullptr;
   return b->pair(peer);
+}
+
+// Each message of `mine` against the peer's log of it, on one host (across
+// hosts the pair relay checks every part), before anything of the group
+// call is enqueued: where a send and its receive differ in size, the
+// second of the two ends to get here fails the communicator (the first's
+// streams are released and its watch names this reason) and the call.
+void checkSizes(Comm& c, const std::vector<CollArgs>& mine) {
+  for (const CollArgs& a : mine) {
+    PairChannel& ch = *channelWith(c, a.peer);
+    if (!ch.ownLog) continue;
+    const uint64_t bytes = a.count * dataTypeSize(a.dt), n = a.isSend ? ++ch.sentMsgs : ++ch.receivedMsgs;
+    const std::optional<uint64_t> theirs = pairLogCheck(ch.ownLog, ch.peerLog, a.isSend, n, bytes);
+    if (!theirs || *theirs == bytes) continue;
+    const uint64_t send = a.isSend ? bytes : *theirs, recv = a.isSend ? *theirs : bytes;
+    const std::string text = std::string("send/recv ") + (a.isSend ? "to" : "from") + " rank " +
+                             std::to_string(a.peer) + " (this host): a send of " + std::to_string(send) +
+                             " bytes meets a receive of " + std::to_string(recv) + " bytes (message " +
+                             std::to_string(n) + " of the pair's traffic that way)";
+    c.fail(hetcclInvalidUsage, "rank " + std::to_string(c.rank()) + ": " + text);
+    throwError(hetcclInvalidUsage, text);
+  }
 }
 
 struct PairWait {
@@ -46,6 +69,7 @@ std::vector<CollArgs> enqueueBorderPairs(Comm& c, std::vector<CollArgs> calls) {
   // sender, so the waits of one group call form no cycle, whatever order
   // the user listed them in.
   std::stable_sort(mine.begin(), mine.end(), [](const CollArgs& x, const CollArgs& y) { return x.peer < y.peer; });
+  checkSizes(c, mine);
   BorderCall bc(c, mine[0].dt, RedKind::kSum);
   DeviceBorder& b = bc.b;
   DeviceRuntime& d = bc.d;

@@ -9,6 +9,7 @@
 #include "api/guard.h"
 #include "bootstrap/launcher.h"
 #include "bootstrap/root.h"
+#include "comm/device_border.h"
 #include "core/settings.h"
 #include "core/log.h"
 #include "topology/border.h"
@@ -154,6 +155,18 @@ hetcclResult_t hetcclCommGetAsyncError(hetcclComm_t comm, hetcclResult_t* asyncE
       // Failed for good (Comm::fail): its reason is what hetcclGetLastError says.
       std::string why = comm->failureText();
       if (!why.empty()) recordError(comm, "communicator", *asyncError, why);
+      return;
+    }
+    std::string why;
+    const int by = comm->ready() && comm->deviceBorder() ? comm->deviceBorder()->failedRank(&why) : -1;
+    if (by >= 0 && by != comm->rank()) {
+      // A rank of the job failed its communicator (the device border's
+      // shared header says so): this one cannot go on either, and a rank
+      // with nothing in flight learns of it here (a watchdog's poll).
+      *asyncError = hetcclRemoteError;
+      const std::string text = "rank " + std::to_string(by) + "'s communicator failed (" + why + ")";
+      comm->fail(*asyncError, text);
+      recordError(comm, "communicator", *asyncError, text);
       return;
     }
     if (comm->ready()) {

@@ -60,10 +60,12 @@ std::unique_ptr<DeviceBorder> DeviceBorder::create(const Setup& s) {
   b->minBytes_ = s.minBytes;
   const int g = b->peers();
   // Header, then per slot: ready, done, ack by each reader; then per reader
-  // and slot the pair channel's ready and ack; then the slots' data, then
-  // the pair channels' data (kSlots parts for each other peer).
+  // and slot the pair channel's ready and ack; a pair log per reader; then
+  // the slots' data, then the pair channels' data (kSlots parts for each
+  // other peer).
   b->pairFlagsAt_ = kHeaderBytes + static_cast<size_t>(kSlots) * (2 + g) * kFlagStride;
-  b->flagBytes_ = pageRound(b->pairFlagsAt_ + static_cast<size_t>(kSlots) * 2 * g * kFlagStride);
+  b->pairLogsAt_ = b->pairFlagsAt_ + static_cast<size_t>(kSlots) * 2 * g * kFlagStride;
+  b->flagBytes_ = pageRound(b->pairLogsAt_ + static_cast<size_t>(g) * sizeof(PairLog));
   // Per slot g parts out and 1 result, plus g - 1 pair-channel parts per slot.
   auto segFor = [&](size_t part) { return b->flagBytes_ + static_cast<size_t>(kSlots) * 2 * g * part; };
   // Send/recv with GPU ranks of other groups on this host that are not
@@ -446,6 +448,8 @@ void DeviceBorder::makeChannels() {
       ch.inAck[slot] = pairFlag(q, me_, slot, 1);
       ch.inData[slot] = pairData(q, me_, slot);
     }
+    ch.ownLog = reinterpret_cast<PairLog*>(seg_[me_] + pairLogsAt_ + static_cast<size_t>(q) * sizeof(PairLog));
+    ch.peerLog = reinterpret_cast<const PairLog*>(seg_[q] + pairLogsAt_ + static_cast<size_t>(me_) * sizeof(PairLog));
     pairs_.push_back(ch);
   }
   if (links_)

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 
 #include "core/error.h"
@@ -17,13 +18,29 @@ namespace {
 constexpr int kSlots = PairChannel::kSlots;
 constexpr size_t kFlagStride = 64;  // one cache line per flag
 
-size_t flagBytes(size_t n) { return pageRound(std::max<size_t>(1, n * kSlots * 2 * kFlagStride)); }
+// Per link: kSlots x 2 flags, then one PairLog per link.
+size_t logsAt(size_t n) { return n * kSlots * 2 * kFlagStride; }
+size_t flagBytes(size_t n) { return pageRound(std::max<size_t>(1, logsAt(n) + n * sizeof(PairLog))); }
+
+uint64_t atomicLoad(const uint64_t* p) { return std::atomic_ref<const uint64_t>(*p).load(); }
+void atomicStore(uint64_t* p, uint64_t v) { std::atomic_ref<uint64_t>(*p).store(v); }
 
 uint8_t* mapShared(int fd, size_t bytes, const std::string& name) {
   return mapShmSegment(fd, bytes, "pair links: " + name);
 }
 
 }  // namespace
+
+std::optional<uint64_t> pairLogCheck(PairLog* own, const PairLog* peer, bool send, uint64_t msg, uint64_t bytes) {
+  PairLog::Entry& e = (send ? own->sends : own->recvs)[msg % PairLog::kMsgs];
+  atomicStore(&e.msg, 0);  // a reader that meets the entry meanwhile drops it
+  atomicStore(&e.bytes, bytes);
+  atomicStore(&e.msg, msg);
+  const PairLog::Entry& t = (send ? peer->recvs : peer->sends)[msg % PairLog::kMsgs];
+  const uint64_t before = atomicLoad(&t.msg), theirs = atomicLoad(&t.bytes), after = atomicLoad(&t.msg);
+  if (before != msg || after != msg) return std::nullopt;
+  return theirs;
+}
 
 std::vector<int> PairLinks::linksOf(int r, const std::vector<int>& groupOf, const std::vector<int>& groupRank,
                                     int shares, const std::vector<int>& hostOf) {
@@ -106,6 +123,8 @@ std::vector<PairChannel> PairLinks::channels() {
       ch.inAck[s] = flag(peers_[k], at, s, 1);
       ch.inData[s] = peers_[k] + flagBytes(theirs.size()) + (at * kSlots + s) * part_;
     }
+    ch.ownLog = reinterpret_cast<PairLog*>(own_ + logsAt(mine().size()) + k * sizeof(PairLog));
+    ch.peerLog = reinterpret_cast<const PairLog*>(peers_[k] + logsAt(theirs.size()) + at * sizeof(PairLog));
     out.push_back(ch);
   }
   return out;

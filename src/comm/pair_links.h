@@ -19,12 +19,37 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace hetccl {
 
 class DeviceRuntime;
+
+// The sizes each end of a channel on one host gave its messages: each end
+// logs its sends to and its receives from the peer (message number, bytes)
+// in its own shared memory, in rings of kMsgs, and before it enqueues a
+// message compares it with the peer's entry of the same number on the
+// other side (algorithm/device_border_p2p.cc), so a send and a receive of
+// different sizes fail before either is enqueued by the second of the two
+// ends. Both ends write first and read second, sequentially consistent,
+// so of two enqueues at once at least one sees the other's entry. A
+// message the peer's log no longer holds (it ran more than kMsgs messages
+// ahead) goes unchecked. Across hosts the pair relay checks every part.
+struct PairLog {
+  static constexpr int kMsgs = 16;
+  struct Entry {
+    uint64_t msg;  // 1-based message number; 0 while being written
+    uint64_t bytes;
+  };
+  Entry sends[kMsgs];  // this end's sends to the peer
+  Entry recvs[kMsgs];  // this end's receives from the peer
+};
+// Logs message `msg` (a send where `send`, else a receive) of `bytes` in
+// `own`, then returns the bytes `peer` gives the same message on the other
+// side (its receive, or its send), or nothing where it has no entry of it.
+std::optional<uint64_t> pairLogCheck(PairLog* own, const PairLog* peer, bool send, uint64_t msg, uint64_t bytes);
 
 struct PairChannel {
   static constexpr int kSlots = 4;
@@ -38,6 +63,11 @@ struct PairChannel {
   uint8_t* inData[kSlots] = {};
   uint64_t sent = 0, received = 0;  // parts so far, each direction (the enqueuing thread)
   int relayLink = -1;               // across hosts: its link in the pair relay (comm/pair_relay.h)
+  // On one host: this rank's log for the peer and the peer's for this rank
+  // (null across hosts), and the messages so far each direction.
+  PairLog* ownLog = nullptr;
+  const PairLog* peerLog = nullptr;
+  uint64_t sentMsgs = 0, receivedMsgs = 0;
 };
 
 class PairLinks {

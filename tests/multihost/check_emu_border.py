@@ -157,22 +157,25 @@ def pair_relay(cl, rankbin, kind, name, hosts, gmap, port):
     return f"every pair right; device calls by rank {counts}, none staged"
 
 
-def pair_job(cl, rankbin, kind, port, mode, timeout_s=60):
-    """pair_relay_rank MODE on ranks 0 | 1 (groups a | b, one a host); the job and its exit codes."""
+def pair_job(cl, rankbin, kind, port, mode, timeout_s=60, hosts=(0, 1)):
+    """pair_relay_rank MODE on ranks 0 and 1 (groups a | b; by default one a host); the job and its exit codes."""
     env = dict(ENV, HETCCL_DEVICE=kind, HETCCL_GROUP_MAP="0:a,1:b", HETCCL_TIMEOUT_S=str(timeout_s),
                HETCCL_GPU_BORDER_MIN="0")
-    job = cl.launch([0, 1], [rankbin, mode], env=env, master_port=port)
+    job = cl.launch(list(hosts), [rankbin, mode], env=env, master_port=port)
     return job, job.wait(timeout_s + 60)
 
 
-def size_mismatch(cl, rankbin, kind, port):
-    """A send of 256 KiB meets a receive of 128 KiB across hosts: both fail, naming both sizes."""
-    job, codes = pair_job(cl, rankbin, kind, port, "mismatch")
+def size_mismatch(cl, rankbin, kind, port, hosts=(0, 1), mode="mismatch"):
+    """A send of 256 KiB meets a receive of 128 KiB (across hosts, or on one host: hosts (0, 0)): both ranks
+    fail, naming both sizes (on one host the second rank to enqueue finds it; the other learns of it from the
+    device border, in its call's watch or its next hetcclCommGetAsyncError)."""
+    job, codes = pair_job(cl, rankbin, kind, port, mode, hosts=hosts)
+    where = "on one host" if hosts[0] == hosts[1] else "across hosts"
     lines = []
     for r in range(2):
         m = re.search(r"^MISMATCH (\d+) ([\d.]+) (.*)$", job.out(r), re.M)
         if codes[r] != 0 or not m or "262144 bytes meets a receive of 131072 bytes" not in m.group(3):
-            fail(f"size mismatch: rank {r} (exit {codes[r]}) did not fail naming both sizes\n{job.show()}")
+            fail(f"size mismatch {where}: rank {r} (exit {codes[r]}) did not fail naming both sizes\n{job.show()}")
         lines.append(f"rank {r} failed (code {m.group(1)}) after {float(m.group(2)):.1f} s")
     return "; ".join(lines) + f": {m.group(3)[:160]}"
 
@@ -311,6 +314,10 @@ def main():
         if rankbin:
             port += 1
             print(f"check_emu_border: size mismatch across hosts: {size_mismatch(cl, rankbin, kind, port)}")
+            for mode in ("mismatch", "mismatch-late"):
+                port += 1
+                print(f"check_emu_border: size mismatch on one host ({mode}): "
+                      f"{size_mismatch(cl, rankbin, kind, port, hosts=(0, 0), mode=mode)}")
             port += 1
             print(f"check_emu_border: a send to a rank that left: {peer_left(cl, rankbin, kind, port)}")
             for mode in ("abort", "exit"):

@@ -18,6 +18,9 @@
 //                              receives 128 KiB. Prints "MISMATCH <code>
 //                              <text>" once the call or the communicator
 //                              failed, or "MISMATCH NONE" after 60 s.
+//   pair_relay_rank mismatch-late   the same, rank 1 0.5 s after rank 0
+//                              (whose send of 256 KiB fits the channel's
+//                              slots, so its call may end first).
 //   pair_relay_rank abort      ranks 0 and 1: rank 0 sends 17 parts that
 //                              rank 1 never receives, so its stream waits
 //                              on the relay; after 1 s it aborts. Prints
@@ -185,11 +188,12 @@ int pairs(Job& j) {
   return 0;
 }
 
-int mismatch(Job& j) {
+int mismatch(Job& j, bool late) {
   if (j.rank > 1) return 0;
   const size_t n = 64 * 1024;  // ints
   void* buf = nullptr;
   if (!ok(hetcclDeviceAlloc(kind(), &buf, n * 4), j, "MISMATCH")) return 1;
+  if (late && j.rank == 1) usleep(500000);
   hetcclResult_t r = j.rank == 0 ? hetcclSend(buf, n, hetcclInt32, 1, j.comm, j.stream)
                                  : hetcclRecv(buf, n / 2, hetcclInt32, 0, j.comm, j.stream);
   std::string text = r == hetcclSuccess ? "" : hetcclGetLastError(j.comm);
@@ -364,12 +368,13 @@ int main(int argc, char** argv) {
   hetcclCommUserRank(j.comm, &j.rank);
   hetcclCommCount(j.comm, &j.nranks);
   if (!ok(hetcclStreamCreate(kind(), &j.stream), j, "STREAM")) return 2;
-  const int rc = what == "mismatch"   ? mismatch(j)
-                 : what == "abort"    ? stuckSend(j, true)
-                 : what == "exit"     ? stuckSend(j, false)
-                 : what == "left"     ? left(j)
-                 : what == "pingpong" ? pingpong(j)
-                                      : pairs(j);
+  const int rc = what == "mismatch"        ? mismatch(j, false)
+                 : what == "mismatch-late" ? mismatch(j, true)
+                 : what == "abort"         ? stuckSend(j, true)
+                 : what == "exit"          ? stuckSend(j, false)
+                 : what == "left"          ? left(j)
+                 : what == "pingpong"      ? pingpong(j)
+                                           : pairs(j);
   if (j.comm) {
     usleep(static_cast<useconds_t>(100000 * j.rank));
     if (hetcclCommDestroy(j.comm) != hetcclSuccess) {

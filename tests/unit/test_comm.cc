@@ -7,11 +7,15 @@
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+#include <atomic>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "comm/border_cut.h"
 #include "comm/border_relay.h"
 #include "comm/flight_recorder.h"
+#include "comm/pair_links.h"
 #include "comm/pair_relay.h"
 #include "topology/peer.h"
 #include "unit_util.h"
@@ -250,6 +254,55 @@ TEST(BorderRelay, RequestsOutsideTheBorderDataAreRefused) {
 // The pair relay's rounds: both ends compute the parts that move from the
 // two statuses alike; lengths must agree part by part, so a peer can never
 // make this rank receive more than the part its own receive posted.
+// The size check of send/recv on one host: each end's log of its messages
+// against the other's (comm/pair_links.h).
+TEST(PairLog, EachEndSeesTheOthersSizeOfTheSameMessage) {
+  PairLog sender{}, receiver{};
+  EXPECT_FALSE(pairLogCheck(&sender, &receiver, true, 1, 4096).has_value());  // the receiver has not come yet
+  EXPECT_EQ(pairLogCheck(&receiver, &sender, false, 1, 4096), 4096u);         // it sees the send: the same size
+  EXPECT_FALSE(pairLogCheck(&sender, &receiver, true, 2, 262144).has_value());
+  EXPECT_EQ(pairLogCheck(&receiver, &sender, false, 2, 131072), 262144u);  // the caller compares: a mismatch
+  // Directions are apart: the receiver's sends are not the sender's receives.
+  EXPECT_FALSE(pairLogCheck(&receiver, &sender, true, 1, 8).has_value());
+  // A peer more than kMsgs messages ahead overwrote the entry: unchecked,
+  // never a wrong answer.
+  for (uint64_t n = 3; n <= 2 + PairLog::kMsgs + 1; ++n) pairLogCheck(&sender, &receiver, true, n, n);
+  EXPECT_FALSE(pairLogCheck(&receiver, &sender, false, 3, 1).has_value());
+  EXPECT_EQ(pairLogCheck(&receiver, &sender, false, 2 + PairLog::kMsgs + 1, 7), 2u + PairLog::kMsgs + 1);
+}
+
+// Two ends logging the same message at once: at least one of them sees
+// the other's entry (each writes first and reads second), so a mismatch
+// is never missed by both.
+TEST(PairLog, OfTwoEndsAtOnceOneSeesTheOther) {
+  PairLog a{}, b{};
+  constexpr int kRounds = 20000;
+  std::atomic<int> go{0}, done{0};
+  std::vector<uint8_t> sawA(kRounds), sawB(kRounds);
+  std::thread other([&] {
+    for (int i = 1; i <= kRounds; ++i) {
+      while (go.load() < i) {
+      }
+      sawB[i - 1] = pairLogCheck(&b, &a, false, static_cast<uint64_t>(i), 64).has_value();
+      done.fetch_add(1);
+    }
+  });
+  for (int i = 1; i <= kRounds; ++i) {
+    go.store(i);
+    sawA[i - 1] = pairLogCheck(&a, &b, true, static_cast<uint64_t>(i), 64).has_value();
+    while (done.load() < i) {
+    }
+  }
+  other.join();
+  int neither = 0, both = 0;
+  for (int i = 0; i < kRounds; ++i) {
+    neither += !sawA[i] && !sawB[i];
+    both += sawA[i] && sawB[i];
+  }
+  EXPECT_EQ(neither, 0);
+  RecordProperty("both", both);
+}
+
 TEST(PairRelay, RoundsMoveWhatBothEndsAgreeOn) {
   auto side = [](uint64_t base, std::initializer_list<std::pair<uint32_t, uint64_t>> parts) {
     PairRelay::Side s;
