@@ -127,13 +127,15 @@ for s in $steps; do
       ;;
     relay)  # GPU ranks on two emulated hosts (network namespaces where root and iproute2 are there, else hosts
       # on one network over loopback): every collective through the device border's relay, checked, then the
-      # relay against staged and host ranks (ratio lines), AllReduce and send/recv (the pair relay), and the pair relay's small-message ping-pong
+      # relay against staged and host ranks (ratio lines), AllReduce and send/recv (the pair relay), the pair relay's
+      # small-message ping-pong, and the abort under a waiting send against NCCL's own abort
       step relay_check 300 python3 "$here/tests/multihost/check_emu_border.py" "$build/tools/hetccl-perf" --kind cuda \
         --pairs "$build/tests/multihost/pair_relay_rank"
       step relay_bench 400 python3 "$here/bench/gpu_relay_hosts.py" "$build" --kind cuda --rounds "${ROUNDS:-2}"
       step relay_bench_sendrecv 400 python3 "$here/bench/gpu_relay_hosts.py" "$build" --kind cuda --op sendrecv \
         --rounds "${ROUNDS:-2}"
       step relay_pingpong 200 python3 "$here/bench/pair_relay_pingpong.py" "$build" --kind cuda --rounds "${ROUNDS:-2}"
+      step abort_time 200 python3 "$here/bench/abort_time.py" "$build" --kind cuda --rounds 3
       ;;
     ucx)  # the GPU matrix with the border over UCX: 1 CUDA + 3 host ranks (UCX_TLS=sm and tcp, plus
           # cuda_copy/cuda_ipc where UCX has them), then two processes on the one GPU in two groups, staged;
