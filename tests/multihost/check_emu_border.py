@@ -312,18 +312,16 @@ def main():
                 port += 1
                 print(f"check_emu_border: {name}: send/recv: {pair_relay(cl, rankbin, kind, name, hosts, gmap, port)}")
         if rankbin:
-            port += 1
-            print(f"check_emu_border: size mismatch across hosts: {size_mismatch(cl, rankbin, kind, port)}")
-            for mode in ("mismatch", "mismatch-late"):
+            checks = [("size mismatch across hosts", lambda p: size_mismatch(cl, rankbin, kind, p))]
+            checks += [(f"size mismatch on one host ({m})",
+                        lambda p, m=m: size_mismatch(cl, rankbin, kind, p, hosts=(0, 0), mode=m))
+                       for m in ("mismatch", "mismatch-late")]
+            checks += [("a send to a rank that left", lambda p: peer_left(cl, rankbin, kind, p))]
+            checks += [(f"{m} under a send across hosts", lambda p, m=m: stuck_send(cl, rankbin, kind, p, m))
+                       for m in ("abort", "exit")]
+            for label, check in checks:
                 port += 1
-                print(f"check_emu_border: size mismatch on one host ({mode}): "
-                      f"{size_mismatch(cl, rankbin, kind, port, hosts=(0, 0), mode=mode)}")
-            port += 1
-            print(f"check_emu_border: a send to a rank that left: {peer_left(cl, rankbin, kind, port)}")
-            for mode in ("abort", "exit"):
-                port += 1
-                print(f"check_emu_border: {mode} under a send across hosts: "
-                      f"{stuck_send(cl, rankbin, kind, port, mode)}")
+                print(f"check_emu_border: {label}: {check(port)}")
         port += 1
         print(f"check_emu_border: encrypted, a site a host: {encrypted(cl, perf, kind, port)}")
         if kind == "emu":
