@@ -7,6 +7,7 @@
 // copies go through hetccl's public device helpers, so no vendor header is
 // needed. Without the runtime or a device every test skips.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 
 #include <unistd.h>
 
@@ -435,6 +436,39 @@ TEST(Kernels, PreloadedKernelsLaunchWhileAStreamWaitsOnThisThread) {
   EXPECT_EXIT(firstLaunchBehindAWaitingStream(), ::testing::ExitedWithCode(0), "");
   if (emu) unsetenv("HETCCL_EMU_LAZY_LOADING");
   EXPECT_EQ(gpu().api->preload(), HETCCL_KERNELS_SUCCESS) << gpu().api->lastError();  // again: nothing to do
+}
+
+// The pair relay makes a channel at a pair's first use (comm/pair_relay.h):
+// it maps memory and registers it with the runtime while a stream of an
+// earlier call may still wait on a flag that only a relay or a peer
+// stores. Here the stream waits on a flag that this thread stores only
+// after registering (and unregistering) 8 MiB: a registration that waited
+// for the device would never return (SIGALRM ends the child then).
+void registerBehindAWaitingStream() {
+  alarm(20);
+  auto rt = createDeviceRuntime(gpu().kind);
+  auto* flag = static_cast<volatile uint64_t*>(rt->allocPinned(sizeof(uint64_t)));
+  *flag = 0;
+  void* d = rt->alloc(1024);
+  Stream waiting = rt->createStream();
+  rt->streamWaitValue(waiting, flag, 1);
+  rt->copy(d, d, 512, waiting);  // work behind the wait
+  constexpr size_t kBytes = size_t{8} << 20;
+  void* m = mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+  if (m == MAP_FAILED) _exit(3);
+  rt->registerHost(m, kBytes);
+  if (!rt->devicePointer(m)) _exit(4);
+  rt->unregisterHost(m);
+  munmap(m, kBytes);
+  *flag = 1;
+  if (hetcclStreamSynchronize(gpu().kind.c_str(), waiting) != hetcclSuccess) _exit(5);
+  _exit(0);
+}
+
+TEST(Runtime, RegisterHostWhileAStreamWaitsOnThisThread) {
+  NEED_GPU();
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(registerBehindAWaitingStream(), ::testing::ExitedWithCode(0), "");
 }
 
 }  // namespace
