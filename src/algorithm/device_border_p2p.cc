@@ -20,15 +20,21 @@ PairChannel* channelWith(Comm& c, int peer) {
   return b->pair(peer);
 }
 
-// Each message of `mine` against the peer's log of it, on one host (across
-// hosts the pair relay checks every part), before anything of the group
-// call is enqueued: where a send and its receive differ in size, the
-// second of the two ends to get here fails the communicator (the first's
-// streams are released and its watch names this reason) and the call.
-void checkSizes(Comm& c, const std::vector<CollArgs>& mine) {
-  for (const CollArgs& a : mine) {
-    PairChannel& ch = *channelWith(c, a.peer);
-    if (!ch.ownLog) continue;
+// Every send and receive of `calls` (not empty) with a peer that has a
+// channel on this host (whichever path its size takes, so that sizes on
+// both sides of HETCCL_GPU_BORDER_MIN are caught too) against the peer's
+// log of it; across hosts the pair relay checks every part. Where a send and its
+// receive differ in size, the second of the two ends to get here fails
+// its communicator (which releases the flags the first's streams wait on
+// for it, so the first's call, or its next call or
+// hetcclCommGetAsyncError, fails naming this reason) and the call.
+void checkSizes(Comm& c, const std::vector<CollArgs>& calls) {
+  for (const CollArgs& a : calls) {
+    if (a.kind != CollKind::kSendRecv || a.count == 0) continue;  // an empty one is nothing either way
+    DeviceBorder* b = c.deviceBorder();
+    PairChannel* chp = b && a.peer >= 0 && a.peer < c.nranks() && a.peer != c.rank() ? b->localPair(a.peer) : nullptr;
+    if (!chp) continue;
+    PairChannel& ch = *chp;
     const uint64_t bytes = a.count * dataTypeSize(a.dt), n = a.isSend ? ++ch.sentMsgs : ++ch.receivedMsgs;
     const std::optional<uint64_t> theirs = pairLogCheck(ch.ownLog, ch.peerLog, a.isSend, n, bytes);
     if (!theirs || *theirs == bytes) continue;
@@ -55,6 +61,7 @@ bool takesBorderPair(Comm& c, const CollArgs& a) {
 }
 
 void prepareBorderPairs(Comm& c, const std::vector<CollArgs>& calls) {
+  checkSizes(c, calls);
   for (const CollArgs& a : calls) (void)takesBorderPair(c, a);
 }
 
@@ -69,7 +76,6 @@ std::vector<CollArgs> enqueueBorderPairs(Comm& c, std::vector<CollArgs> calls) {
   // sender, so the waits of one group call form no cycle, whatever order
   // the user listed them in.
   std::stable_sort(mine.begin(), mine.end(), [](const CollArgs& x, const CollArgs& y) { return x.peer < y.peer; });
-  checkSizes(c, mine);
   BorderCall bc(c, mine[0].dt, RedKind::kSum);
   DeviceBorder& b = bc.b;
   DeviceRuntime& d = bc.d;

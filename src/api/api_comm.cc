@@ -163,10 +163,10 @@ hetcclResult_t hetcclCommGetAsyncError(hetcclComm_t comm, hetcclResult_t* asyncE
       // A rank of the job failed its communicator (the device border's
       // shared header says so): this one cannot go on either, and a rank
       // with nothing in flight learns of it here (a watchdog's poll).
-      *asyncError = hetcclRemoteError;
-      const std::string text = "rank " + std::to_string(by) + "'s communicator failed (" + why + ")";
-      comm->fail(*asyncError, text);
-      recordError(comm, "communicator", *asyncError, text);
+      const std::string cause =
+          comm->fail(hetcclRemoteError, "rank " + std::to_string(by) + "'s communicator failed (" + why + ")");
+      *asyncError = comm->asyncError();  // the first failure's, should another thread's have come first
+      recordError(comm, "communicator", *asyncError, cause);
       return;
     }
     if (comm->ready()) {

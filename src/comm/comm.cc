@@ -463,7 +463,11 @@ std::string Comm::fail(hetcclResult_t code, const std::string& text) {
   if (first) dumpFlight("failed: " + text);
   setAsyncError(code == hetcclSuccess || code == hetcclInProgress ? hetcclInternalError : code);
   if (transport_) transport_->poison(text);
-  if (border_) border_->markFailed(text);  // halts the relay too: the peers on other hosts learn of it at once
+  // Halts the relay too: the peers on other hosts learn of it at once. Not
+  // under an abort (a watch that the abort ended fails too): the abort
+  // releases what its peers wait on by itself, and its peers' idle
+  // communicators must not read it as a failure of the job.
+  if (border_ && !abort_.load()) border_->markFailed(text);
   return cause;
 }
 

@@ -424,10 +424,15 @@ std::string DeviceBorder::relayError() const {
   return !e.empty() || !pairRelay_ ? e : pairRelay_->error();
 }
 
-PairChannel* DeviceBorder::pair(int peer) {
+PairChannel* DeviceBorder::localPair(int peer) {
   for (PairChannel& ch : pairs_)
     if (ch.peer == peer) return &ch;
-  return pairRelay_ ? pairRelay_->channel(peer) : nullptr;
+  return nullptr;
+}
+
+PairChannel* DeviceBorder::pair(int peer) {
+  PairChannel* ch = localPair(peer);
+  return ch || !pairRelay_ ? ch : pairRelay_->channel(peer);
 }
 
 void DeviceBorder::announce(const PairChannel& ch, bool send, size_t len, size_t msg) {

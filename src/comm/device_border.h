@@ -208,6 +208,8 @@ class DeviceBorder {
   // counts the parts in it, outside any border call (a relay channel's
   // first use maps and registers memory).
   PairChannel* pair(int peer);
+  // The channel with `peer` on this host, or null (none, or on another host).
+  PairChannel* localPair(int peer);
   // The enqueuing thread put the next part (`len` bytes of a message of
   // `msg`) of `ch` in its stream's way: a relay channel's relay learns of it.
   void announce(const PairChannel& ch, bool send, size_t len, size_t msg);
@@ -224,12 +226,13 @@ class DeviceBorder {
   uint64_t seq() const { return seq_; }  // the last one taken
 
   // The job's failure word on this host (in every rank's segment header):
-  // markFailed() tells every rank of the communicator that this one failed
+  // markFailed() tells every rank on this host that this one failed
   // (first one wins; the reason stays in this rank's header) and releases
   // the flags its border peers wait on for it; failedRank()
   // is that rank (its reason in *why) or -1. Any thread. Ranks that meet a
   // failed rank only through the vendor library's group steps (a larger
-  // group's ranks without peers; the other indices' peers) learn of it so.
+  // group's ranks without peers; the other indices' peers) learn of it so;
+  // ranks on other hosts through the relays, which it halts.
   void markFailed(const std::string& why);
   int failedRank(std::string* why) const;
 

@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 
 #include "core/error.h"
@@ -22,8 +21,8 @@ constexpr size_t kFlagStride = 64;  // one cache line per flag
 size_t logsAt(size_t n) { return n * kSlots * 2 * kFlagStride; }
 size_t flagBytes(size_t n) { return pageRound(std::max<size_t>(1, logsAt(n) + n * sizeof(PairLog))); }
 
-uint64_t atomicLoad(const uint64_t* p) { return std::atomic_ref<const uint64_t>(*p).load(); }
-void atomicStore(uint64_t* p, uint64_t v) { std::atomic_ref<uint64_t>(*p).store(v); }
+uint64_t atomicLoad(const uint64_t* p) { return __atomic_load_n(p, __ATOMIC_SEQ_CST); }
+void atomicStore(uint64_t* p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_SEQ_CST); }
 
 uint8_t* mapShared(int fd, size_t bytes, const std::string& name) {
   return mapShmSegment(fd, bytes, "pair links: " + name);

@@ -31,9 +31,9 @@ class DeviceRuntime;
 // logs its sends to and its receives from the peer (message number, bytes)
 // in its own shared memory, in rings of kMsgs, and before it enqueues a
 // message compares it with the peer's entry of the same number on the
-// other side (algorithm/device_border_p2p.cc), so a send and a receive of
-// different sizes fail before either is enqueued by the second of the two
-// ends. Both ends write first and read second, sequentially consistent,
+// other side (algorithm/device_border_p2p.cc): of a send and a receive of
+// different sizes, the second end to enqueue finds the mismatch and fails
+// before it enqueues anything. Both ends write first and read second, sequentially consistent,
 // so of two enqueues at once at least one sees the other's entry. A
 // message the peer's log no longer holds (it ran more than kMsgs messages
 // ahead) goes unchecked. Across hosts the pair relay checks every part.

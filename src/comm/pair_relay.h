@@ -39,9 +39,11 @@
 // communicator idles.
 //
 // Channels are made at a pair's first use by the enqueuing thread, before
-// anything of that group call is enqueued (mapping and registering memory
-// may synchronise the device; a stream of an earlier call may still wait
-// then, on a peer or on this relay, whose thread goes on by itself). Memory
+// anything of that group call is enqueued, while a stream of an earlier
+// call may still wait on a peer or on this relay: registering host memory
+// does not wait for the device on CUDA (tests/gpu/test_kernels.cc
+// Runtime.RegisterHostWhileAStreamWaitsOnThisThread; HIP not yet tried),
+// unregistering does, which is why the end waits for the streams. Memory
 // per used peer: 2 x kSlots parts of min(HETCCL_GPU_BORDER_CHUNK,
 // PairLinks::kMaxPart).
 //

@@ -411,7 +411,7 @@ void firstLaunchBehindAWaitingStream() {
   void* d = rt->alloc(1024);
   Stream waiting = rt->createStream(), other = rt->createStream();
   rt->streamWaitValue(waiting, flag, 1);
-  rt->copy(d, d, 512, waiting);  // work behind the wait
+  rt->copy(static_cast<char*>(d) + 512, d, 512, waiting);  // work behind the wait
   // First launches of several kernels: the vector and the scalar path of a
   // reduce, a scale and a divide.
   char* c = static_cast<char*>(d);
@@ -442,8 +442,8 @@ TEST(Kernels, PreloadedKernelsLaunchWhileAStreamWaitsOnThisThread) {
 // it maps memory and registers it with the runtime while a stream of an
 // earlier call may still wait on a flag that only a relay or a peer
 // stores. Here the stream waits on a flag that this thread stores only
-// after registering (and unregistering) 8 MiB: a registration that waited
-// for the device would never return (SIGALRM ends the child then).
+// after registering 8 MiB: a registration that waited for the device would
+// never return (SIGALRM ends the child then).
 void registerBehindAWaitingStream() {
   alarm(20);
   auto rt = createDeviceRuntime(gpu().kind);
@@ -452,16 +452,16 @@ void registerBehindAWaitingStream() {
   void* d = rt->alloc(1024);
   Stream waiting = rt->createStream();
   rt->streamWaitValue(waiting, flag, 1);
-  rt->copy(d, d, 512, waiting);  // work behind the wait
+  rt->copy(static_cast<char*>(d) + 512, d, 512, waiting);  // work behind the wait
   constexpr size_t kBytes = size_t{8} << 20;
   void* m = mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
   if (m == MAP_FAILED) _exit(3);
   rt->registerHost(m, kBytes);
   if (!rt->devicePointer(m)) _exit(4);
-  rt->unregisterHost(m);
-  munmap(m, kBytes);
   *flag = 1;
   if (hetcclStreamSynchronize(gpu().kind.c_str(), waiting) != hetcclSuccess) _exit(5);
+  rt->unregisterHost(m);  // at the end, with nothing in flight (as the relay's end does)
+  munmap(m, kBytes);
   _exit(0);
 }
 

@@ -157,19 +157,20 @@ def pair_relay(cl, rankbin, kind, name, hosts, gmap, port):
     return f"every pair right; device calls by rank {counts}, none staged"
 
 
-def pair_job(cl, rankbin, kind, port, mode, timeout_s=60, hosts=(0, 1)):
+def pair_job(cl, rankbin, kind, port, mode, timeout_s=60, hosts=(0, 1), border_min="0"):
     """pair_relay_rank MODE on ranks 0 and 1 (groups a | b; by default one a host); the job and its exit codes."""
     env = dict(ENV, HETCCL_DEVICE=kind, HETCCL_GROUP_MAP="0:a,1:b", HETCCL_TIMEOUT_S=str(timeout_s),
-               HETCCL_GPU_BORDER_MIN="0")
+               HETCCL_GPU_BORDER_MIN=border_min)
     job = cl.launch(list(hosts), [rankbin, mode], env=env, master_port=port)
     return job, job.wait(timeout_s + 60)
 
 
-def size_mismatch(cl, rankbin, kind, port, hosts=(0, 1), mode="mismatch"):
+def size_mismatch(cl, rankbin, kind, port, hosts=(0, 1), mode="mismatch", border_min="0"):
     """A send of 256 KiB meets a receive of 128 KiB (across hosts, or on one host: hosts (0, 0)): both ranks
     fail, naming both sizes (on one host the second rank to enqueue finds it; the other learns of it from the
-    device border, in its call's watch or its next hetcclCommGetAsyncError)."""
-    job, codes = pair_job(cl, rankbin, kind, port, mode, hosts=hosts)
+    device border, in its call's watch or its next hetcclCommGetAsyncError). border_min 192K: the send takes
+    the border, the receive stages; the check is the same."""
+    job, codes = pair_job(cl, rankbin, kind, port, mode, hosts=hosts, border_min=border_min)
     where = "on one host" if hosts[0] == hosts[1] else "across hosts"
     lines = []
     for r in range(2):
@@ -316,6 +317,8 @@ def main():
             checks += [(f"size mismatch on one host ({m})",
                         lambda p, m=m: size_mismatch(cl, rankbin, kind, p, hosts=(0, 0), mode=m))
                        for m in ("mismatch", "mismatch-late")]
+            checks += [("size mismatch on one host, the send on the border and the receive staged",
+                        lambda p: size_mismatch(cl, rankbin, kind, p, hosts=(0, 0), border_min="192K"))]
             checks += [("a send to a rank that left", lambda p: peer_left(cl, rankbin, kind, p))]
             checks += [(f"{m} under a send across hosts", lambda p, m=m: stuck_send(cl, rankbin, kind, p, m))
                        for m in ("abort", "exit")]

@@ -251,9 +251,6 @@ TEST(BorderRelay, RequestsOutsideTheBorderDataAreRefused) {
   EXPECT_NE(BorderRelay::requestError(noFlag, 7, lo, hi).find("without its flag"), std::string::npos);
 }
 
-// The pair relay's rounds: both ends compute the parts that move from the
-// two statuses alike; lengths must agree part by part, so a peer can never
-// make this rank receive more than the part its own receive posted.
 // The size check of send/recv on one host: each end's log of its messages
 // against the other's (comm/pair_links.h).
 TEST(PairLog, EachEndSeesTheOthersSizeOfTheSameMessage) {
@@ -281,8 +278,7 @@ TEST(PairLog, OfTwoEndsAtOnceOneSeesTheOther) {
   std::vector<uint8_t> sawA(kRounds), sawB(kRounds);
   std::thread other([&] {
     for (int i = 1; i <= kRounds; ++i) {
-      while (go.load() < i) {
-      }
+      while (go.load() < i) std::this_thread::yield();
       sawB[i - 1] = pairLogCheck(&b, &a, false, static_cast<uint64_t>(i), 64).has_value();
       done.fetch_add(1);
     }
@@ -290,8 +286,7 @@ TEST(PairLog, OfTwoEndsAtOnceOneSeesTheOther) {
   for (int i = 1; i <= kRounds; ++i) {
     go.store(i);
     sawA[i - 1] = pairLogCheck(&a, &b, true, static_cast<uint64_t>(i), 64).has_value();
-    while (done.load() < i) {
-    }
+    while (done.load() < i) std::this_thread::yield();
   }
   other.join();
   int neither = 0, both = 0;
@@ -303,6 +298,9 @@ TEST(PairLog, OfTwoEndsAtOnceOneSeesTheOther) {
   RecordProperty("both", both);
 }
 
+// The pair relay's rounds: both ends compute the parts that move from the
+// two statuses alike; lengths must agree part by part, so a peer can never
+// make this rank receive more than the part its own receive posted.
 TEST(PairRelay, RoundsMoveWhatBothEndsAgreeOn) {
   auto side = [](uint64_t base, std::initializer_list<std::pair<uint32_t, uint64_t>> parts) {
     PairRelay::Side s;
