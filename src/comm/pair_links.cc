@@ -31,11 +31,15 @@ uint8_t* mapShared(int fd, size_t bytes, const std::string& name) {
 }  // namespace
 
 std::optional<uint64_t> pairLogCheck(PairLog* own, const PairLog* peer, bool send, uint64_t msg, uint64_t bytes) {
-  PairLog::Entry& e = (send ? own->sends : own->recvs)[msg % PairLog::kMsgs];
+  // Through pointers: GCC 12 with -fsanitize=undefined indexes a
+  // conditional of two array members wrongly (the entry read back empty).
+  PairLog::Entry* mine = send ? own->sends : own->recvs;
+  const PairLog::Entry* theirSide = send ? peer->recvs : peer->sends;
+  PairLog::Entry& e = mine[msg % PairLog::kMsgs];
   atomicStore(&e.msg, 0);  // a reader that meets the entry meanwhile drops it
   atomicStore(&e.bytes, bytes);
   atomicStore(&e.msg, msg);
-  const PairLog::Entry& t = (send ? peer->recvs : peer->sends)[msg % PairLog::kMsgs];
+  const PairLog::Entry& t = theirSide[msg % PairLog::kMsgs];
   const uint64_t before = atomicLoad(&t.msg), theirs = atomicLoad(&t.bytes), after = atomicLoad(&t.msg);
   if (before != msg || after != msg) return std::nullopt;
   return theirs;
