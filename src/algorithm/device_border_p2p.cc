@@ -13,11 +13,11 @@ namespace {
 constexpr int kSlots = DeviceBorder::kSlots;
 
 // The send/recv channel with global rank `peer`, or null (it stages: both
-// ends decide alike).
-PairChannel* channelWith(Comm& c, int peer) {
+// ends decide alike). onHost: only a channel on this host (none is made).
+PairChannel* channelWith(Comm& c, int peer, bool onHost = false) {
   DeviceBorder* b = c.deviceBorder();
   if (!b || peer < 0 || peer >= c.nranks() || peer == c.rank()) return nullptr;
-  return b->pair(peer);
+  return onHost ? b->localPair(peer) : b->pair(peer);
 }
 
 // Every send and receive of `calls` (not empty) with a peer that has a
@@ -31,8 +31,7 @@ PairChannel* channelWith(Comm& c, int peer) {
 void checkSizes(Comm& c, const std::vector<CollArgs>& calls) {
   for (const CollArgs& a : calls) {
     if (a.kind != CollKind::kSendRecv || a.count == 0) continue;  // an empty one is nothing either way
-    DeviceBorder* b = c.deviceBorder();
-    PairChannel* chp = b && a.peer >= 0 && a.peer < c.nranks() && a.peer != c.rank() ? b->localPair(a.peer) : nullptr;
+    PairChannel* chp = channelWith(c, a.peer, true);
     if (!chp) continue;
     PairChannel& ch = *chp;
     const uint64_t bytes = a.count * dataTypeSize(a.dt), n = a.isSend ? ++ch.sentMsgs : ++ch.receivedMsgs;
