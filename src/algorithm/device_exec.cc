@@ -15,6 +15,32 @@
 namespace hetccl {
 namespace {
 
+// The calls of one enqueue run on their first stream, after the
+// communicator's last call (StagingState::leadAfterLast), and their other
+// streams wait for their end, however the enqueue returns.
+class IssueOrder {
+ public:
+  IssueOrder(StagingState& ds, std::vector<CollArgs>& calls) : ds_(ds) {
+    for (const CollArgs& a : calls)
+      if (std::find(streams_.begin(), streams_.end(), a.stream) == streams_.end()) streams_.push_back(a.stream);
+    const Stream lead = ds_.leadAfterLast(streams_);
+    for (CollArgs& a : calls) a.stream = lead;
+  }
+  ~IssueOrder() {
+    try {
+      ds_.markLast(streams_);
+    } catch (const std::exception& e) {  // the device failed: the call reports it
+      LOG_WARN(kColl, "marking the end of a call on its streams: %s", e.what());
+    }
+  }
+  IssueOrder(const IssueOrder&) = delete;
+  IssueOrder& operator=(const IssueOrder&) = delete;
+
+ private:
+  StagingState& ds_;
+  std::vector<Stream> streams_;
+};
+
 // Host copies of one call's buffers in pinned slot memory.
 struct HostCopy {
   const CollArgs* user;
@@ -284,6 +310,7 @@ void enqueueDeviceCalls(Comm& c, std::vector<CollArgs> calls, bool mayWait) {
     return passThrough(c, calls);
   }
   prepareBorderPairs(c, calls);
+  IssueOrder order(*c.stagingState(), calls);
   // Collectives the device border takes go first, one after the other in
   // the caller's order (every rank's group holds the same collectives in
   // the same order, and each one's decision is the same on every rank).

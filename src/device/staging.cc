@@ -54,6 +54,7 @@ StagingState::StagingState(DeviceRuntime& d, size_t stagingLimit, size_t scratch
   flag_ = static_cast<uint64_t*>(d.allocPinned(sizeof(uint64_t)));
   *flag_ = 0;
   syncEvent_ = d.createEvent();
+  lastEnd_ = d.createEvent();
 }
 
 StagingState::~StagingState() {
@@ -61,6 +62,7 @@ StagingState::~StagingState() {
   for (Event e : timedEvents_) dev_.destroyEvent(e);
   for (Event e : released_) dev_.destroyEvent(e);
   dev_.destroyEvent(syncEvent_);
+  dev_.destroyEvent(lastEnd_);
   dev_.freePinned(flag_);
   dev_.destroyStream(stream_);
 }
@@ -85,6 +87,29 @@ void StagingState::give(std::vector<Event>& pool, Event e) {
 void StagingState::sync(double timeoutS, const std::atomic<bool>* abort, const char* what) {
   dev_.recordEvent(syncEvent_, stream_);
   waitEvent(dev_, syncEvent_, timeoutS, abort, what);
+}
+
+Stream StagingState::leadAfterLast(const std::vector<Stream>& streams) {
+  const Stream lead = streams.front();
+  if (hasLast_ && lastStream_ != lead) dev_.streamWaitEvent(lead, lastEnd_);
+  if (streams.size() > 1) {
+    // The wait takes the record made last, so one event serves every
+    // stream in turn.
+    Event e = takeEvent();
+    for (size_t i = 1; i < streams.size(); ++i) {
+      dev_.recordEvent(e, streams[i]);
+      dev_.streamWaitEvent(lead, e);
+    }
+    giveEvent(e);
+  }
+  return lead;
+}
+
+void StagingState::markLast(const std::vector<Stream>& streams) {
+  dev_.recordEvent(lastEnd_, streams.front());
+  lastStream_ = streams.front();
+  hasLast_ = true;
+  for (size_t i = 1; i < streams.size(); ++i) dev_.streamWaitEvent(streams[i], lastEnd_);
 }
 
 void StagingState::waitStagedDone(double timeoutS, const std::atomic<bool>* abort) {

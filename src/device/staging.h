@@ -89,6 +89,20 @@ class StagingState {
   void stagedRan() { staged_.fetch_sub(1); }
   void waitStagedDone(double timeoutS, const std::atomic<bool>* abort);
 
+  // Issue order: the communicator's calls run on the device in the order
+  // they were issued, whatever caller streams they name, as NCCL orders
+  // every launch of a communicator after the previous one (the border's
+  // scratch, segments and staging serve one call at a time; a call may
+  // read what the previous one wrote on another stream). A call (or group
+  // call) runs on one lead stream, its first: leadAfterLast(streams) makes
+  // the lead wait for the end of the last call where that ran on another
+  // stream and for what is queued on the call's other streams, and returns
+  // it; markLast(streams) records the call's end on the lead and makes the
+  // other streams wait for it. One event record a call where every call
+  // names one stream. The calling thread's alone.
+  Stream leadAfterLast(const std::vector<Stream>& streams);
+  void markLast(const std::vector<Stream>& streams);
+
   // Waits (polling, bounded) until the internal stream has run all its work.
   void sync(double timeoutS, const std::atomic<bool>* abort, const char* what);
 
@@ -104,6 +118,9 @@ class StagingState {
   std::vector<Event> events_, timedEvents_;
   std::vector<Event> released_;
   Event syncEvent_ = nullptr;
+  Event lastEnd_ = nullptr;  // recorded on lastStream_ at the end of the last call
+  Stream lastStream_ = nullptr;
+  bool hasLast_ = false;
   StagingPool pinned_, scratch_;
 };
 

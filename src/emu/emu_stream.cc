@@ -84,14 +84,15 @@ struct emuStream {
   }
 };
 
-// An event: what was recorded last (a count) and what of it has completed.
-// Held by the caller and by every stream operation that names it: destroying
-// an event whose recorded work is still pending returns at once, and it goes
-// once that work has run (as cudaEventDestroy).
+// An event: its records are numbered, and each completes on its own, as on
+// CUDA: a stream that waits on an event waits for the record made last
+// before the wait, even where the event was recorded again since on another
+// stream whose work ran first. Held by the caller and by every stream
+// operation that names it: destroying an event whose recorded work is still
+// pending returns at once, and it goes once that work has run (as
+// cudaEventDestroy).
 struct emuEvent {
-  std::atomic<uint64_t> recorded{0}, completed{0};
-  bool timed = true;               // not created with emuEventDisableTiming
-  std::atomic<int64_t> doneNs{0};  // steady clock when the last record completed
+  bool timed = true;  // not created with emuEventDisableTiming
   std::atomic<int> refs{1};
   emuEvent* retain() {
     refs.fetch_add(1);
@@ -100,6 +101,39 @@ struct emuEvent {
   void release() {
     if (refs.fetch_sub(1) == 1) delete this;
   }
+  uint64_t record() {  // a new record, pending; its number
+    std::lock_guard<std::mutex> g(m);
+    pending.insert(++recorded);
+    return recorded;
+  }
+  void complete(uint64_t n, int64_t ns) {
+    std::lock_guard<std::mutex> g(m);
+    pending.erase(n);
+    if (n > lastDone) {
+      lastDone = n;
+      doneNs = ns;
+    }
+  }
+  uint64_t last() {  // the last record's number (0: never recorded)
+    std::lock_guard<std::mutex> g(m);
+    return recorded;
+  }
+  bool done(uint64_t n) {
+    std::lock_guard<std::mutex> g(m);
+    return pending.count(n) == 0;
+  }
+  // Steady clock when the last record completed; -1 while it is pending or
+  // where the event was never recorded.
+  int64_t lastDoneNs() {
+    std::lock_guard<std::mutex> g(m);
+    return recorded == 0 || pending.count(recorded) ? -1 : doneNs;
+  }
+
+ private:
+  std::mutex m;
+  uint64_t recorded = 0, lastDone = 0;
+  std::set<uint64_t> pending;
+  int64_t doneNs = 0;
 };
 
 namespace emu {
@@ -315,10 +349,9 @@ emuError_t emuEventCreateWithFlags(emuEvent_t* event, unsigned flags) {
 
 emuError_t emuEventElapsedTime(float* ms, emuEvent_t start, emuEvent_t end) {
   if (!ms || !start || !end || !start->timed || !end->timed) return emu::setError(emuErrorInvalidValue);
-  if (start->completed.load() < start->recorded.load() || end->completed.load() < end->recorded.load() ||
-      start->recorded.load() == 0 || end->recorded.load() == 0)
-    return emuErrorNotReady;
-  *ms = static_cast<float>(static_cast<double>(end->doneNs.load() - start->doneNs.load()) / 1e6);
+  const int64_t t0 = start->lastDoneNs(), t1 = end->lastDoneNs();
+  if (t0 < 0 || t1 < 0) return emuErrorNotReady;
+  *ms = static_cast<float>(static_cast<double>(t1 - t0) / 1e6);
   return emuSuccess;
 }
 
@@ -330,14 +363,11 @@ emuError_t emuEventDestroy(emuEvent_t event) {
 
 emuError_t emuEventRecord(emuEvent_t event, emuStream_t stream) {
   if (!event) return emu::setError(emuErrorInvalidValue);
-  uint64_t n = event->recorded.fetch_add(1) + 1;
+  const uint64_t n = event->record();
   emu::resolve(stream)->push([event = event->retain(), n] {
-    event->doneNs.store(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-            .count());
-    uint64_t cur = event->completed.load();
-    while (cur < n && !event->completed.compare_exchange_weak(cur, n)) {
-    }
+    event->complete(
+        n, std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+               .count());
     event->release();
   });
   return emuSuccess;
@@ -345,21 +375,21 @@ emuError_t emuEventRecord(emuEvent_t event, emuStream_t stream) {
 
 emuError_t emuEventQuery(emuEvent_t event) {
   if (!event) return emu::setError(emuErrorInvalidValue);
-  return event->completed.load() >= event->recorded.load() ? emuSuccess : emuErrorNotReady;
+  return event->done(event->last()) ? emuSuccess : emuErrorNotReady;
 }
 
 emuError_t emuEventSynchronize(emuEvent_t event) {
   if (!event) return emu::setError(emuErrorInvalidValue);
-  uint64_t want = event->recorded.load();
-  emu::waitUntil([&] { return event->completed.load() >= want; });
+  const uint64_t want = event->last();
+  emu::waitUntil([&] { return event->done(want); });
   return emuSuccess;
 }
 
 emuError_t emuStreamWaitEvent(emuStream_t stream, emuEvent_t event, unsigned) {
   if (!event) return emu::setError(emuErrorInvalidValue);
-  uint64_t want = event->recorded.load();  // the work recorded so far, as CUDA captures it
+  const uint64_t want = event->last();  // the record made last, as CUDA captures it
   emu::resolve(stream)->push([event = event->retain(), want] {
-    emu::waitUntil([&] { return event->completed.load() >= want; });
+    emu::waitUntil([&] { return event->done(want); });
     event->release();
   });
   return emuSuccess;

@@ -190,6 +190,30 @@ TEST(Emu, EventsOrderOneStreamAfterAnother) {
   EXPECT_EQ(emuEventDestroy(ev), emuSuccess);
 }
 
+// Each record completes on its own, as on CUDA: a wait takes the record made
+// last before it, and a later record on another stream whose work runs
+// first does not let that wait go.
+TEST(Emu, AWaitTakesItsRecordEvenWhenARecordOnAnotherStreamCompletesFirst) {
+  Stream a, fast, waiter;
+  Gate gate;
+  emuEvent_t ev = nullptr;
+  ASSERT_EQ(emuEventCreateWithFlags(&ev, 0x2), emuSuccess);
+  emuEnqueue(a.s, [&] { gate.pass(); });
+  ASSERT_EQ(emuEventRecord(ev, a.s), emuSuccess);
+  ASSERT_EQ(emuStreamWaitEvent(waiter.s, ev, 0), emuSuccess);  // on the record on a
+  std::atomic<bool> ran{false};
+  emuEnqueue(waiter.s, [&] { ran.store(true); });
+  ASSERT_EQ(emuEventRecord(ev, fast.s), emuSuccess);  // nothing ahead of it: completes at once
+  ASSERT_EQ(emuStreamSynchronize(fast.s), emuSuccess);
+  EXPECT_EQ(emuEventQuery(ev), emuSuccess) << "the last record (on the idle stream) has completed";
+  std::this_thread::sleep_for(20ms);
+  EXPECT_FALSE(ran.load()) << "the wait went on before the record it took completed";
+  gate.open();
+  ASSERT_EQ(emuStreamSynchronize(waiter.s), emuSuccess);
+  EXPECT_TRUE(ran.load());
+  EXPECT_EQ(emuEventDestroy(ev), emuSuccess);
+}
+
 TEST(Emu, StreamWaitsOnAValueInMemory) {
   Stream st;
   alignas(8) static uint64_t flag;

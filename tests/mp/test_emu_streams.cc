@@ -1,0 +1,132 @@
+// Calls of one communicator on several streams of the caller, on emulated
+// GPUs that run slower than the host: the calls run in the order they were
+// issued, whatever stream each names (as NCCL orders every launch of a
+// communicator after the previous one), so a call reads what the one
+// before it wrote on another stream, and two calls never share the
+// communicator's scratch at once. Layout a,b takes the test GPU kind, so
+// scripts/gpu-check.sh runs it on a real GPU (step faults).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "emu_util.h"
+#include "harness.h"
+
+namespace hmp {
+namespace {
+
+struct StreamsCase {
+  const char* name;
+  const char* layout;
+  bool border;  // the device border (64 KiB parts), else pinned staging
+};
+
+void PrintTo(const StreamsCase& c, std::ostream* os) { *os << c.name; }
+
+const StreamsCase kStreamCases[] = {
+    {"ab_border", "a,b", true},
+    {"aabb_border", "a,a,b,b", true},
+    {"aabb_staged", "a,a,b,b", false},
+    {"aab_border", "a,a,b", true},
+};
+
+class EmuStreams : public ::testing::TestWithParam<StreamsCase> {};
+
+// A second stream of the rank's device, destroyed with the object.
+class SecondStream {
+ public:
+  explicit SecondStream(const Rank& r) : kind_(r.device) {
+    EXPECT_EQ(hetcclStreamCreate(kind_.c_str(), &s_), hetcclSuccess) << "a second stream on " << kind_;
+  }
+  ~SecondStream() {
+    if (s_) {
+      EXPECT_EQ(hetcclStreamDestroy(kind_.c_str(), s_), hetcclSuccess);
+    }
+  }
+  SecondStream(const SecondStream&) = delete;
+  SecondStream& operator=(const SecondStream&) = delete;
+  hetcclStream_t get() const { return s_; }
+  void sync() const { EXPECT_EQ(hetcclStreamSynchronize(kind_.c_str(), s_), hetcclSuccess); }
+
+ private:
+  std::string kind_;
+  hetcclStream_t s_ = nullptr;
+};
+
+TEST_P(EmuStreams, CallsOnTwoStreamsRunInIssueOrder) {
+  const StreamsCase& tc = GetParam();
+  JobOptions o;
+  const std::string layout = tc.layout;
+  o.devices = layout == "a,b" ? std::vector<std::string>{testGpuKind(), testGpuKind()}
+                              : std::vector<std::string>(std::count(layout.begin(), layout.end(), ',') + 1, "emu");
+  borderEnv(o, tc.border);
+  o.env.emplace_back("HETCCL_EMU_STALL_US", "200");
+  o.env.emplace_back("HETCCL_EMU_COPY_DELAY_US", "500");
+  runJob(tc.layout, o, [](Rank& r) {
+    const int32_t n = r.nranks;
+    const int me = r.rank;
+    SecondStream second(r);
+    ASSERT_NE(second.get(), nullptr);
+    const hetcclStream_t streams[2] = {r.stream, second.get()};
+    const size_t count = 70000;  // several 64 KiB parts
+
+    r.progress("in-place AllReduce, each call on the other stream");
+    DeviceBuffer chain(r, count * 4);
+    chain.upload(std::vector<int32_t>(count, 1).data(), count * 4);
+    for (int k = 0; k < 4; ++k)  // 1 -> n -> n^2 -> n^3 -> n^4
+      HC_ASSERT_OK(hetcclAllReduce(chain.get(), chain.get(), count, hetcclInt32, hetcclSum, r.comm, streams[k % 2]),
+                   r.comm);
+
+    r.progress("ReduceScatter on the second stream, another at once on the first");
+    const size_t blk = 30000;
+    DeviceBuffer rsIn1(r, blk * n * 4), rsIn2(r, blk * n * 4), rsOut1(r, blk * 4), rsOut2(r, blk * 4);
+    std::vector<int32_t> in1 = iota(blk * n, 1, 1), in2 = iota(blk * n, 5000, 3);
+    for (auto& x : in1) x *= me + 1;
+    for (auto& x : in2) x *= me + 1;
+    rsIn1.upload(in1.data(), in1.size() * 4);
+    rsIn2.upload(in2.data(), in2.size() * 4);
+    HC_ASSERT_OK(hetcclReduceScatter(rsIn1.get(), rsOut1.get(), blk, hetcclInt32, hetcclSum, r.comm, streams[1]),
+                 r.comm);
+    HC_ASSERT_OK(hetcclReduceScatter(rsIn2.get(), rsOut2.get(), blk, hetcclInt32, hetcclSum, r.comm, streams[0]),
+                 r.comm);
+
+    r.progress("one group call on both streams, then a call on the first reading the second's result");
+    DeviceBuffer x(r, count * 4), y(r, count * 4);
+    x.upload(iota(count, 3, 1).data(), count * 4);
+    y.upload(iota(count, 7, 2).data(), count * 4);
+    HC_ASSERT_OK(hetcclGroupStart(), nullptr);
+    HC_ASSERT_OK(hetcclAllReduce(x.get(), x.get(), count, hetcclInt32, hetcclSum, r.comm, streams[0]), r.comm);
+    HC_ASSERT_OK(hetcclAllReduce(y.get(), y.get(), count, hetcclInt32, hetcclSum, r.comm, streams[1]), r.comm);
+    HC_ASSERT_OK(hetcclGroupEnd(), r.comm);
+    HC_ASSERT_OK(hetcclAllReduce(y.get(), y.get(), count, hetcclInt32, hetcclSum, r.comm, streams[0]), r.comm);
+
+    syncStream(r);
+    second.sync();
+    hetcclResult_t async = hetcclSuccess;
+    HC_EXPECT_OK(hetcclCommGetAsyncError(r.comm, &async), r.comm);
+    ASSERT_EQ(async, hetcclSuccess) << hetcclGetLastError(r.comm);
+
+    EXPECT_EQ(readBack(chain, count), std::vector<int32_t>(count, n * n * n * n)) << "the chain across streams";
+    const int32_t weights = n * (n + 1) / 2;
+    std::vector<int32_t> want1(blk), want2(blk);
+    for (size_t j = 0; j < blk; ++j) {
+      want1[j] = weights * in1[me * blk + j] / (me + 1);
+      want2[j] = weights * in2[me * blk + j] / (me + 1);
+    }
+    EXPECT_EQ(readBack(rsOut1, blk), want1) << "ReduceScatter on the second stream";
+    EXPECT_EQ(readBack(rsOut2, blk), want2) << "ReduceScatter on the first stream, issued after it";
+    std::vector<int32_t> wx = iota(count, 3, 1), wy = iota(count, 7, 2);
+    for (auto& v : wx) v *= n;
+    for (auto& v : wy) v *= n * n;
+    EXPECT_EQ(readBack(x, count), wx) << "AllReduce of the group call on the first stream";
+    EXPECT_EQ(readBack(y, count), wy) << "AllReduce on the first stream after the group call's on the second";
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, EmuStreams, ::testing::ValuesIn(kStreamCases),
+                         [](const ::testing::TestParamInfo<StreamsCase>& i) { return std::string(i.param.name); });
+
+}  // namespace
+}  // namespace hmp
