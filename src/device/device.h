@@ -62,6 +62,9 @@ class DeviceRuntime {
   virtual void recordEvent(Event e, Stream s);
   // true once all work before the record completed; throws on a device error.
   virtual bool eventDone(Event e);
+  // Whether `s` is being captured into a graph (stream capture); false
+  // where the runtime cannot say.
+  virtual bool capturing(Stream) { return false; }
   virtual void streamWaitEvent(Stream s, Event e);
   // Work enqueued on `s` after this call waits until *flag >= value, where
   // flag lives in allocPinned memory and the host stores it (the proxy's

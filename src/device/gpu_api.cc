@@ -160,6 +160,10 @@ std::unique_ptr<GpuApi> fill(void* lib, const std::string& kind, const std::stri
     const std::string pre = kind == "hip" ? "hip" : kind == "emu" ? "emu" : "cuda";
     api->eventElapsedTime =
         reinterpret_cast<decltype(api->eventElapsedTime)>(dlsym(lib, (pre + "EventElapsedTime").c_str()));
+    api->streamIsCapturing =
+        reinterpret_cast<decltype(api->streamIsCapturing)>(dlsym(lib, (pre + "StreamIsCapturing").c_str()));
+    api->threadExchangeStreamCaptureMode = reinterpret_cast<decltype(api->threadExchangeStreamCaptureMode)>(
+        dlsym(lib, (pre + "ThreadExchangeStreamCaptureMode").c_str()));
   }
   if (kind != "emu") {
     const std::string pre = kind == "hip" ? "hip" : "cuda";

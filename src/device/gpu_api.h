@@ -65,6 +65,12 @@ struct GpuApi {
   // (cudaEventElapsedTime / hipEventElapsedTime / emuEventElapsedTime), for
   // the time of the device border's steps.
   Status (*eventElapsedTime)(float*, void*, void*) = nullptr;
+  // Optional: stream capture (cudaStreamIsCapturing: 0 none, 1 active, 2
+  // invalidated) and the calling thread's capture mode
+  // (cudaThreadExchangeStreamCaptureMode: 0 global, 1 thread-local, 2
+  // relaxed), and the HIP and emu twins.
+  Status (*streamIsCapturing)(void*, int*) = nullptr;
+  Status (*threadExchangeStreamCaptureMode)(int*) = nullptr;
 
   static constexpr Status kNotReady = 600;                   // cudaErrorNotReady == hipErrorNotReady
   static constexpr int kMemcpyDefault = 4;                   // cudaMemcpyDefault == hipMemcpyDefault

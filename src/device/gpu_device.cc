@@ -52,6 +52,31 @@ void hostWaitFn(void* p) {
   delete w;
 }
 
+// Event queries come from hetccl's own threads (the proxy watching a call)
+// while the application may capture a graph on another thread: in CUDA's
+// global capture mode (torch.cuda.graph's default) such a query fails and
+// invalidates that capture. Thread-local mode, for the query alone, makes
+// it see only this thread's captures (as torch's own watchdog does).
+class CaptureModeScope {
+ public:
+  explicit CaptureModeScope(const GpuApi& api) : api_(api) {
+    if (api_.threadExchangeStreamCaptureMode && api_.threadExchangeStreamCaptureMode(&mode_) != 0) {
+      api_.getLastError();
+      set_ = false;
+    }
+  }
+  ~CaptureModeScope() {
+    if (api_.threadExchangeStreamCaptureMode && set_) api_.threadExchangeStreamCaptureMode(&mode_);
+  }
+  CaptureModeScope(const CaptureModeScope&) = delete;
+  CaptureModeScope& operator=(const CaptureModeScope&) = delete;
+
+ private:
+  const GpuApi& api_;
+  int mode_ = 1;  // thread-local; the previous mode while in scope
+  bool set_ = true;
+};
+
 class GpuRuntime : public DeviceRuntime {
  public:
   explicit GpuRuntime(const std::string& kind) : api_(loadGpuApi(kind)) {
@@ -129,6 +154,7 @@ class GpuRuntime : public DeviceRuntime {
   }
   double elapsedUs(Event start, Event end) override {
     float ms = 0;
+    CaptureModeScope threadLocal(api_);
     if (!api_.eventElapsedTime || api_.eventElapsedTime(&ms, start, end) != 0) {
       api_.getLastError();  // not sticky: clear it
       return -1;
@@ -140,12 +166,21 @@ class GpuRuntime : public DeviceRuntime {
   }
   void recordEvent(Event e, Stream s) override { api_.check(api_.eventRecord(e, s), "eventRecord"); }
   bool eventDone(Event e) override {
+    CaptureModeScope threadLocal(api_);
     GpuApi::Status s = api_.eventQuery(e);
     if (s == GpuApi::kNotReady) return false;
     api_.check(s, "eventQuery");
     return true;
   }
   void streamWaitEvent(Stream s, Event e) override { api_.check(api_.streamWaitEvent(s, e, 0), "streamWaitEvent"); }
+  bool capturing(Stream s) override {
+    int status = 0;
+    if (!api_.streamIsCapturing || api_.streamIsCapturing(s, &status) != 0) {
+      if (api_.streamIsCapturing) api_.getLastError();
+      return false;
+    }
+    return status != 0;
+  }
 
   void streamWaitValue(Stream s, volatile uint64_t* flag, uint64_t value) override {
     if (waitValueWorks_) {

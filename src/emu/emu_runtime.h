@@ -9,6 +9,8 @@
  * - streams whose work runs in order on a worker thread of each stream, after
  *   the call that enqueued it returned; events, stream waits on events and
  *   on a 64-bit value in memory, host functions;
+ * - stream capture status and CUDA's rule on event queries during a capture
+ *   (below);
  * - faults on demand (settings): copies slower than launches
  *   (HETCCL_EMU_COPY_DELAY_US), every stream operation late
  *   (HETCCL_EMU_STALL_US), an allocation that fails (HETCCL_EMU_FAIL_ALLOC:
@@ -33,6 +35,8 @@ typedef int emuError_t;
 #define emuErrorMemoryAllocation 2
 #define emuErrorInvalidDevice 101
 #define emuErrorNotReady 600
+#define emuErrorStreamCaptureUnsupported 900
+#define emuErrorStreamCaptureInvalidated 901
 #define emuErrorUnknown 999
 
 typedef struct emuStream* emuStream_t; /* NULL: the current device's default stream */
@@ -87,6 +91,18 @@ int emuStreamWaitValue64(emuStream_t stream, uint64_t addr, uint64_t value, unsi
 /* Stores value to *(uint64_t*)addr once the stream's earlier work is done
  * (flags 0), as cuStreamWriteValue64. */
 int emuStreamWriteValue64(emuStream_t stream, uint64_t addr, uint64_t value, unsigned flags);
+
+/* Stream capture, as far as code that must refuse or survive one needs it:
+ * the capture status of a stream (0 none, 1 active, 2 invalidated), the
+ * thread's capture mode (0 global, 1 thread-local, 2 relaxed), and CUDA's
+ * rule that an event query or synchronisation during a capture it forbids
+ * fails and invalidates the capture. Work enqueued on a capturing stream is
+ * dropped: emu keeps no graph (the one EndCapture returns is a token that
+ * nothing runs). */
+emuError_t emuStreamBeginCapture(emuStream_t stream, int mode);
+emuError_t emuStreamEndCapture(emuStream_t stream, void** graph);
+emuError_t emuStreamIsCapturing(emuStream_t stream, int* status);
+emuError_t emuThreadExchangeStreamCaptureMode(int* mode);
 
 #ifdef __cplusplus
 }

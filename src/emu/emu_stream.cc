@@ -1,6 +1,7 @@
 // The emulated GPU's streams and events: each stream is a worker thread
 // running its operations in order, after the call that enqueued them
 // returned. Also devices and errors.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -39,9 +40,15 @@ struct emuStream {
     return s;
   }
 
+  // Stream capture (emuStreamBeginCapture): 0 none, 1 active, 2
+  // invalidated; the mode and thread that began it. Guarded by mu.
+  int captureStatus = 0, captureMode = 0;
+  std::thread::id captureThread;
+
   void push(std::function<void()> op) {
     {
       std::lock_guard<std::mutex> g(mu);
+      if (captureStatus) return;  // captured into a graph, which emu does not keep
       ops.push_back(std::move(op));
     }
     cv.notify_all();
@@ -187,6 +194,37 @@ emuError_t setError(emuError_t e) {
 
 emuStream* resolve(emuStream_t s) { return s ? s : defaultStream(tDevice); }
 
+// Streams being captured, and the calling thread's capture mode (0 global,
+// 1 thread-local, 2 relaxed: cudaStreamCaptureMode's values).
+std::mutex& captureMu() {
+  static auto* m = new std::mutex;
+  return *m;
+}
+std::vector<emuStream*>& capturing() {
+  static auto* v = new std::vector<emuStream*>;
+  return *v;
+}
+thread_local int tCaptureMode = 0;
+
+// CUDA's rule for potentially unsafe calls (event queries among them):
+// refused where this thread has a capture under way not begun relaxed, or,
+// in global mode, where another thread has one begun in global mode; the
+// capture is then invalidated (its end fails).
+bool unsafeDuringCapture() {
+  std::lock_guard<std::mutex> g(captureMu());
+  if (tCaptureMode == 2) return false;
+  bool refused = false;
+  for (emuStream* s : capturing()) {
+    std::lock_guard<std::mutex> sg(s->mu);
+    const bool mine = s->captureThread == std::this_thread::get_id();
+    if ((mine && s->captureMode != 2) || (!mine && s->captureMode == 0 && tCaptureMode == 0)) {
+      s->captureStatus = 2;
+      refused = true;
+    }
+  }
+  return refused;
+}
+
 // Waits (on the stream's worker) until pred() holds, polling.
 template <class Pred>
 void waitUntil(Pred pred) {
@@ -287,6 +325,8 @@ const char* emuGetErrorString(emuError_t e) {
     case emuErrorMemoryAllocation: return "out of memory";
     case emuErrorInvalidDevice: return "invalid device ordinal";
     case emuErrorNotReady: return "device not ready";
+    case emuErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
+    case emuErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
     default: return "unknown error";
   }
 }
@@ -375,11 +415,13 @@ emuError_t emuEventRecord(emuEvent_t event, emuStream_t stream) {
 
 emuError_t emuEventQuery(emuEvent_t event) {
   if (!event) return emu::setError(emuErrorInvalidValue);
+  if (emu::unsafeDuringCapture()) return emu::setError(emuErrorStreamCaptureUnsupported);
   return event->done(event->last()) ? emuSuccess : emuErrorNotReady;
 }
 
 emuError_t emuEventSynchronize(emuEvent_t event) {
   if (!event) return emu::setError(emuErrorInvalidValue);
+  if (emu::unsafeDuringCapture()) return emu::setError(emuErrorStreamCaptureUnsupported);
   const uint64_t want = event->last();
   emu::waitUntil([&] { return event->done(want); });
   return emuSuccess;
@@ -425,3 +467,42 @@ int emuStreamWriteValue64(emuStream_t stream, uint64_t addr, uint64_t value, uns
 }
 
 }  // extern "C"
+
+emuError_t emuStreamBeginCapture(emuStream_t stream, int mode) {
+  if (!stream || mode < 0 || mode > 2) return emu::setError(emuErrorInvalidValue);  // as CUDA: not the default stream
+  std::lock_guard<std::mutex> g(emu::captureMu());
+  std::lock_guard<std::mutex> sg(stream->mu);
+  if (stream->captureStatus) return emu::setError(emuErrorInvalidValue);
+  stream->captureStatus = 1;
+  stream->captureMode = mode;
+  stream->captureThread = std::this_thread::get_id();
+  emu::capturing().push_back(stream);
+  return emuSuccess;
+}
+
+emuError_t emuStreamEndCapture(emuStream_t stream, void** graph) {
+  if (!stream || !graph) return emu::setError(emuErrorInvalidValue);
+  std::lock_guard<std::mutex> g(emu::captureMu());
+  std::lock_guard<std::mutex> sg(stream->mu);
+  if (!stream->captureStatus) return emu::setError(emuErrorInvalidValue);
+  const int status = stream->captureStatus;
+  stream->captureStatus = 0;
+  auto& v = emu::capturing();
+  v.erase(std::remove(v.begin(), v.end(), stream), v.end());
+  *graph = status == 1 ? static_cast<void*>(stream) : nullptr;  // a token: emu keeps no graph
+  return status == 1 ? emuSuccess : emu::setError(emuErrorStreamCaptureInvalidated);
+}
+
+emuError_t emuStreamIsCapturing(emuStream_t stream, int* status) {
+  if (!status) return emu::setError(emuErrorInvalidValue);
+  emuStream* s = emu::resolve(stream);
+  std::lock_guard<std::mutex> g(s->mu);
+  *status = s->captureStatus;
+  return emuSuccess;
+}
+
+emuError_t emuThreadExchangeStreamCaptureMode(int* mode) {
+  if (!mode || *mode < 0 || *mode > 2) return emu::setError(emuErrorInvalidValue);
+  std::swap(*mode, emu::tCaptureMode);
+  return emuSuccess;
+}

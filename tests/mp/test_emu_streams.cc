@@ -3,12 +3,20 @@
 // issued, whatever stream each names (as NCCL orders every launch of a
 // communicator after the previous one), so a call reads what the one
 // before it wrote on another stream, and two calls never share the
-// communicator's scratch at once. Layout a,b takes the test GPU kind, so
-// scripts/gpu-check.sh runs it on a real GPU (step faults).
+// communicator's scratch at once. Then stream capture (CUDA graphs): a call
+// across groups on a capturing stream is refused, and a capture on the
+// application's thread survives hetccl's threads watching calls in flight.
+// Layout a,b takes the test GPU kind, so scripts/gpu-check.sh runs these on
+// a real GPU (step faults).
+#include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <link.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "emu_util.h"
@@ -127,6 +135,99 @@ TEST_P(EmuStreams, CallsOnTwoStreamsRunInIssueOrder) {
 
 INSTANTIATE_TEST_SUITE_P(Layouts, EmuStreams, ::testing::ValuesIn(kStreamCases),
                          [](const ::testing::TestParamInfo<StreamsCase>& i) { return std::string(i.param.name); });
+
+// A function of the GPU runtime hetccl loaded for `kind` (libhetccl-emu.so,
+// libcudart), found among the objects of this process by its name.
+void* runtimeFunction(const std::string& kind, const std::string& name) {
+  struct Find {
+    const char* lib;
+    std::string path;
+  } f{kind == "emu" ? "libhetccl-emu.so" : "libcudart.so", ""};
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* arg) {
+        auto* f = static_cast<Find*>(arg);
+        if (info->dlpi_name && strstr(info->dlpi_name, f->lib)) f->path = info->dlpi_name;
+        return f->path.empty() ? 0 : 1;
+      },
+      &f);
+  if (f.path.empty()) return nullptr;
+  void* lib = dlopen(f.path.c_str(), RTLD_LAZY | RTLD_NOLOAD);
+  return lib ? dlsym(lib, ((kind == "emu" ? "emu" : kind == "hip" ? "hip" : "cuda") + name).c_str()) : nullptr;
+}
+
+// Stream capture through the rank's runtime (mode 0: global, the default
+// of torch.cuda.graph).
+struct Capture {
+  int (*begin)(void*, int) = nullptr;
+  int (*end)(void*, void**) = nullptr;
+  int (*copy)(void*, const void*, size_t, int, void*) = nullptr;
+  explicit Capture(const std::string& kind) {
+    begin = reinterpret_cast<decltype(begin)>(runtimeFunction(kind, "StreamBeginCapture"));
+    end = reinterpret_cast<decltype(end)>(runtimeFunction(kind, "StreamEndCapture"));
+    copy = reinterpret_cast<decltype(copy)>(runtimeFunction(kind, "MemcpyAsync"));
+  }
+  bool usable() const { return begin && end && copy; }
+};
+
+// Layout a,b (the test GPU kind): a call across the groups on a stream
+// being captured fails at once naming the capture, the capture itself
+// stays valid, and the communicator goes on working.
+TEST(EmuCapture, ACallAcrossGroupsOnACapturingStreamIsRefused) {
+  JobOptions o;
+  o.devices = {testGpuKind(), testGpuKind()};
+  borderEnv(o, true);
+  runJob("a,b", o, [](Rank& r) {
+    Capture cap(r.device);
+    ASSERT_TRUE(cap.usable()) << "the " << r.device << " runtime's capture functions were not found";
+    SecondStream side(r);
+    DeviceBuffer buf(r, 4096), other(r, 4096);
+    ASSERT_EQ(cap.begin(side.get(), 0), 0);
+    ASSERT_EQ(cap.copy(other.get(), buf.get(), 4096, 3, side.get()), 0);  // device to device, captured
+    const hetcclResult_t res = hetcclAllReduce(buf.get(), buf.get(), 1024, hetcclInt32, hetcclSum, r.comm, side.get());
+    const std::string text = hetcclGetLastError(r.comm);
+    void* graph = nullptr;
+    EXPECT_EQ(cap.end(side.get(), &graph), 0) << "the capture was invalidated";
+    EXPECT_NE(graph, nullptr);
+    EXPECT_EQ(res, hetcclInvalidUsage);
+    EXPECT_NE(text.find("captured into a graph"), std::string::npos) << text;
+    warmUp(r);  // the communicator works: nothing was enqueued or failed
+    hetcclResult_t async = hetcclSuccess;
+    HC_EXPECT_OK(hetcclCommGetAsyncError(r.comm, &async), r.comm);
+    EXPECT_EQ(async, hetcclSuccess) << hetcclGetLastError(r.comm);
+  });
+}
+
+// Layout a,b: while border calls are in flight (the proxy polls their
+// events), the application captures a graph on another stream in global
+// mode. CUDA refuses an event query from another thread during such a
+// capture and invalidates it; hetccl's queries run in thread-local mode, so
+// the capture ends well and the calls are right.
+TEST(EmuCapture, AGlobalCaptureSurvivesCallsInFlight) {
+  JobOptions o;
+  o.devices = {testGpuKind(), testGpuKind()};
+  borderEnv(o, true);
+  o.env.emplace_back("HETCCL_EMU_COPY_DELAY_US", "300");
+  runJob("a,b", o, [](Rank& r) {
+    Capture cap(r.device);
+    ASSERT_TRUE(cap.usable()) << "the " << r.device << " runtime's capture functions were not found";
+    SecondStream side(r);
+    const size_t count = size_t{1} << 20;  // 4 MiB: 64 parts a call
+    DeviceBuffer buf(r, count * 4), a(r, 4096), b(r, 4096);
+    buf.upload(std::vector<int32_t>(count, 1).data(), count * 4);
+    for (int k = 0; k < 4; ++k)  // 1 -> 2 -> 4 -> 8 -> 16
+      HC_ASSERT_OK(hetcclAllReduce(buf.get(), buf.get(), count, hetcclInt32, hetcclSum, r.comm, r.stream), r.comm);
+    ASSERT_EQ(cap.begin(side.get(), 0), 0);
+    ASSERT_EQ(cap.copy(b.get(), a.get(), 4096, 3, side.get()), 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));  // the proxy polls meanwhile
+    void* graph = nullptr;
+    EXPECT_EQ(cap.end(side.get(), &graph), 0) << "the capture was invalidated while calls were in flight";
+    syncStream(r);
+    hetcclResult_t async = hetcclSuccess;
+    HC_EXPECT_OK(hetcclCommGetAsyncError(r.comm, &async), r.comm);
+    ASSERT_EQ(async, hetcclSuccess) << hetcclGetLastError(r.comm);
+    EXPECT_EQ(readBack(buf, count), std::vector<int32_t>(count, 16));
+  });
+}
 
 }  // namespace
 }  // namespace hmp
