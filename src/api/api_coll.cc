@@ -115,6 +115,16 @@ bool dispatchCalls(hetcclComm* comm, const std::vector<CollArgs>& calls, bool ma
   checkUsable(comm);
   if (comm->streamOrdered()) {  // GPU rank: enqueue in stream order, return at once
     checkReady(comm);
+    // A call across groups is numbered among the border's uses and watched
+    // by this process's threads as it is enqueued: a graph replaying it
+    // would repeat none of that (one group goes to the vendor library,
+    // which supports capture).
+    if (comm->topo().ngroups() > 1)
+      for (const CollArgs& a : calls)
+        HETCCL_CHECK_USAGE(!comm->device().capturing(a.stream),
+                           "the stream is being captured into a graph (CUDA/HIP stream capture), and calls of a "
+                           "communicator of several groups cannot be captured; call it outside the capture (a "
+                           "communicator of one group passes calls to the vendor library, which can be captured)");
     const uint64_t first = recordCalls(*comm, calls, FlightRecorder::State::kEnqueued);
     failOnError(*comm, [&] {
       recorded(*comm, first, calls.size(), false, 0, [&] { enqueueDeviceCalls(*comm, calls, blocking && mayWait); });

@@ -42,14 +42,6 @@ void checkArgs(hetcclComm* comm, CollArgs& a, hetcclRedOp_t op, bool reduces) {
                      "peer " + std::to_string(a.peer) + " out of range [0, " + std::to_string(n) + ")");
   HETCCL_CHECK_ARG(a.stream == nullptr || !comm->device().synchronous(),
                    "stream must be NULL on a host rank (device kind host)");
-  // A call across groups is watched by this process's threads and numbered
-  // among the border's uses as it is enqueued: a graph replaying it would
-  // repeat none of that (one group goes to the vendor library, which
-  // supports capture).
-  HETCCL_CHECK_USAGE(!comm->streamOrdered() || comm->topo().ngroups() == 1 || !comm->device().capturing(a.stream),
-                     "the stream is being captured into a graph (CUDA/HIP stream capture), and calls of a "
-                     "communicator of several groups cannot be captured; call it outside the capture (a "
-                     "communicator of one group passes calls to the vendor library, which can be captured)");
   if (a.count == 0) return;
   checkBufferKinds(*comm, a);
   bool isRoot = a.root == me;

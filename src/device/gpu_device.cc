@@ -52,11 +52,12 @@ void hostWaitFn(void* p) {
   delete w;
 }
 
-// Event queries come from hetccl's own threads (the proxy watching a call)
-// while the application may capture a graph on another thread: in CUDA's
-// global capture mode (torch.cuda.graph's default) such a query fails and
-// invalidates that capture. Thread-local mode, for the query alone, makes
-// it see only this thread's captures (as torch's own watchdog does).
+// Event queries, allocations and registrations come from hetccl's threads
+// (the proxy watching a call, growing scratch) while the application may
+// capture a graph on another thread: in CUDA's global capture mode
+// (torch.cuda.graph's default) such a call fails and invalidates that
+// capture. Thread-local mode, for the call alone, makes it see only this
+// thread's captures (as torch's own watchdog does for its queries).
 class CaptureModeScope {
  public:
   explicit CaptureModeScope(const GpuApi& api) : api_(api) {
@@ -115,6 +116,7 @@ class GpuRuntime : public DeviceRuntime {
   }
 
   void* alloc(size_t bytes) override {
+    CaptureModeScope threadLocal(api_);
     void* p = nullptr;
     api_.check(api_.malloc(&p, bytes ? bytes : 256), "malloc");
     return p;
@@ -123,6 +125,7 @@ class GpuRuntime : public DeviceRuntime {
     if (ptr) api_.free(ptr);
   }
   void* allocPinned(size_t bytes) override {
+    CaptureModeScope threadLocal(api_);
     void* p = nullptr;
     api_.check(api_.hostAlloc(&p, bytes ? bytes : 256, GpuApi::kHostAllocPortableMapped), "hostAlloc");
     return p;
@@ -212,6 +215,7 @@ class GpuRuntime : public DeviceRuntime {
   }
 
   void registerHost(void* ptr, size_t bytes) override {
+    CaptureModeScope threadLocal(api_);
     api_.check(api_.hostRegister(ptr, bytes, GpuApi::kHostAllocPortableMapped), "hostRegister");
   }
   void unregisterHost(void* ptr) override {

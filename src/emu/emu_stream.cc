@@ -45,6 +45,11 @@ struct emuStream {
   int captureStatus = 0, captureMode = 0;
   std::thread::id captureThread;
 
+  bool isCapturing() {
+    std::lock_guard<std::mutex> g(mu);
+    return captureStatus != 0;
+  }
+
   void push(std::function<void()> op) {
     {
       std::lock_guard<std::mutex> g(mu);
@@ -369,6 +374,11 @@ emuError_t emuStreamDestroy(emuStream_t stream) {
     s = std::move(it->second);
     emu::streams().erase(it);
   }
+  {  // a stream destroyed while capturing ends its capture
+    std::lock_guard<std::mutex> g(emu::captureMu());
+    auto& v = emu::capturing();
+    v.erase(std::remove(v.begin(), v.end(), s.get()), v.end());
+  }
   s->retire();
   return emuSuccess;
 }
@@ -403,6 +413,7 @@ emuError_t emuEventDestroy(emuEvent_t event) {
 
 emuError_t emuEventRecord(emuEvent_t event, emuStream_t stream) {
   if (!event) return emu::setError(emuErrorInvalidValue);
+  if (emu::resolve(stream)->isCapturing()) return emuSuccess;  // a node of the graph emu does not keep
   const uint64_t n = event->record();
   emu::resolve(stream)->push([event = event->retain(), n] {
     event->complete(
@@ -429,7 +440,8 @@ emuError_t emuEventSynchronize(emuEvent_t event) {
 
 emuError_t emuStreamWaitEvent(emuStream_t stream, emuEvent_t event, unsigned) {
   if (!event) return emu::setError(emuErrorInvalidValue);
-  const uint64_t want = event->last();  // the record made last, as CUDA captures it
+  if (emu::resolve(stream)->isCapturing()) return emuSuccess;  // a node of the graph emu does not keep
+  const uint64_t want = event->last();                         // the record made last, as CUDA captures it
   emu::resolve(stream)->push([event = event->retain(), want] {
     emu::waitUntil([&] { return event->done(want); });
     event->release();
