@@ -23,8 +23,8 @@ constexpr size_t kRoundMaxBytes = size_t{16} << 10;
 // One border all-reduce of `len` elements from src to dst (device memory;
 // they may be the same).
 struct BorderAllReduce : BorderCall {
-  BorderAllReduce(Comm& comm, DataType type, RedKind k, const uint8_t* from, uint8_t* to, size_t n)
-      : BorderCall(comm, type, k), src(from), dst(to), len(n) {}
+  BorderAllReduce(Comm& comm, DataType type, RedKind k, const uint8_t* from, uint8_t* to, size_t n, size_t callBytes)
+      : BorderCall(comm, type, k, callBytes), src(from), dst(to), len(n) {}
   const uint8_t* src;
   uint8_t* dst;
   size_t len;
@@ -156,8 +156,8 @@ void enqueueDeviceBorderAllReduce(Comm& c, const CollArgs& a) {
   auto* recv = static_cast<uint8_t*>(a.recv);
   // The call's timed start, held (and given back should a step below
   // throw) until the watch of the call takes it.
-  BorderCall holder(c, a.dt, a.op.kind);
-  holder.callStart = BorderCall::startCall(c, s);
+  BorderCall holder(c, a.dt, a.op.kind, n * es);
+  holder.callStart = BorderCall::startCall(c, s, n * es);
 
   // PreMulSum and float Avg scale each input first (by the kernels: the
   // vendor library may not take PreMulSum for every type); integer Avg
@@ -210,7 +210,7 @@ void enqueueDeviceBorderAllReduce(Comm& c, const CollArgs& a) {
   }
 
   const uint64_t firstSeq = b.seq();
-  BorderAllReduce bc(c, a.dt, a.op.kind, src + start * es, recv + start * es, len);
+  BorderAllReduce bc(c, a.dt, a.op.kind, src + start * es, recv + start * es, len, n * es);
   bc.callStart = std::exchange(holder.callStart, nullptr);
   const bool small = len * es <= std::min(c.smallBytes(), b.partBytes());
   if (len) {

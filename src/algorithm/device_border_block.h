@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "algorithm/coll.h"
 #include "algorithm/device_border_call.h"
 #include "algorithm/device_exec.h"
 #include "comm/comm.h"
@@ -27,12 +28,18 @@ inline bool unequalGroups(Comm& c) {
 // Global rank of group g's rank with index i.
 inline int rankAt(Comm& c, int g, int i) { return c.topo().groups[g].ranks[i]; }
 
+// The bytes of a call's largest buffer (whether it is timed).
+inline size_t largestBuffer(Comm& c, const CollArgs& a) {
+  const CallExtent e = callExtent(c.nranks(), c.rank(), a);
+  return std::max(e.sendBytes, e.recvBytes);
+}
+
 // One collective over the border, with what every step names: the caller's
 // stream, the block (count elements: per rank, or the whole buffer), the
 // buffers, the internal streams and the border sequence before the call.
 struct BlockCall : BorderCall {
   BlockCall(Comm& comm, const CollArgs& args, RedKind k)
-      : BorderCall(comm, args.dt, k),
+      : BorderCall(comm, args.dt, k, largestBuffer(comm, args)),
         a(args),
         s(args.stream),
         blk(args.count * es),
@@ -41,7 +48,7 @@ struct BlockCall : BorderCall {
         o(b.outStream()),
         in(b.inStream()),
         firstSeq(b.seq()) {
-    callStart = startCall(comm, s);  // made first thing in each collective below
+    callStart = startCall(comm, s, largestBuffer(comm, args));  // made first thing in each collective below
   }
   const CollArgs& a;
   Stream s;

@@ -13,14 +13,19 @@ namespace {
 constexpr int kSlots = DeviceBorder::kSlots;
 }
 
-BorderCall::BorderCall(Comm& comm, DataType type, RedKind k)
+BorderCall::BorderCall(Comm& comm, DataType type, RedKind k, size_t callBytes)
     : c(comm),
       b(*comm.deviceBorder()),
       d(comm.device()),
       kn(*comm.kernels()),
       dt(type),
       kind(k),
-      es(dataTypeSize(type)) {}
+      es(dataTypeSize(type)),
+      timed(timesBorder(comm, callBytes)) {}
+
+bool BorderCall::timesBorder(Comm& c, size_t callBytes) {
+  return callBytes >= kTimedMinBytes && (c.observing() || c.flight().on());
+}
 
 BorderCall::~BorderCall() {
   b.commit();
@@ -44,11 +49,8 @@ Event BorderCall::event(Stream s) {
   return e;
 }
 
-// Timed events cost the GPU several microseconds a call (an 8-byte
-// AllReduce under MPS on an H200: 10.5 us without, 17.6 us with them), so
-// they are recorded only where metrics or a trace read them.
 void BorderCall::markStart(Stream caller) {
-  if (timedStart || !c.observing()) return;
+  if (timedStart || !timed) return;
   timedStart = c.stagingState()->takeTimedEvent();
   d.recordEvent(timedStart, caller);
 }
@@ -59,8 +61,8 @@ void BorderCall::markEnd(Stream caller) {
   d.recordEvent(timedEnd, caller);  // again at a later join: the last one counts
 }
 
-Event BorderCall::startCall(Comm& c, Stream caller) {
-  if (!c.observing() || c.topo().groupOfRank(c.rank()).ranks.size() < 2) return nullptr;
+Event BorderCall::startCall(Comm& c, Stream caller, size_t callBytes) {
+  if (!timesBorder(c, callBytes) || c.topo().groupOfRank(c.rank()).ranks.size() < 2) return nullptr;
   Event e = c.stagingState()->takeTimedEvent();
   c.device().recordEvent(e, caller);
   return e;

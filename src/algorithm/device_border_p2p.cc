@@ -75,7 +75,9 @@ std::vector<CollArgs> enqueueBorderPairs(Comm& c, std::vector<CollArgs> calls) {
   // sender, so the waits of one group call form no cycle, whatever order
   // the user listed them in.
   std::stable_sort(mine.begin(), mine.end(), [](const CollArgs& x, const CollArgs& y) { return x.peer < y.peer; });
-  BorderCall bc(c, mine[0].dt, RedKind::kSum);
+  size_t largest = 0;
+  for (const CollArgs& a : mine) largest = std::max(largest, a.count * dataTypeSize(a.dt));
+  BorderCall bc(c, mine[0].dt, RedKind::kSum, largest);
   DeviceBorder& b = bc.b;
   DeviceRuntime& d = bc.d;
   const Stream o = b.outStream(), in = b.inStream();

@@ -386,8 +386,7 @@ void enqueueDeviceCalls(Comm& c, std::vector<CollArgs> calls, bool mayWait) {
     c.proxy().submit([] {}, release);
     throw;
   }
-  LOG_TRACE(kColl, "GPU call ticket %llu: %zu call(s) on %zu stream(s)", static_cast<unsigned long long>(ticket),
-            calls.size(), streams.size());
+  LOG_TRACE(kColl, "GPU call ticket %llu: %zu call(s)", static_cast<unsigned long long>(ticket), calls.size());
   c.proxy().submit([&c, host = std::move(host), ready] { runStaged(c, host, ready); }, release);
 }
 

@@ -96,9 +96,14 @@ Stream StagingState::leadAfterLast(const std::vector<Stream>& streams) {
     // The wait takes the record made last, so one event serves every
     // stream in turn.
     Event e = takeEvent();
-    for (size_t i = 1; i < streams.size(); ++i) {
-      dev_.recordEvent(e, streams[i]);
-      dev_.streamWaitEvent(lead, e);
+    try {
+      for (size_t i = 1; i < streams.size(); ++i) {
+        dev_.recordEvent(e, streams[i]);
+        dev_.streamWaitEvent(lead, e);
+      }
+    } catch (...) {
+      giveEvent(e);
+      throw;
     }
     giveEvent(e);
   }

@@ -13,7 +13,8 @@ namespace {
 
 // The flight recorder of GPU ranks: calls across groups (a border call, a
 // staged one, a pair-channel send and receive) are recorded as completed
-// once the proxy saw them end, with their border bytes and time. Each rank asks for its dump by SIGUSR1 until
+// once the proxy saw them end, with their border bytes and time (the
+// border's from 1 MiB on). Each rank asks for its dump by SIGUSR1 until
 // the proxy has got that far.
 TEST(EmuFlight, CallsAcrossGroupsAreRecordedCompleted) {
   char tmpl[] = "/tmp/hetccl-emu-flight-XXXXXX";
@@ -24,27 +25,31 @@ TEST(EmuFlight, CallsAcrossGroupsAreRecordedCompleted) {
   o.env.emplace_back("HETCCL_FLIGHT_DIR", dir);
   o.env.emplace_back("HETCCL_GPU_BORDER_MIN", "64K");  // the small AllReduce stages
   runJob("a,b", o, [](Rank& r) {
-    DeviceBuffer big(r, 1 << 20), small(r, 1024);
-    HC_ASSERT_OK(hetcclAllReduce(big.get(), big.get(), 1 << 17, hetcclFloat32, hetcclSum, r.comm, r.stream), r.comm);
+    DeviceBuffer big(r, 2 << 20), small(r, 1024), mid(r, 256 << 10);
+    HC_ASSERT_OK(hetcclAllReduce(big.get(), big.get(), 1 << 18, hetcclFloat32, hetcclSum, r.comm, r.stream), r.comm);
     HC_ASSERT_OK(hetcclAllReduce(small.get(), small.get(), 256, hetcclFloat32, hetcclSum, r.comm, r.stream), r.comm);
     const int peer = 1 - r.rank;
     HC_ASSERT_OK(hetcclGroupStart(), r.comm);
-    HC_ASSERT_OK(hetcclSend(big.get(), 1 << 17, hetcclFloat32, peer, r.comm, r.stream), r.comm);
-    HC_ASSERT_OK(hetcclRecv(static_cast<char*>(big.get()) + (1 << 19), 1 << 17, hetcclFloat32, peer, r.comm, r.stream),
+    HC_ASSERT_OK(hetcclSend(big.get(), 1 << 18, hetcclFloat32, peer, r.comm, r.stream), r.comm);
+    HC_ASSERT_OK(hetcclRecv(static_cast<char*>(big.get()) + (1 << 20), 1 << 18, hetcclFloat32, peer, r.comm, r.stream),
                  r.comm);
     HC_ASSERT_OK(hetcclGroupEnd(), r.comm);
+    // Below 1 MiB the border is not timed (its timed events would cost a
+    // small call more than it takes).
+    HC_ASSERT_OK(hetcclAllReduce(mid.get(), mid.get(), 1 << 16, hetcclFloat32, hetcclSum, r.comm, r.stream), r.comm);
     syncStream(r);
-    const std::string text = dumpOnceCompleted(r, 4, 0);
-    EXPECT_EQ(countOf(text, "\"completed\""), 4u) << "two AllReduce calls, a send and a receive\n" << text;
+    const std::string text = dumpOnceCompleted(r, 5, 0);
+    EXPECT_EQ(countOf(text, "\"completed\""), 5u) << "three AllReduce calls, a send and a receive\n" << text;
     EXPECT_EQ(countOf(text, "\"enqueued\""), 0u) << text;
     // Their border steps ran on the proxy, and the records carry them: each
     // AllReduce's and the group's first (the send) moved bytes between the
     // groups; the receive's are on the send's record.
     EXPECT_EQ(countOf(text, "\"border_host_bytes\": 0,"), 1u) << text;
-    // And took time: the device border's (AllReduce of 1 MiB, the send and
-    // receive) between timed events on the device, the staged one's on the
-    // proxy's transport.
-    EXPECT_EQ(countOf(text, "\"border_us\": 0.0,"), 1u) << text;
+    // And took time: the device border's of 1 MiB (the AllReduce, the send
+    // and receive) between timed events on the device, the staged one's on
+    // the proxy's transport; the receive's are on the send's record, and the
+    // 256 KiB AllReduce is not timed.
+    EXPECT_EQ(countOf(text, "\"border_us\": 0.0,"), 2u) << text;
   });
   EXPECT_EQ(system((std::string("rm -rf ") + dir).c_str()), 0);
 }

@@ -214,6 +214,47 @@ TEST(Emu, AWaitTakesItsRecordEvenWhenARecordOnAnotherStreamCompletesFirst) {
   EXPECT_EQ(emuEventDestroy(ev), emuSuccess);
 }
 
+// Stream capture as CUDA rules it: an event query from another thread in
+// global mode during a global-mode capture fails and invalidates the
+// capture; the same query in thread-local or relaxed mode, or during a
+// relaxed capture, does not.
+TEST(Emu, AnEventQueryDuringAGlobalCaptureInvalidatesItUnlessItsThreadIsLocal) {
+  Stream cap, other;
+  emuEvent_t ev = nullptr;
+  ASSERT_EQ(emuEventCreateWithFlags(&ev, 0x2), emuSuccess);
+  ASSERT_EQ(emuEventRecord(ev, other.s), emuSuccess);
+  ASSERT_EQ(emuStreamSynchronize(other.s), emuSuccess);
+  auto queryOnAnotherThread = [&](int mode) {
+    int result = -1;
+    std::thread([&] {
+      int m = mode;
+      EXPECT_EQ(emuThreadExchangeStreamCaptureMode(&m), emuSuccess);
+      EXPECT_EQ(m, 0) << "a thread starts in global mode";
+      result = emuEventQuery(ev);
+    }).join();
+    return result;
+  };
+  for (int captureMode : {0, 2}) {
+    for (int queryMode : {0, 1, 2}) {
+      ASSERT_EQ(emuStreamBeginCapture(cap.s, captureMode), emuSuccess);
+      int status = -1;
+      ASSERT_EQ(emuStreamIsCapturing(cap.s, &status), emuSuccess);
+      EXPECT_EQ(status, 1);
+      const bool refused = captureMode == 0 && queryMode == 0;
+      EXPECT_EQ(queryOnAnotherThread(queryMode), refused ? emuErrorStreamCaptureUnsupported : emuSuccess)
+          << "capture mode " << captureMode << ", query mode " << queryMode;
+      void* graph = nullptr;
+      EXPECT_EQ(emuStreamEndCapture(cap.s, &graph), refused ? emuErrorStreamCaptureInvalidated : emuSuccess)
+          << "capture mode " << captureMode << ", query mode " << queryMode;
+      EXPECT_EQ(graph == nullptr, refused);
+      ASSERT_EQ(emuStreamIsCapturing(cap.s, &status), emuSuccess);
+      EXPECT_EQ(status, 0);
+      emuGetLastError();
+    }
+  }
+  EXPECT_EQ(emuEventDestroy(ev), emuSuccess);
+}
+
 TEST(Emu, StreamWaitsOnAValueInMemory) {
   Stream st;
   alignas(8) static uint64_t flag;
