@@ -17,9 +17,8 @@ namespace hetccl {
 
 // Calls from this size on (their largest buffer) time their border work
 // with timed events, where metrics, a trace or the flight recorder read
-// them: the events cost the GPU about 7 us a call (an 8-byte AllReduce
-// under MPS on an H200: 10.5 us without, 17.6 us with them), a few percent
-// from here on.
+// them: the events cost the GPU several microseconds a call, more than half
+// of a small call under MPS, and a few percent from here on (docs/design.md).
 constexpr size_t kTimedMinBytes = size_t{1} << 20;
 
 struct BorderCall {
