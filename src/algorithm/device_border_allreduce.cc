@@ -157,7 +157,7 @@ void enqueueDeviceBorderAllReduce(Comm& c, const CollArgs& a) {
   // The call's timed start, held (and given back should a step below
   // throw) until the watch of the call takes it.
   BorderCall holder(c, a.dt, a.op.kind, n * es);
-  holder.callStart = BorderCall::startCall(c, s, n * es);
+  holder.callStart = holder.startCall(s);
 
   // PreMulSum and float Avg scale each input first (by the kernels: the
   // vendor library may not take PreMulSum for every type); integer Avg

@@ -48,7 +48,7 @@ struct BlockCall : BorderCall {
         o(b.outStream()),
         in(b.inStream()),
         firstSeq(b.seq()) {
-    callStart = startCall(comm, s, largestBuffer(comm, args));  // made first thing in each collective below
+    callStart = startCall(s);  // made first thing in each collective below
   }
   const CollArgs& a;
   Stream s;

@@ -21,11 +21,7 @@ BorderCall::BorderCall(Comm& comm, DataType type, RedKind k, size_t callBytes)
       dt(type),
       kind(k),
       es(dataTypeSize(type)),
-      timed(timesBorder(comm, callBytes)) {}
-
-bool BorderCall::timesBorder(Comm& c, size_t callBytes) {
-  return callBytes >= kTimedMinBytes && (c.observing() || c.flight().on());
-}
+      timed(callBytes >= kTimedMinBytes && (comm.observing() || comm.flight().on())) {}
 
 BorderCall::~BorderCall() {
   b.commit();
@@ -61,10 +57,10 @@ void BorderCall::markEnd(Stream caller) {
   d.recordEvent(timedEnd, caller);  // again at a later join: the last one counts
 }
 
-Event BorderCall::startCall(Comm& c, Stream caller, size_t callBytes) {
-  if (!timesBorder(c, callBytes) || c.topo().groupOfRank(c.rank()).ranks.size() < 2) return nullptr;
+Event BorderCall::startCall(Stream caller) {
+  if (!timed || c.topo().groupOfRank(c.rank()).ranks.size() < 2) return nullptr;
   Event e = c.stagingState()->takeTimedEvent();
-  c.device().recordEvent(e, caller);
+  d.recordEvent(e, caller);
   return e;
 }
 

@@ -50,7 +50,9 @@ struct BorderCall {
   // watch() records the call's end too and the proxy counts the call's
   // device time less its border time as group time.
   Event callStart = nullptr, callEnd = nullptr;
-  bool timed;       // timesBorder(): markStart() records timed events
+  // Whether the call is timed (kTimedMinBytes; metrics, a trace or the
+  // flight recorder on): markStart() and startCall() record timed events.
+  bool timed;
   size_t sent = 0;  // bytes this rank stored for the other groups (watch() counts them)
 
   int G() const { return b.peers(); }
@@ -91,12 +93,9 @@ struct BorderCall {
   // events, so that the proxy counts the border step's time on the device.
   void markStart(Stream caller);
   void markEnd(Stream caller);
-  // A timed event recorded on `caller` now where this rank's group has
-  // several GPUs (else null): for callStart.
-  static Event startCall(Comm& c, Stream caller, size_t callBytes);
-  // Whether a call of `callBytes` is timed (kTimedMinBytes; metrics, a
-  // trace or the flight recorder on).
-  static bool timesBorder(Comm& c, size_t callBytes);
+  // A timed event recorded on `caller` now where the call is timed and this
+  // rank's group has several GPUs (else null): for callStart.
+  Event startCall(Stream caller);
   // out[0, n) = v(0) op v(1) op ... op v(G-1), left to right on every rank
   // (the same bits everywhere), where v(me) = mine and v(g) = scratchOf(g).
   // mine may be out: the running value then stays in scratch until the last

@@ -81,10 +81,8 @@ std::vector<CollArgs> enqueueBorderPairs(Comm& c, std::vector<CollArgs> calls) {
   DeviceBorder& b = bc.b;
   DeviceRuntime& d = bc.d;
   const Stream o = b.outStream(), in = b.inStream();
-  std::vector<Stream> streams;
-  for (const CollArgs& a : mine)
-    if (std::find(streams.begin(), streams.end(), a.stream) == streams.end()) streams.push_back(a.stream);
-  for (Stream s : streams) bc.fork(s);
+  const Stream caller = mine.front().stream;  // every call's, since IssueOrder (device_exec.cc)
+  bc.fork(caller);
   std::vector<PairWait> waits;
   size_t bytes = 0;
   for (const CollArgs& a : mine) {
@@ -116,10 +114,10 @@ std::vector<CollArgs> enqueueBorderPairs(Comm& c, std::vector<CollArgs> calls) {
     w.sent = w.ch->sent;
     w.received = w.ch->received;
   }
-  for (Stream s : streams) bc.join(s);
+  bc.join(caller);
   LOG_TRACE(kColl, "device border send/recv: %zu call(s), %zu bytes, %zu peer(s)", mine.size(), bytes, waits.size());
   const DeviceBorder& border = b;
-  bc.watch(streams[0], mine.size() == 1 ? (mine[0].isSend ? "Send" : "Recv") : "send/recv group", bytes,
+  bc.watch(caller, mine.size() == 1 ? (mine[0].isSend ? "Send" : "Recv") : "send/recv group", bytes,
            [&border, waits](bool* poisoned) {
              *poisoned = false;
              int who = -1;

@@ -130,17 +130,13 @@ void stageOut(Comm& c, const std::vector<HostCopy>& ms) {
       c.device().copy(m.user->recv, m.host.recv, m.ext.recvBytes, m.user->stream);
 }
 
-// Records, on each stream, the event the next call's copies in wait for
-// (its pinned block may be this call's, still being copied out).
-void markReleased(Comm& c, const std::vector<Stream>& streams) {
+// Records, on the call's stream, the event the next call's copies in wait
+// for (its pinned block may be this call's, still being copied out).
+void markReleased(Comm& c, Stream s) {
   StagingState& ds = *c.stagingState();
   std::vector<Event>& released = ds.released();
-  while (released.size() < streams.size()) released.push_back(ds.takeEvent());
-  while (released.size() > streams.size()) {
-    ds.giveEvent(released.back());
-    released.pop_back();
-  }
-  for (size_t i = 0; i < streams.size(); ++i) c.device().recordEvent(released[i], streams[i]);
+  if (released.empty()) released.push_back(ds.takeEvent());
+  c.device().recordEvent(released.front(), s);
 }
 
 // The proxy's part of a multi-group call: once the caller's streams have
@@ -351,23 +347,17 @@ void enqueueDeviceCalls(Comm& c, std::vector<CollArgs> calls, bool mayWait) {
   }
   StagingState& ds = *c.stagingState();
   DeviceRuntime& d = c.device();
-  std::vector<Stream> streams;
-  for (const CollArgs& a : calls)
-    if (std::find(streams.begin(), streams.end(), a.stream) == streams.end()) streams.push_back(a.stream);
+  const Stream s = calls.front().stream;  // every call's, since IssueOrder
   // Pinned staging is allocated here, before any stream waits on the proxy:
   // allocating page-locked memory can synchronise the device, which from the
   // proxy (while a stream waits on it) never returns. Only this thread
   // touches the pool; an outgrown block stays allocated (StagingPool).
   uint8_t* pinned = ds.pinned().get(0, layoutHostCopies(c, calls, nullptr));
   // The block may be the one the previous call still copies out of.
-  for (Stream s : streams)
-    for (Event e : ds.released()) d.streamWaitEvent(s, e);
+  for (Event e : ds.released()) d.streamWaitEvent(s, e);
   std::vector<HostCopy> ms = stageIn(c, calls, pinned);
-  std::vector<Event> ready;
-  for (Stream s : streams) {
-    ready.push_back(ds.takeEvent());
-    d.recordEvent(ready.back(), s);
-  }
+  const std::vector<Event> ready{ds.takeEvent()};
+  d.recordEvent(ready.front(), s);
   uint64_t ticket = ds.nextTicket();
   ds.stagedQueued();
   auto release = [&ds, ticket, ready] {
@@ -377,9 +367,9 @@ void enqueueDeviceCalls(Comm& c, std::vector<CollArgs> calls, bool mayWait) {
   };
   std::vector<CollArgs> host;
   try {
-    for (Stream s : streams) d.streamWaitValue(s, ds.flag(), ticket);
+    d.streamWaitValue(s, ds.flag(), ticket);
     stageOut(c, ms);
-    markReleased(c, streams);
+    markReleased(c, s);
     for (const HostCopy& m : ms) host.push_back(m.host);
   } catch (...) {
     // Streams may already wait for this ticket: release them, in order.
