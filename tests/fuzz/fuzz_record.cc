@@ -37,7 +37,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<uint8_t> truth, wire;
   std::vector<size_t> recordEnds;  // wire offsets where records end
   bool altered = false;
-  size_t alteredAt = 0;
+  size_t alteredAt = 0;  // the first wire byte that differs from the sealed stream
   if (raw) {
     wire = in.bytes(4096);
     altered = true;
@@ -56,6 +56,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       wire.insert(wire.end(), rec.begin(), rec.end());
       recordEnds.push_back(wire.size());
     }
+    const std::vector<uint8_t> sealed = wire;
     const uint8_t kind = in.byte() % 5;
     size_t pos = in.take<uint16_t>() % wire.size();
     size_t len = 1 + in.take<uint16_t>() % 512;
@@ -76,7 +77,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
       case 4: wire.resize(pos), altered = true; break;
     }
-    alteredAt = pos;
+    // Where the alteration takes effect: not always at pos, since the bytes
+    // a cut or a repeat brings to pos may equal those it replaced (a cut
+    // from a record's last byte whose successor starts with the same byte
+    // leaves that record whole). Compared, not predicted.
+    alteredAt =
+        static_cast<size_t>(std::mismatch(wire.begin(), wire.end(), sealed.begin(), sealed.end()).first - wire.begin());
   }
   // Plaintext bytes of the records that end at or before the alteration.
   size_t safePlain = 0;

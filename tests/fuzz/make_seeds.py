@@ -202,6 +202,12 @@ def seeds_record():
           + bytes([255] * 8))
     write("record", "ahead_two_intact", u8(0x10) + recs(1, 2, 3, 1024, 5) + u8(0) + u16(0) + u16(0) + u8(0)
           + bytes([250] * 12))
+    # Records of 50, 60 and 768 bytes; a cut of 271 wire bytes from the first
+    # record's last tag byte, where the byte brought there equals it: the
+    # first record stays whole and authenticates (the oracle must compare the
+    # streams, not assume the change at the cut).
+    write("record", "cut_leaves_first_whole", bytes.fromhex(
+        "02 02 3100 00 3b00 ff ff02 d0 07 4500 0e01 0d 0d0d0d0d0d0d"))
 
 
 # ---- message ----
