@@ -11,7 +11,17 @@ namespace hetccl {
 
 namespace {
 constexpr int kSlots = DeviceBorder::kSlots;
+
+// A watched border call failed: the communicator records the failure (its
+// asynchronous error, the peers told) before this rank's streams that wait
+// on the border go on, so a program that syncs its stream and then asks
+// hetcclCommGetAsyncError reads the failure, never success.
+[[noreturn]] void failThenRelease(Comm& comm, DeviceBorder& border, hetcclResult_t code, const std::string& text) {
+  comm.fail(code, text);
+  border.releaseAll();
+  throwError(code, text);
 }
+}  // namespace
 
 BorderCall::BorderCall(Comm& comm, DataType type, RedKind k, size_t callBytes)
     : c(comm),
@@ -161,8 +171,7 @@ void BorderCall::watch(Stream caller, const char* what, size_t bytes, std::funct
           // The other ranks learn of it before any stream of theirs that
           // waits on this rank goes on.
           border.markFailed("rank " + std::to_string(comm.rank()) + ": " + text);
-          border.releaseAll();
-          throwError(who < 0 ? e.code() : hetcclRemoteError, text);
+          failThenRelease(comm, border, who < 0 ? e.code() : hetcclRemoteError, text);
         }
         bool poisoned = false;
         behind(&poisoned);
@@ -170,17 +179,17 @@ void BorderCall::watch(Stream caller, const char* what, size_t bytes, std::funct
         const int failed = border.failedRank(&why);
         // A peer failed: this rank's streams may wait in later calls on
         // flags that peer no longer stores (or a stream of it lowered again).
-        if ((failed >= 0 && failed != comm.rank()) || poisoned) border.releaseAll();
         if (failed >= 0 && failed != comm.rank())
-          throwError(hetcclRemoteError, "device border " + name + ": rank " + std::to_string(failed) +
-                                            "'s communicator failed (" + why + "); the result is not valid");
+          failThenRelease(comm, border, hetcclRemoteError,
+                          "device border " + name + ": rank " + std::to_string(failed) + "'s communicator failed (" +
+                              why + "); the result is not valid");
         if (poisoned) {
           const std::string relay = border.relayError();
-          throwError(hetcclRemoteError, "device border " + name +
-                                            (relay.empty() ? std::string(": a border peer released the border (it "
-                                                                         "failed or aborted)")
-                                                           : ": " + relay) +
-                                            "; the result is not valid");
+          failThenRelease(comm, border, hetcclRemoteError,
+                          "device border " + name +
+                              (relay.empty() ? std::string(": a border peer released the border (it failed or aborted)")
+                                             : ": " + relay) +
+                              "; the result is not valid");
         }
         countBorderBytes(comm.metrics(), CallMetrics::kBorderHost, sent);  // the border is this host's memory
         const double borderUs = start ? comm.device().elapsedUs(start, stop) : 0;
