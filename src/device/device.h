@@ -65,6 +65,10 @@ class DeviceRuntime {
   // Whether `s` is being captured into a graph (stream capture); false
   // where the runtime cannot say.
   virtual bool capturing(Stream) { return false; }
+  // The stream's id, unique while the process lives (a destroyed stream's
+  // handle may come back for a new stream; its id does not); 0 where the
+  // runtime cannot tell (then only the handle names a stream).
+  virtual uint64_t streamId(Stream) { return 0; }
   virtual void streamWaitEvent(Stream s, Event e);
   // Work enqueued on `s` after this call waits until *flag >= value, where
   // flag lives in allocPinned memory and the host stores it (the proxy's

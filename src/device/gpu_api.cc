@@ -164,6 +164,7 @@ std::unique_ptr<GpuApi> fill(void* lib, const std::string& kind, const std::stri
         reinterpret_cast<decltype(api->streamIsCapturing)>(dlsym(lib, (pre + "StreamIsCapturing").c_str()));
     api->threadExchangeStreamCaptureMode = reinterpret_cast<decltype(api->threadExchangeStreamCaptureMode)>(
         dlsym(lib, (pre + "ThreadExchangeStreamCaptureMode").c_str()));
+    api->streamGetId = reinterpret_cast<decltype(api->streamGetId)>(dlsym(lib, (pre + "StreamGetId").c_str()));
   }
   if (kind != "emu") {
     const std::string pre = kind == "hip" ? "hip" : "cuda";

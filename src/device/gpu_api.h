@@ -71,6 +71,10 @@ struct GpuApi {
   // relaxed), and the HIP and emu twins.
   Status (*streamIsCapturing)(void*, int*) = nullptr;
   Status (*threadExchangeStreamCaptureMode)(int*) = nullptr;
+  // Optional: a stream's id, unique for the process's life, where a handle
+  // may come back for a stream created after the first was destroyed
+  // (cudaStreamGetId, CUDA 12; hipStreamGetId in later ROCm; emu's twin).
+  Status (*streamGetId)(void*, unsigned long long*) = nullptr;
 
   static constexpr Status kNotReady = 600;                   // cudaErrorNotReady == hipErrorNotReady
   static constexpr int kMemcpyDefault = 4;                   // cudaMemcpyDefault == hipMemcpyDefault

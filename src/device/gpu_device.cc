@@ -185,6 +185,16 @@ class GpuRuntime : public DeviceRuntime {
     return status != 0;
   }
 
+  uint64_t streamId(Stream s) override {
+    unsigned long long id = 0;
+    if (!api_.streamGetId) return 0;
+    if (api_.streamGetId(s, &id) != 0) {
+      api_.getLastError();
+      return 0;
+    }
+    return id;
+  }
+
   void streamWaitValue(Stream s, volatile uint64_t* flag, uint64_t value) override {
     if (waitValueWorks_) {
       void* dptr = nullptr;

@@ -91,7 +91,10 @@ void StagingState::sync(double timeoutS, const std::atomic<bool>* abort, const c
 
 Stream StagingState::leadAfterLast(const std::vector<Stream>& streams) {
   const Stream lead = streams.front();
-  if (hasLast_ && lastStream_ != lead) dev_.streamWaitEvent(lead, lastEnd_);
+  leadId_ = dev_.streamId(lead);
+  // The same stream where handle and id are the same; where the runtime
+  // has no ids, a handle alone may be a new stream's: the wait then always.
+  if (hasLast_ && (lastStream_ != lead || leadId_ == 0 || leadId_ != lastId_)) dev_.streamWaitEvent(lead, lastEnd_);
   if (streams.size() > 1) {
     // The wait takes the record made last, so one event serves every
     // stream in turn.
@@ -113,6 +116,7 @@ Stream StagingState::leadAfterLast(const std::vector<Stream>& streams) {
 void StagingState::markLast(const std::vector<Stream>& streams) {
   dev_.recordEvent(lastEnd_, streams.front());
   lastStream_ = streams.front();
+  lastId_ = leadId_;
   hasLast_ = true;
   for (size_t i = 1; i < streams.size(); ++i) dev_.streamWaitEvent(streams[i], lastEnd_);
 }

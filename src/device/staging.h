@@ -99,7 +99,10 @@ class StagingState {
   // stream and for what is queued on the call's other streams, and returns
   // it; markLast(streams) records the call's end on the lead and makes the
   // other streams wait for it. One event record a call where every call
-  // names one stream. The calling thread's alone.
+  // names one stream. A stream is the same as the last call's where its
+  // handle and its id (DeviceRuntime::streamId) are: a handle alone may be
+  // a destroyed stream's, come back for a new one. The calling thread's
+  // alone.
   Stream leadAfterLast(const std::vector<Stream>& streams);
   void markLast(const std::vector<Stream>& streams);
 
@@ -120,6 +123,7 @@ class StagingState {
   Event syncEvent_ = nullptr;
   Event lastEnd_ = nullptr;  // recorded on lastStream_ at the end of the last call
   Stream lastStream_ = nullptr;
+  uint64_t lastId_ = 0, leadId_ = 0;  // DeviceRuntime::streamId of lastStream_, of the lead now
   bool hasLast_ = false;
   StagingPool pinned_, scratch_;
 };

@@ -103,6 +103,8 @@ emuError_t emuStreamBeginCapture(emuStream_t stream, int mode);
 emuError_t emuStreamEndCapture(emuStream_t stream, void** graph);
 emuError_t emuStreamIsCapturing(emuStream_t stream, int* status);
 emuError_t emuThreadExchangeStreamCaptureMode(int* mode);
+/* A stream's id, unique for the process's life (cudaStreamGetId). */
+emuError_t emuStreamGetId(emuStream_t stream, unsigned long long* id);
 
 #ifdef __cplusplus
 }

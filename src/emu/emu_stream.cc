@@ -23,6 +23,9 @@ struct emuStream {
   std::deque<std::function<void()>> ops;
   bool busy = false, retired = false;
   int device = 0;
+  // Unique for the process's life (emuStreamGetId): the handle, the
+  // object's address, comes back once a destroyed stream's work has run.
+  uint64_t id = 0;
   // Faults on demand, as set when the stream was made (its worker never
   // reads the environment).
   int64_t stallUs = 0, copyDelayUs = 0;
@@ -35,7 +38,9 @@ struct emuStream {
   // The worker holds the stream until it has run everything and was
   // retired; so do those that synchronise with it.
   static std::shared_ptr<emuStream> make(int dev) {
+    static std::atomic<uint64_t> ids{0};
     auto s = std::make_shared<emuStream>(dev);
+    s->id = ids.fetch_add(1) + 1;
     std::thread([s] { s->run(); }).detach();
     return s;
   }
@@ -510,6 +515,12 @@ emuError_t emuStreamIsCapturing(emuStream_t stream, int* status) {
   emuStream* s = emu::resolve(stream);
   std::lock_guard<std::mutex> g(s->mu);
   *status = s->captureStatus;
+  return emuSuccess;
+}
+
+emuError_t emuStreamGetId(emuStream_t stream, unsigned long long* id) {
+  if (!id) return emu::setError(emuErrorInvalidValue);
+  *id = emu::resolve(stream)->id;
   return emuSuccess;
 }
 

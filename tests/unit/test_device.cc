@@ -230,6 +230,54 @@ TEST(StagingPool, GrowsReusesAndStaysUnderTheLimit) {
   EXPECT_EQ(rt.live, 0u);  // all returned
 }
 
+namespace {
+// Stream handles the test names, each with the id the test gives it; the
+// waits the staging state enqueues, as (stream, event).
+class StreamIdRuntime : public CountingRuntime {
+ public:
+  const char* kind() const override { return "stream ids"; }
+  Stream createStream() override { return reinterpret_cast<Stream>(++made); }
+  void destroyStream(Stream) override {}
+  Event createEvent() override { return reinterpret_cast<Event>(1000 + ++made); }
+  void destroyEvent(Event) override {}
+  void recordEvent(Event, Stream) override {}
+  void streamWaitEvent(Stream s, Event e) override { waits.emplace_back(s, e); }
+  uint64_t streamId(Stream s) override { return ids[s]; }
+  std::map<Stream, uint64_t> ids;
+  std::vector<std::pair<Stream, Event>> waits;
+  uintptr_t made = 0;
+};
+}  // namespace
+
+// Issue order: a call on the last call's stream does not wait; one on
+// another stream, or on a handle that came back for a new stream (another
+// id), waits for the last call's end; without ids, a handle alone proves
+// nothing, so every call waits.
+TEST(IssueOrder, ACallWaitsForTheLastUnlessItsStreamIsTheSameByHandleAndId) {
+  StreamIdRuntime rt;
+  StagingState ds(rt, 1 << 20, 1 << 20);
+  const Stream a = reinterpret_cast<Stream>(uintptr_t{0x100}), b = reinterpret_cast<Stream>(uintptr_t{0x200});
+  rt.ids[a] = 7;
+  rt.ids[b] = 8;
+  auto call = [&](Stream s) {
+    rt.waits.clear();
+    EXPECT_EQ(ds.leadAfterLast({s}), s);
+    ds.markLast({s});
+    return rt.waits.size();
+  };
+  EXPECT_EQ(call(a), 0u);  // the first call
+  EXPECT_EQ(call(a), 0u);  // the same stream: stream order is enough
+  EXPECT_EQ(call(b), 1u);  // another stream
+  EXPECT_EQ(call(b), 0u);
+  rt.ids[b] = 9;  // b destroyed, its handle given to a new stream
+  EXPECT_EQ(call(b), 1u);
+  EXPECT_EQ(rt.waits.front().first, b);
+  EXPECT_EQ(call(b), 0u);
+  rt.ids[a] = rt.ids[b] = 0;  // a runtime without stream ids
+  EXPECT_EQ(call(b), 1u);
+  EXPECT_EQ(call(b), 1u);
+}
+
 // HETCCL_GPU_DIRECT's choice from what a GPU rank knows at init.
 TEST(GpuPath, DirectOnlyWhereWantedAndTheTransportMovesDeviceMemory) {
   GpuPathFacts f;

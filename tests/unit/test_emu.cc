@@ -10,7 +10,9 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -212,6 +214,33 @@ TEST(Emu, AWaitTakesItsRecordEvenWhenARecordOnAnotherStreamCompletesFirst) {
   ASSERT_EQ(emuStreamSynchronize(waiter.s), emuSuccess);
   EXPECT_TRUE(ran.load());
   EXPECT_EQ(emuEventDestroy(ev), emuSuccess);
+}
+
+// Stream ids, as cudaStreamGetId's: each stream its own, for the process's
+// life, where a handle comes back for a new stream (the destroyed stream's
+// work has run and freed it).
+TEST(Emu, AStreamMadeAfterAnotherWasDestroyedHasANewIdWhateverItsHandle) {
+  std::map<unsigned long long, emuStream_t> seen;
+  int handlesBack = 0;
+  std::set<emuStream_t> handles;
+  for (int i = 0; i < 64; ++i) {
+    emuStream_t s = nullptr;
+    ASSERT_EQ(emuStreamCreateWithFlags(&s, 0), emuSuccess);
+    unsigned long long id = 0;
+    ASSERT_EQ(emuStreamGetId(s, &id), emuSuccess);
+    EXPECT_NE(id, 0u);
+    EXPECT_TRUE(seen.emplace(id, s).second) << "id " << id << " given twice";
+    handlesBack += !handles.insert(s).second;
+    ASSERT_EQ(emuStreamSynchronize(s), emuSuccess);
+    ASSERT_EQ(emuStreamDestroy(s), emuSuccess);
+    std::this_thread::sleep_for(1ms);  // its worker frees it
+  }
+  unsigned long long a = 0, b = 0;
+  ASSERT_EQ(emuStreamGetId(nullptr, &a), emuSuccess);  // the default stream has one too
+  ASSERT_EQ(emuStreamGetId(nullptr, &b), emuSuccess);
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(seen.count(a), 0u);
+  RecordProperty("handles_back", handlesBack);
 }
 
 // Stream capture as CUDA rules it: an event query from another thread in
