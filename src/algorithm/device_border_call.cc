@@ -30,8 +30,16 @@ BorderCall::BorderCall(Comm& comm, DataType type, RedKind k, size_t callBytes)
       kn(*comm.kernels()),
       dt(type),
       kind(k),
-      es(dataTypeSize(type)),
-      timed(callBytes >= kTimedMinBytes && (comm.observing() || comm.flight().on())) {}
+      es(dataTypeSize(type)) {
+  if (!comm.observing() && !comm.flight().on()) return;
+  if (callBytes >= kTimedMinBytes) {
+    timed = true;
+  } else if (StagingState* ds = comm.stagingState()) {
+    const uint64_t w = ds->sampleSmallCall(kTimedSampleEvery);
+    timed = w > 0;
+    weight = static_cast<double>(w);
+  }
+}
 
 BorderCall::~BorderCall() {
   b.commit();
@@ -151,7 +159,8 @@ void BorderCall::watch(Stream caller, const char* what, size_t bytes, std::funct
   DeviceBorder& border = b;
   std::string name = what;
   c.proxy().submit(
-      [&comm, &border, start, stop, callFrom, callTo, end, behind = std::move(behind), name, bytes, sent = sent] {
+      [&comm, &border, start, stop, callFrom, callTo, end, behind = std::move(behind), name, bytes, sent = sent,
+       weight = weight] {
         try {
           waitEvent(comm.device(), end, comm.options().timeoutS, &comm.abortFlag(),
                     ("waiting for a device border " + name).c_str());
@@ -193,12 +202,12 @@ void BorderCall::watch(Stream caller, const char* what, size_t bytes, std::funct
         }
         countBorderBytes(comm.metrics(), CallMetrics::kBorderHost, sent);  // the border is this host's memory
         const double borderUs = start ? comm.device().elapsedUs(start, stop) : 0;
-        if (start) countStepTime(comm.metrics(), CallMetrics::kBorderHost, borderUs);
+        if (start) countStepTime(comm.metrics(), CallMetrics::kBorderHost, borderUs, weight);
         // The rest of the call's device time: its group steps (and the
         // kernels' local work around them: scaling, division).
         if (callFrom)
           countStepTime(comm.metrics(), CallMetrics::kGroup,
-                        std::max(0.0, comm.device().elapsedUs(callFrom, callTo) - borderUs));
+                        std::max(0.0, comm.device().elapsedUs(callFrom, callTo) - borderUs), weight);
       },
       [&ds, events = events, start, stop, callFrom, callTo] {
         for (Event e : events) ds.giveEvent(e);

@@ -19,7 +19,12 @@ namespace hetccl {
 // with timed events, where metrics, a trace or the flight recorder read
 // them: the events cost the GPU several microseconds a call, more than half
 // of a small call under MPS, and a few percent from here on (docs/design.md).
+// Of the smaller calls about one in kTimedSampleEvery is timed, at random
+// gaps (StagingState::sampleSmallCall), and the metrics count its time as
+// many times as the gap that ended at it: the border's and the group's
+// time of small calls, estimated at a sixty-fourth of the cost.
 constexpr size_t kTimedMinBytes = size_t{1} << 20;
+constexpr uint64_t kTimedSampleEvery = 64;
 
 struct BorderCall {
   // `callBytes`: the call's largest buffer, whether it is timed.
@@ -50,9 +55,12 @@ struct BorderCall {
   // watch() records the call's end too and the proxy counts the call's
   // device time less its border time as group time.
   Event callStart = nullptr, callEnd = nullptr;
-  // Whether the call is timed (kTimedMinBytes; metrics, a trace or the
-  // flight recorder on): markStart() and startCall() record timed events.
-  bool timed;
+  // Whether the call is timed (kTimedMinBytes or sampled; metrics, a trace
+  // or the flight recorder on): markStart() and startCall() record timed
+  // events. weight: the calls its time stands for in the metrics (1, or a
+  // sampled small call's gap).
+  bool timed = false;
+  double weight = 1;
   size_t sent = 0;  // bytes this rank stored for the other groups (watch() counts them)
 
   int G() const { return b.peers(); }

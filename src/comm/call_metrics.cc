@@ -38,7 +38,9 @@ constexpr Family kFamilies[] = {
     {"hetccl_step_bytes_total", "counter",
      "Bytes of group steps (payload handed to the group's library) and border transfers (sent plus received; "
      "border_host: a peer on this host, border_remote: on another)"},
-    {"hetccl_step_seconds_total", "counter", "Time in group steps and border transfer steps"},
+    {"hetccl_step_seconds_total", "counter",
+     "Time in group steps and border transfer steps (GPU calls through the device border under 1 MiB: about one in "
+     "64, at random, timed and counted for the calls since the last one timed)"},
     {"hetccl_border_time_share", "gauge", "Border step time over group plus border step time, since init"},
     {"hetccl_calls_in_flight", "gauge",
      "Calls issued and not yet ended (enqueued GPU calls inside one group not counted)"},

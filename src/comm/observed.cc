@@ -49,9 +49,9 @@ void countBorderBytes(CallMetrics& m, CallMetrics::Link link, uint64_t bytes) {
   tallyStep(link, bytes, 0);
 }
 
-void countStepTime(CallMetrics& m, CallMetrics::Link link, double us) {
+void countStepTime(CallMetrics& m, CallMetrics::Link link, double us, double weight) {
   if (us < 0) return;
-  m.step(link, 0, us * 1e-6);
+  m.step(link, 0, us * weight * 1e-6);
   tallyStep(link, 0, us);
 }
 

@@ -89,8 +89,23 @@ void StagingState::sync(double timeoutS, const std::atomic<bool>* abort, const c
   waitEvent(dev_, syncEvent_, timeoutS, abort, what);
 }
 
+uint64_t StagingState::sampleSmallCall(uint64_t every) {
+  if (sampleDecided_) return sampleWeight_;
+  sampleDecided_ = true;
+  auto draw = [&] {  // xorshift64: 1 .. 2 x every - 1
+    sampleRng_ ^= sampleRng_ << 13;
+    sampleRng_ ^= sampleRng_ >> 7;
+    sampleRng_ ^= sampleRng_ << 17;
+    return 1 + sampleRng_ % (2 * every - 1);
+  };
+  if (sampleLeft_ == 0) sampleGap_ = sampleLeft_ = draw();
+  sampleWeight_ = --sampleLeft_ == 0 ? sampleGap_ : 0;
+  return sampleWeight_;
+}
+
 Stream StagingState::leadAfterLast(const std::vector<Stream>& streams) {
   const Stream lead = streams.front();
+  sampleDecided_ = false;  // a new enqueue
   leadId_ = dev_.streamId(lead);
   // The same stream where handle and id are the same; where the runtime
   // has no ids, a handle alone may be a new stream's: the wait then always.

@@ -73,6 +73,13 @@ class StagingState {
   void giveEvent(Event e) { give(events_, e); }
   // Events with timing (DeviceRuntime::createTimedEvent), a pool of their own.
   Event takeTimedEvent() { return take(timedEvents_, true); }
+  // Sampling of small calls (algorithm/device_border_call.h): 0 where this
+  // enqueue is not timed, else the number of enqueues with small calls its
+  // time stands for. One decision an enqueue (between leadAfterLast calls),
+  // at random gaps of 1 to 2 x every - 1 such enqueues (mean `every`), so
+  // that no pattern of calls with a fixed period is always or never timed.
+  // The enqueuing thread's.
+  uint64_t sampleSmallCall(uint64_t every);
   void giveTimedEvent(Event e) { give(timedEvents_, e); }
 
   StagingPool& pinned() { return pinned_; }
@@ -125,6 +132,8 @@ class StagingState {
   Stream lastStream_ = nullptr;
   uint64_t lastId_ = 0, leadId_ = 0;  // DeviceRuntime::streamId of lastStream_, of the lead now
   bool hasLast_ = false;
+  bool sampleDecided_ = false;  // for this enqueue: sampleWeight_
+  uint64_t sampleWeight_ = 0, sampleGap_ = 0, sampleLeft_ = 0, sampleRng_ = 0x2545F4914F6CDD1Dull;
   StagingPool pinned_, scratch_;
 };
 

@@ -15,6 +15,7 @@
 #include "comm/border_cut.h"
 #include "comm/border_relay.h"
 #include "comm/flight_recorder.h"
+#include "comm/observed.h"
 #include "comm/pair_links.h"
 #include "comm/pair_relay.h"
 #include "topology/peer.h"
@@ -141,6 +142,25 @@ TEST(CallMetrics, CountsCallsAsNcclTestsSizesThem) {
   EXPECT_NE(j.find(" \"transport\": \"shm+tcp\",\n \"records\": ["), std::string::npos) << j;
   EXPECT_EQ(occurrences(j, "\"group_us\": 5.0,"), 1u) << j;
   EXPECT_EQ(occurrences(j, "\"border_host_bytes\": 7,"), 1u) << j;
+}
+
+// A sampled small call's step time: the counters take it as the calls it
+// stands for, the call's own tally (its flight record) as it was.
+TEST(CallMetrics, ASampledStepCountsForTheCallsItStandsFor) {
+  CallMetrics m(2);
+  StepScope scope;
+  countStepTime(m, CallMetrics::kBorderHost, 10.0, 64);
+  countStepTime(m, CallMetrics::kGroup, 30.0, 64);
+  const CallMetrics::Tally t = takeStepTally();
+  EXPECT_DOUBLE_EQ(t.us[CallMetrics::kBorderHost], 10.0);
+  EXPECT_DOUBLE_EQ(t.us[CallMetrics::kGroup], 30.0);
+  std::string steps;
+  m.render(6, "", steps, false);
+  EXPECT_NE(steps.find("link=\"border_host\"} 0.00064"), std::string::npos) << steps;
+  EXPECT_NE(steps.find("link=\"group\"} 0.00191"), std::string::npos) << steps;  // 1.92 ms, in whole ns
+  std::string share;
+  m.render(7, "", share, false);
+  EXPECT_NE(share.find("hetccl_border_time_share{} 0.25"), std::string::npos) << share;
 }
 
 // Groups by rank, all on one host ("g<label>").

@@ -278,6 +278,37 @@ TEST(IssueOrder, ACallWaitsForTheLastUnlessItsStreamIsTheSameByHandleAndId) {
   EXPECT_EQ(call(b), 1u);
 }
 
+// Small calls' timing sample: one decision an enqueue (every call of a
+// group call agrees), about one enqueue in `every`, each sample weighted by
+// the enqueues since the last, and a pattern of period 2 sampled on both
+// phases alike.
+TEST(IssueOrder, SmallCallsAreSampledAtRandomGapsWeightedByTheGap) {
+  StreamIdRuntime rt;
+  StagingState ds(rt, 1 << 20, 1 << 20);
+  const Stream a = reinterpret_cast<Stream>(uintptr_t{0x100});
+  rt.ids[a] = 1;
+  constexpr uint64_t kEvery = 64, kEnqueues = 64000;
+  uint64_t samples = 0, weights = 0, lastSampled = 0, phase[2] = {0, 0};
+  for (uint64_t n = 1; n <= kEnqueues; ++n) {
+    ds.leadAfterLast({a});
+    const uint64_t w = ds.sampleSmallCall(kEvery);
+    EXPECT_EQ(ds.sampleSmallCall(kEvery), w) << "a second call of the same enqueue";
+    ds.markLast({a});
+    if (!w) continue;
+    EXPECT_LE(w, 2 * kEvery - 1);
+    EXPECT_EQ(w, n - lastSampled) << "the weight is the gap since the last sample";
+    lastSampled = n;
+    ++samples;
+    weights += w;
+    ++phase[n % 2];
+  }
+  EXPECT_EQ(weights, lastSampled);
+  EXPECT_GT(samples, kEnqueues / kEvery * 9 / 10);
+  EXPECT_LT(samples, kEnqueues / kEvery * 11 / 10);
+  EXPECT_GT(phase[0], samples * 4 / 10);
+  EXPECT_GT(phase[1], samples * 4 / 10);
+}
+
 // HETCCL_GPU_DIRECT's choice from what a GPU rank knows at init.
 TEST(GpuPath, DirectOnlyWhereWantedAndTheTransportMovesDeviceMemory) {
   GpuPathFacts f;
