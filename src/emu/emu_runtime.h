@@ -37,6 +37,7 @@ typedef int emuError_t;
 #define emuErrorNotReady 600
 #define emuErrorStreamCaptureUnsupported 900
 #define emuErrorStreamCaptureInvalidated 901
+#define emuErrorStreamCaptureWrongThread 908
 #define emuErrorUnknown 999
 
 typedef struct emuStream* emuStream_t; /* NULL: the current device's default stream */

@@ -502,6 +502,10 @@ emuError_t emuStreamEndCapture(emuStream_t stream, void** graph) {
   std::lock_guard<std::mutex> g(emu::captureMu());
   std::lock_guard<std::mutex> sg(stream->mu);
   if (!stream->captureStatus) return emu::setError(emuErrorInvalidValue);
+  // As CUDA: a capture not begun in relaxed mode ends on the thread that
+  // began it; from another, the call fails and the capture goes on.
+  if (stream->captureMode != 2 && stream->captureThread != std::this_thread::get_id())
+    return emu::setError(emuErrorStreamCaptureWrongThread);
   const int status = stream->captureStatus;
   stream->captureStatus = 0;
   auto& v = emu::capturing();

@@ -284,6 +284,30 @@ TEST(Emu, AnEventQueryDuringAGlobalCaptureInvalidatesItUnlessItsThreadIsLocal) {
   EXPECT_EQ(emuEventDestroy(ev), emuSuccess);
 }
 
+// A capture ends on the thread that began it, unless it was begun in
+// relaxed mode: from another thread EndCapture fails and the capture goes
+// on (CUDA's cudaErrorStreamCaptureWrongThread).
+TEST(Emu, ACaptureEndsOnItsOwnThreadUnlessRelaxed) {
+  Stream st;
+  for (int mode : {0, 1, 2}) {
+    ASSERT_EQ(emuStreamBeginCapture(st.s, mode), emuSuccess) << mode;
+    int other = -1;
+    void* graph = nullptr;
+    std::thread([&] { other = emuStreamEndCapture(st.s, &graph); }).join();
+    int status = -1;
+    ASSERT_EQ(emuStreamIsCapturing(st.s, &status), emuSuccess);
+    if (mode == 2) {
+      EXPECT_EQ(other, emuSuccess);
+      EXPECT_EQ(status, 0);
+      continue;
+    }
+    EXPECT_EQ(other, emuErrorStreamCaptureWrongThread) << mode;
+    EXPECT_EQ(status, 1) << "the capture goes on";
+    EXPECT_EQ(emuStreamEndCapture(st.s, &graph), emuSuccess) << mode;
+  }
+  emuGetLastError();
+}
+
 TEST(Emu, StreamWaitsOnAValueInMemory) {
   Stream st;
   alignas(8) static uint64_t flag;
