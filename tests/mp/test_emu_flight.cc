@@ -3,9 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "flight_dumps.h"
 #include "harness.h"
@@ -13,18 +13,33 @@
 namespace hmp {
 namespace {
 
+// A fresh folder for the ranks' flight dumps (HETCCL_FLIGHT_DIR in the
+// options it makes), removed at the end.
+struct FlightDir {
+  char path[32] = "/tmp/hetccl-emu-flight-XXXXXX";
+  const bool made = mkdtemp(path) != nullptr;
+  ~FlightDir() {
+    if (made) {
+      EXPECT_EQ(system((std::string("rm -rf ") + path).c_str()), 0);
+    }
+  }
+  JobOptions options(std::vector<std::string> devices) const {
+    JobOptions o;
+    o.devices = std::move(devices);
+    o.env.emplace_back("HETCCL_FLIGHT_DIR", path);
+    return o;
+  }
+};
+
 // The flight recorder of GPU ranks: calls across groups (a border call, a
 // staged one, a pair-channel send and receive) are recorded as completed
 // once the proxy saw them end, with their border bytes and time (the
 // border's from 1 MiB on). Each rank asks for its dump by SIGUSR1 until
 // the proxy has got that far.
 TEST(EmuFlight, CallsAcrossGroupsAreRecordedCompleted) {
-  char tmpl[] = "/tmp/hetccl-emu-flight-XXXXXX";
-  const char* dir = mkdtemp(tmpl);
-  ASSERT_NE(dir, nullptr);
-  JobOptions o;
-  o.devices = {testGpuKind(), testGpuKind()};
-  o.env.emplace_back("HETCCL_FLIGHT_DIR", dir);
+  FlightDir dir;
+  ASSERT_TRUE(dir.made);
+  JobOptions o = dir.options({testGpuKind(), testGpuKind()});
   o.env.emplace_back("HETCCL_GPU_BORDER_MIN", "64K");  // the small AllReduce stages
   runJob("a,b", o, [](Rank& r) {
     DeviceBuffer big(r, 2 << 20), small(r, 1024), mid(r, 256 << 10);
@@ -54,7 +69,6 @@ TEST(EmuFlight, CallsAcrossGroupsAreRecordedCompleted) {
     // 256 KiB AllReduce is not (see above).
     EXPECT_EQ(countOf(text, "\"border_us\": 0.0,"), 2u) << text;
   });
-  EXPECT_EQ(system((std::string("rm -rf ") + dir).c_str()), 0);
 }
 
 // Small calls through the device border: about one in 64 is timed, at
@@ -62,12 +76,9 @@ TEST(EmuFlight, CallsAcrossGroupsAreRecordedCompleted) {
 // a timed one's record has its own border time (the metrics count it for
 // the calls since the last: unit tests).
 TEST(EmuFlight, AboutOneSmallBorderCallInSixtyFourIsTimed) {
-  char tmpl[] = "/tmp/hetccl-emu-flight-XXXXXX";
-  const char* dir = mkdtemp(tmpl);
-  ASSERT_NE(dir, nullptr);
-  JobOptions o;
-  o.devices = {testGpuKind(), testGpuKind()};
-  o.env.emplace_back("HETCCL_FLIGHT_DIR", dir);
+  FlightDir dir;
+  ASSERT_TRUE(dir.made);
+  JobOptions o = dir.options({testGpuKind(), testGpuKind()});
   o.env.emplace_back("HETCCL_FLIGHT_RECORDER", "1000");
   o.env.emplace_back("HETCCL_GPU_BORDER_MIN", "0");  // every call takes the device border
   runJob("a,b", o, [](Rank& r) {
@@ -83,7 +94,6 @@ TEST(EmuFlight, AboutOneSmallBorderCallInSixtyFourIsTimed) {
     EXPECT_GE(timed, 3) << "records with border time, of " << kCalls;  // 10 expected
     EXPECT_LE(timed, 25) << "records with border time, of " << kCalls;
   });
-  EXPECT_EQ(system((std::string("rm -rf ") + dir).c_str()), 0);
 }
 
 // Groups of two GPUs: the vendor library's group steps run on the device,
@@ -93,12 +103,9 @@ TEST(EmuFlight, AboutOneSmallBorderCallInSixtyFourIsTimed) {
 // reduce-scatter, border, group all-gather) and AllGather (border, then
 // the group's exchange) has both, and they fit inside the call.
 TEST(EmuFlight, GroupStepsOfDeviceBorderCallsHaveTime) {
-  char tmpl[] = "/tmp/hetccl-emu-flight-XXXXXX";
-  const char* dir = mkdtemp(tmpl);
-  ASSERT_NE(dir, nullptr);
-  JobOptions o;
-  o.devices = {"emu", "emu", "emu", "emu"};
-  o.env.emplace_back("HETCCL_FLIGHT_DIR", dir);
+  FlightDir dir;
+  ASSERT_TRUE(dir.made);
+  JobOptions o = dir.options({"emu", "emu", "emu", "emu"});
   o.env.emplace_back("HETCCL_GPU_BORDER_MIN", "0");  // every call takes the device border
   runJob("a,a,b,b", o, [](Rank& r) {
     DeviceBuffer big(r, 4 << 20);
@@ -117,7 +124,6 @@ TEST(EmuFlight, GroupStepsOfDeviceBorderCallsHaveTime) {
     }
     EXPECT_EQ(recs.size(), 2u) << text;
   });
-  EXPECT_EQ(system((std::string("rm -rf ") + dir).c_str()), 0);
 }
 
 }  // namespace
