@@ -42,6 +42,19 @@ const StreamsCase kStreamCases[] = {
 
 class EmuStreams : public ::testing::TestWithParam<StreamsCase> {};
 
+// The case's layout (a,b on the test GPU kind, the others on emu) on a
+// device slower than the host, so that calls queue up on the streams.
+JobOptions slowDeviceJob(const StreamsCase& tc) {
+  JobOptions o;
+  const std::string layout = tc.layout;
+  o.devices = layout == "a,b" ? std::vector<std::string>{testGpuKind(), testGpuKind()}
+                              : std::vector<std::string>(std::count(layout.begin(), layout.end(), ',') + 1, "emu");
+  borderEnv(o, tc.border);
+  o.env.emplace_back("HETCCL_EMU_STALL_US", "200");
+  o.env.emplace_back("HETCCL_EMU_COPY_DELAY_US", "500");
+  return o;
+}
+
 // A second stream of the rank's device, destroyed with the object.
 class SecondStream {
  public:
@@ -65,14 +78,7 @@ class SecondStream {
 
 TEST_P(EmuStreams, CallsOnTwoStreamsRunInIssueOrder) {
   const StreamsCase& tc = GetParam();
-  JobOptions o;
-  const std::string layout = tc.layout;
-  o.devices = layout == "a,b" ? std::vector<std::string>{testGpuKind(), testGpuKind()}
-                              : std::vector<std::string>(std::count(layout.begin(), layout.end(), ',') + 1, "emu");
-  borderEnv(o, tc.border);
-  o.env.emplace_back("HETCCL_EMU_STALL_US", "200");
-  o.env.emplace_back("HETCCL_EMU_COPY_DELAY_US", "500");
-  runJob(tc.layout, o, [](Rank& r) {
+  runJob(tc.layout, slowDeviceJob(tc), [](Rank& r) {
     const int32_t n = r.nranks;
     const int me = r.rank;
     SecondStream second(r);
@@ -130,6 +136,37 @@ TEST_P(EmuStreams, CallsOnTwoStreamsRunInIssueOrder) {
     for (auto& v : wy) v *= n * n;
     EXPECT_EQ(readBack(x, count), wx) << "AllReduce of the group call on the first stream";
     EXPECT_EQ(readBack(y, count), wy) << "AllReduce on the first stream after the group call's on the second";
+  });
+}
+
+// Calls each on a stream made for it and destroyed at once, its work still
+// queued (cudaStreamDestroy returns at once; the runtime may give the
+// handle to the next stream, as CUDA does): each call still runs after the
+// one before it, which it reads.
+TEST_P(EmuStreams, CallsOnStreamsMadeAndDestroyedOneByOneRunInIssueOrder) {
+  const StreamsCase& tc = GetParam();
+  runJob(tc.layout, slowDeviceJob(tc), [](Rank& r) {
+    const int32_t n = r.nranks;
+    const size_t count = 70000;  // several 64 KiB parts
+    DeviceBuffer chain(r, count * 4);
+    chain.upload(std::vector<int32_t>(count, 1).data(), count * 4);
+    constexpr int kStreams = 6;
+    int32_t want = 1;
+    for (int k = 0; k < kStreams; ++k) {
+      hetcclStream_t s = nullptr;
+      ASSERT_EQ(hetcclStreamCreate(r.device.c_str(), &s), hetcclSuccess);
+      HC_ASSERT_OK(hetcclAllReduce(chain.get(), chain.get(), count, hetcclInt32, hetcclSum, r.comm, s), r.comm);
+      ASSERT_EQ(hetcclStreamDestroy(r.device.c_str(), s), hetcclSuccess);
+      want *= n;
+    }
+    // The last call, on the rank's own stream, runs after them all.
+    HC_ASSERT_OK(hetcclAllReduce(chain.get(), chain.get(), count, hetcclInt32, hetcclSum, r.comm, r.stream), r.comm);
+    want *= n;
+    syncStream(r);
+    hetcclResult_t async = hetcclSuccess;
+    HC_EXPECT_OK(hetcclCommGetAsyncError(r.comm, &async), r.comm);
+    ASSERT_EQ(async, hetcclSuccess) << hetcclGetLastError(r.comm);
+    EXPECT_EQ(readBack(chain, count), std::vector<int32_t>(count, want)) << "the chain across short-lived streams";
   });
 }
 
