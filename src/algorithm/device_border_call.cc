@@ -15,7 +15,9 @@ constexpr int kSlots = DeviceBorder::kSlots;
 // A watched border call failed: the communicator records the failure (its
 // asynchronous error, the peers told) before this rank's streams that wait
 // on the border go on, so a program that syncs its stream and then asks
-// hetcclCommGetAsyncError reads the failure, never success.
+// hetcclCommGetAsyncError reads the failure. (Where a peer's abort or the
+// border relay releases the streams, this rank's watch records it a moment
+// later.)
 [[noreturn]] void failThenRelease(Comm& comm, DeviceBorder& border, hetcclResult_t code, const std::string& text) {
   comm.fail(code, text);
   border.releaseAll();

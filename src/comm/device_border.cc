@@ -199,8 +199,8 @@ std::unique_ptr<DeviceBorder> DeviceBorder::create(const Setup& s) {
     b->pairRelay_ = PairRelay::create(*s.device, s.relayTransport, *s.relayContext, std::move(far),
                                       std::min(part, PairLinks::kMaxPart), s.metrics,
                                       [self, then = s.relayFailed](hetcclResult_t code, const std::string& why) {
+                                        if (then) then(code, why);  // recorded before the streams go on
                                         self->releaseAll();
-                                        if (then) then(code, why);
                                       });
   }
   const bool relaysPairs = b->pairRelay_ && !b->pairRelay_->peers().empty();

@@ -215,8 +215,11 @@ void PairRelay::failed(hetcclResult_t code, const std::string& why) {
   }
   LOG_WARN(kColl, "send/recv relay failed: %s", why.c_str());
   halt(why);
-  releaseFlags();
+  // The communicator records the failure before this rank's streams that
+  // wait on the relay go on (a program that syncs its stream, then asks
+  // hetcclCommGetAsyncError, reads it).
   if (onFailure_ && !leaving_.load()) onFailure_(code, why);
+  releaseFlags();
 }
 
 bool PairRelay::pending() const {

@@ -83,8 +83,9 @@ class PairRelay {
   // `transport`): every rank calls it, those without remote pair peers with
   // `peers` empty (then no thread runs). peers: global ranks, ascending.
   // failed: called by the relay thread when it fails with parts in
-  // flight, outside stop() (it releases the streams and fails the
-  // communicator: a part announced will never move).
+  // flight, outside stop() (it fails the communicator, then releases the
+  // streams: a part announced will never move), before the relay releases
+  // its own flags.
   using Failed = std::function<void(hetcclResult_t, const std::string&)>;
   static std::unique_ptr<PairRelay> create(DeviceRuntime& d, const std::string& transport, TransportContext ctx,
                                            std::vector<int> peers, size_t partBytes, CallMetrics* metrics,

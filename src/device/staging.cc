@@ -91,6 +91,7 @@ void StagingState::sync(double timeoutS, const std::atomic<bool>* abort, const c
 
 uint64_t StagingState::sampleSmallCall(uint64_t every) {
   if (sampleDecided_) return sampleWeight_;
+  if (every < 2) return sampleWeight_ = 1;  // every call
   sampleDecided_ = true;
   auto draw = [&] {  // xorshift64: 1 .. 2 x every - 1
     sampleRng_ ^= sampleRng_ << 13;

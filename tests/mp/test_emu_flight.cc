@@ -18,6 +18,9 @@ namespace {
 struct FlightDir {
   char path[32] = "/tmp/hetccl-emu-flight-XXXXXX";
   const bool made = mkdtemp(path) != nullptr;
+  FlightDir() = default;
+  FlightDir(const FlightDir&) = delete;
+  FlightDir& operator=(const FlightDir&) = delete;
   ~FlightDir() {
     if (made) {
       EXPECT_EQ(system((std::string("rm -rf ") + path).c_str()), 0);
@@ -53,7 +56,7 @@ TEST(EmuFlight, CallsAcrossGroupsAreRecordedCompleted) {
     HC_ASSERT_OK(hetcclGroupEnd(), r.comm);
     // Below 1 MiB the border is timed in a sample only (its timed events
     // would cost a small call more than it takes); the sample's first gap is
-    // longer than one call (its seed is fixed).
+    // longer than one call (its seed is fixed: the first gap is 41).
     HC_ASSERT_OK(hetcclAllReduce(mid.get(), mid.get(), 1 << 16, hetcclFloat32, hetcclSum, r.comm, r.stream), r.comm);
     syncStream(r);
     const std::string text = dumpOnceCompleted(r, 5, 0);

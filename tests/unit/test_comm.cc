@@ -154,13 +154,16 @@ TEST(CallMetrics, ASampledStepCountsForTheCallsItStandsFor) {
   const CallMetrics::Tally t = takeStepTally();
   EXPECT_DOUBLE_EQ(t.us[CallMetrics::kBorderHost], 10.0);
   EXPECT_DOUBLE_EQ(t.us[CallMetrics::kGroup], 30.0);
-  std::string steps;
+  std::string steps, share;
   m.render(6, "", steps, false);
-  EXPECT_NE(steps.find("link=\"border_host\"} 0.00064"), std::string::npos) << steps;
-  EXPECT_NE(steps.find("link=\"group\"} 0.00191"), std::string::npos) << steps;  // 1.92 ms, in whole ns
-  std::string share;
   m.render(7, "", share, false);
-  EXPECT_NE(share.find("hetccl_border_time_share{} 0.25"), std::string::npos) << share;
+  auto value = [](const std::string& text, const std::string& series) {
+    const size_t at = text.find(series);
+    return at == std::string::npos ? -1.0 : std::stod(text.substr(at + series.size()));
+  };
+  EXPECT_NEAR(value(steps, "link=\"border_host\"} "), 64 * 10e-6, 1e-8) << steps;
+  EXPECT_NEAR(value(steps, "link=\"group\"} "), 64 * 30e-6, 1e-8) << steps;
+  EXPECT_NEAR(value(share, "hetccl_border_time_share{} "), 0.25, 1e-6) << share;
 }
 
 // Groups by rank, all on one host ("g<label>").
