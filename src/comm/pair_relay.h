@@ -50,7 +50,7 @@
 // Failure: a transport error, a round that finds a peer's status wrong, a
 // released flag: the relay stops and poisons its transport (the peers'
 // relays fail naming this rank); with parts in flight the communicator
-// fails (its streams released, its asynchronous error set), else the next
+// fails (its asynchronous error set, then its streams released), else the next
 // send/recv across hosts fails naming why; error() says why. halt()
 // (abort, a failed call) does the same from outside. stop() (the communicator's end) serves what is
 // announced for up to 5 s, then says goodbye in a last round, so the
