@@ -61,8 +61,8 @@ CallMetrics::Tally takeStepTally();
 void countBorderBytes(CallMetrics& m, CallMetrics::Link link, uint64_t bytes);
 // A step timed elsewhere (the device border's calls: between events on the
 // device), into m (times `weight`: the calls a sampled small call stands
-// for, kTimedSampleEvery) and the thread's tally (the call's own time, for
-// its record).
+// for, the gap that ended at it) and the thread's tally (the call's own
+// time, for its record).
 void countStepTime(CallMetrics& m, CallMetrics::Link link, double us, double weight = 1);
 
 // The transport with each run() counted as a border step (plans use the

@@ -73,6 +73,7 @@ class StagingState {
   void giveEvent(Event e) { give(events_, e); }
   // Events with timing (DeviceRuntime::createTimedEvent), a pool of their own.
   Event takeTimedEvent() { return take(timedEvents_, true); }
+  void giveTimedEvent(Event e) { give(timedEvents_, e); }
   // Sampling of small calls (algorithm/device_border_call.h): 0 where this
   // enqueue is not timed, else the number of enqueues with small calls its
   // time stands for. One decision an enqueue (between leadAfterLast calls),
@@ -80,7 +81,6 @@ class StagingState {
   // that no pattern of calls with a fixed period is always or never timed.
   // The enqueuing thread's.
   uint64_t sampleSmallCall(uint64_t every);
-  void giveTimedEvent(Event e) { give(timedEvents_, e); }
 
   StagingPool& pinned() { return pinned_; }
   // Events recorded on the streams of the last multi-group call after its
