@@ -43,7 +43,7 @@ def nccl_abort_s(lib):
 
 def hetccl_abort_s(cl, rankbin, kind, port):
     env = {"HETCCL_DEVICE": kind, "HETCCL_GROUP_MAP": "0:a,1:b", "HETCCL_TIMEOUT_S": "30", "HETCCL_GPU_BORDER_MIN": "0",
-           "HETCCL_GPU_DIRECT": "0", "NCCL_NVLS_ENABLE": "0"}
+           "NCCL_NVLS_ENABLE": "0"}
     job = cl.launch([0, 1], [rankbin, "abort"], env=env, master_port=port)
     codes = job.wait(120)
     m = re.search(r"^ABORT ([\d.]+) ([\d.]+) (\S+) ([\d.]+)", job.out(0), re.M)

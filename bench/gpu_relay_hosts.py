@@ -64,9 +64,7 @@ def main():
         cl = any_cluster(2, "gpu_relay_hosts", shared=a.shared_network)
     except Unavailable as e:
         sys.exit(f"gpu_relay_hosts: cannot make emulated hosts: {e}")
-    modes = [("relay", a.kind, {"HETCCL_GPU_DIRECT": "0"}), ("staged", a.kind, {"HETCCL_GPU_BORDER": "0",
-                                                                                "HETCCL_GPU_DIRECT": "0"}),
-             ("host", "host", {})]
+    modes = [("relay", a.kind, {}), ("staged", a.kind, {"HETCCL_GPU_BORDER": "0"}), ("host", "host", {})]
     best = {m[0]: {} for m in modes}
     port = 29900
     with cl:

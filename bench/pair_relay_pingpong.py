@@ -26,7 +26,7 @@ from emu_hosts import Unavailable, any_cluster  # noqa: E402
 
 def run(cl, rankbin, kind, hosts, gmap, port):
     env = {"HETCCL_DEVICE": kind, "HETCCL_GROUP_MAP": gmap, "HETCCL_TIMEOUT_S": "60", "HETCCL_GPU_BORDER_MIN": "0",
-           "HETCCL_GPU_DIRECT": "0", "NCCL_NVLS_ENABLE": "0"}
+           "NCCL_NVLS_ENABLE": "0"}
     job = cl.launch(hosts, [rankbin, "pingpong"], env=env, master_port=port)
     codes = job.wait(300)
     m = re.search(r"^PINGPONG ([\d.]+)$", job.out(0), re.M)

@@ -2,20 +2,17 @@
 # GPU checks, for a machine with an NVIDIA GPU, CUDA, NCCL and (for the
 # benchmark) PyTorch. Builds what the GPU tests need and runs them:
 #   bash scripts/gpu-check.sh [STEP...]     steps: build unit matrix torch torchcalls overhead c10d train bench
-#                                           matrix2 faults small mps relay ucx ucxbench (default: all but relay,
-#                                           ucx, ucxbench)
+#                                           matrix2 faults small mps relay ucx (default: all but relay, ucx)
 # UCX_PREFIX: a UCX install (include/, lib/) to build the ucx transport
 # against where the machine has none, e.g. Debian's libucx0 and libucx-dev
-# unpacked with dpkg -x, or one built with CUDA (--with-cuda) for the direct
-# path; the ucx step runs the GPU matrix over it, ucxbench the direct/staged
-# benchmark.
+# unpacked with dpkg -x; the ucx step runs the GPU matrix over it.
 # Logs go to $LOGDIR (default build-gpu/logs). GoogleTest comes from
 # HETCCL_GTEST_SOURCE (a googletest source tree) when no package is installed.
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD:-$here/build-gpu}
 logs=${LOGDIR:-$build/logs}
-steps=${*:-build unit matrix torch torchcalls overhead c10d train bench matrix2 faults small mps}  # relay, ucx, ucxbench: on request
+steps=${*:-build unit matrix torch torchcalls overhead c10d train bench matrix2 faults small mps}  # relay, ucx: on request
 export NCCL_NVLS_ENABLE=0  # never NVLink multicast
 mkdir -p "$logs"
 status=0
@@ -138,9 +135,8 @@ for s in $steps; do
       step abort_time 200 python3 "$here/bench/abort_time.py" "$build" --kind cuda --rounds 3
       ;;
     ucx)  # the GPU matrix with the border over UCX: 1 CUDA + 3 host ranks (UCX_TLS=sm and tcp, plus
-          # cuda_copy/cuda_ipc where UCX has them), then two processes on the one GPU in two groups, staged;
-          # where UCX has CUDA (UCX_PREFIX built --with-cuda) both layouts again with HETCCL_GPU_DIRECT=1, and
-          # the two-group layout with auto (direct from HETCCL_GPU_DIRECT_MIN, staged below).
+          # cuda_copy/cuda_ipc where UCX has them), staged; then two processes on the one GPU in two groups,
+          # through the device border (its pair channels and segments) and staged over UCX (HETCCL_GPU_BORDER=0).
           # The logs' "border data path" lines say which path ran.
       lib=$(ls -d "${UCX_PREFIX:-/usr}"/lib/x86_64-linux-gnu 2>/dev/null || echo "${UCX_PREFIX:-/usr}/lib")
       ucxenv=(env HETCCL_UCX_LIB="$lib/libucp.so.0" LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -152,22 +148,11 @@ for s in $steps; do
           "$build/tests/gpu/gpu_matrix" --np 4 --devices cuda,host,host,host --transport ucx --mid "${MID:-266240}" \
           --max "${MAX:-64}"
       done
-      step matrix_2cuda_groups_ucx 240 "${ucxenv[@]}" HETCCL_GPU_DIRECT=0 "$build/tests/gpu/gpu_matrix" --np 2 \
+      step matrix_2cuda_groups_ucx 240 "${ucxenv[@]}" "$build/tests/gpu/gpu_matrix" --np 2 \
         --devices cuda,cuda --groups g0,g1 --transport ucx --mid "${MID:-266240}" --max "${MAX:-64}"
-      if [ -n "$gpu" ]; then  # the direct path (HETCCL_GPU_DIRECT=1: init fails where it cannot be taken)
-        step matrix_2cuda_groups_ucx_direct 240 "${ucxenv[@]}" HETCCL_GPU_DIRECT=1 "$build/tests/gpu/gpu_matrix" \
-          --np 2 --devices cuda,cuda --groups g0,g1 --transport ucx --mid "${MID:-266240}" --max "${MAX:-64}"
-        step matrix_1cuda_3host_ucx_direct 240 "${ucxenv[@]}" HETCCL_GPU_DIRECT=1 "$build/tests/gpu/gpu_matrix" \
-          --np 4 --devices cuda,host,host,host --transport ucx --mid "${MID:-266240}" --max "${MAX:-64}"
-        # the default (auto): calls from HETCCL_GPU_DIRECT_MIN go direct, smaller ones stage, on one communicator
-        step matrix_2cuda_groups_ucx_auto 240 "${ucxenv[@]}" HETCCL_GPU_DIRECT=auto "$build/tests/gpu/gpu_matrix" \
-          --np 2 --devices cuda,cuda --groups g0,g1 --transport ucx --mid "${MID:-266240}" --max "${MAX:-64}"
-      fi
+      step matrix_2cuda_groups_ucx_staged 240 "${ucxenv[@]}" HETCCL_GPU_BORDER=0 "$build/tests/gpu/gpu_matrix" --np 2 \
+        --devices cuda,cuda --groups g0,g1 --transport ucx --mid "${MID:-266240}" --max "${MAX:-64}"
       grep -h "border data path" "$logs"/matrix_*ucx*.log | sed 's/^.*\(rank [0-9]*: border.*\)$/\1/' | sort | uniq -c
-      ;;
-    ucxbench)  # direct against staged AllReduce over UCX (needs UCX_PREFIX built with CUDA)
-      step ucx_direct_2gpu 300 bash "$here/bench/gpu_ucx_direct.sh" "$build" 2gpu
-      step ucx_direct_1gpu3host 300 bash "$here/bench/gpu_ucx_direct.sh" "$build" 1gpu3host
       ;;
     *) echo "unknown step $s"; exit 2 ;;
   esac

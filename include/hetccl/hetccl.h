@@ -116,9 +116,10 @@ typedef struct hetcclConfig_v2 {
 
 /* How a call's data crossed between groups (hetcclCommInfo_t.pathCalls):
  * none (one group: the vendor library alone), host (host memory to the
- * transport), staged (device memory through pinned staging), direct (device
- * memory handed to the transport), device (the device border: copy engines
- * and shared memory). */
+ * transport), staged (device memory through pinned staging), device (the
+ * device border: copy engines and shared memory). hetcclPathDirect (device
+ * memory handed to the transport, the calling thread waiting) is retired:
+ * no call takes it, and its count stays 0; the value keeps its number. */
 typedef enum {
   hetcclPathNone = 0,
   hetcclPathHost = 1,
@@ -148,11 +149,9 @@ typedef struct hetcclCommInfo_v1 {
   int borderPeers;                              /* ranks of other groups this rank exchanges with in AllReduce */
   char borderPath[HETCCL_NAME_BYTES];           /* how its border data moves: "none" (one group), "host" (host
                                                    memory to the transport), "staged" (device memory through
-                                                   pinned staging), "direct" (AllReduce, Broadcast and
-                                                   AllGather hand device memory to the transport; other
-                                                   collectives stage), "device" (AllReduce through the
-                                                   device border: copy engines and shared memory; other
-                                                   collectives as staged or direct) */
+                                                   pinned staging), "device" (the device border: copy
+                                                   engines and shared memory; the calls it does not
+                                                   take stage) */
   unsigned long long pathCalls[hetcclNumPaths]; /* calls so far by the path they took (hetcclPath_t);
                                                    each call of a group counts once */
   /* appended: sites and encryption (HETCCL_SITE, HETCCL_ENCRYPT) */

@@ -48,12 +48,8 @@ void runAllGather(const PlanContext& p, const CollArgs& a) {
   }
   auto* out = static_cast<uint8_t*>(a.recv);
   const int me = c.rank(), g = c.myGroup();
-  HostLocalOps host(c);
-  LocalOps& lo = planOps(p, host);  // device memory on the direct path
-  if (out + me * bytes != a.send) {
-    lo.copy(out + me * bytes, a.send, bytes);
-    lo.fence("copying this rank's AllGather block");  // the transport sends it next
-  }
+  HostLocalOps lo(c);
+  if (out + me * bytes != a.send) lo.copy(out + me * bytes, a.send, bytes);
   // Border: my block to my counterpart in each other group; blocks of the
   // ranks I stand for from them.
   std::vector<Xfer> x;

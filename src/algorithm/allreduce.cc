@@ -71,7 +71,6 @@ void borderReduce(const PlanContext& pc, LocalOps& lo, const BorderAssignment& b
       if (rHi > rLo) lo.reduce(buf + rLo * es, buf + rLo * es, incoming + at * es, rHi - rLo, dt, op.kind);
       at += rHi - rLo;
     }
-    lo.fence("folding border data");  // the next round receives into the same slot
   }
   // Shared pieces: fold all G partials in group order.
   size_t at = 0;
@@ -87,7 +86,6 @@ void borderReduce(const PlanContext& pc, LocalOps& lo, const BorderAssignment& b
     size_t lo0 = p.partLo(g), hi = p.partLo(g + 1);
     if (op.postDiv && hi > lo0) lo.divide(buf + lo0 * es, hi - lo0, dt, op.divisor);
   }
-  lo.fence("finishing border data");
   // Split pieces: hand my finished parts to the other owners. The sends are
   // lazy: my parts are in my own shard, which the group AllGather after this
   // only reads, so the peers may read them while it runs (the plan drains
@@ -182,8 +180,7 @@ void runAllReduce(const PlanContext& p, const CollArgs& a) {
   const size_t es = dataTypeSize(a.dt), n = a.count;
   auto* buf = static_cast<uint8_t*>(a.recv);
   const auto* in = static_cast<const uint8_t*>(a.send);
-  HostLocalOps host(c);
-  LocalOps& lo = planOps(p, host);
+  HostLocalOps lo(c);
   if (c.topo().ngroups() == 1) {
     p.backend.allReduce(preScaled(lo, a, in, buf, n), buf, n, a.dt, a.op.kind, a.stream);
     if (a.op.postDiv) lo.divide(buf, n, a.dt, a.op.divisor);

@@ -41,7 +41,7 @@ void runBroadcast(const PlanContext& p, const CollArgs& a) {
   } else if (c.rank() == lead[g]) {
     x.push_back(Xfer::recv(a.root, a.recv, bytes, p.tag));
   }
-  runBorder(p, x);  // device buffers on the direct path
+  runBorder(p, x);
   const void* src = c.rank() == a.root ? a.send : a.recv;
   p.backend.broadcast(src, a.recv, a.count, a.dt, t.groupRank[lead[g]], a.stream);
 }

@@ -48,10 +48,8 @@ MsgTag makeTag(uint64_t seq, const CollArgs& a);
 struct PlanContext {
   Comm& comm;
   // The group's steps: the vendor library, or on a GPU rank's proxy the
-  // staged or direct wrapper around it.
+  // staged wrapper around it.
   Backend& backend;
-  // Where buffers live and how they are combined: null is the host form.
-  LocalOps* ops = nullptr;
   // A chunked AllReduce's hand-off to the caller's stream, or null.
   ChunkHooks* hooks = nullptr;
   // The tag of the collective being run (runCollective sets it, and

@@ -18,7 +18,7 @@ namespace hetccl {
 // Calls from this size on (their largest buffer) time their border work
 // with timed events, where metrics, a trace or the flight recorder read
 // them: the events cost the GPU several microseconds a call, more than half
-// of a small call under MPS, and a few percent from here on (docs/design.md).
+// of a small call under MPS, and a few percent from here on (docs/design-gpu.md).
 // Of the smaller calls about one in kTimedSampleEvery is timed, at random
 // gaps (StagingState::sampleSmallCall), and the metrics count its time as
 // many times as the gap that ended at it: the border's and the group's

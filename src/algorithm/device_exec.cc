@@ -5,7 +5,6 @@
 
 #include "algorithm/device_border_coll.h"
 #include "algorithm/device_border_p2p.h"
-#include "algorithm/device_direct.h"
 #include "algorithm/staged_backend.h"
 #include "comm/comm.h"
 #include "comm/observed.h"
@@ -130,15 +129,6 @@ void stageOut(Comm& c, const std::vector<HostCopy>& ms) {
       c.device().copy(m.user->recv, m.host.recv, m.ext.recvBytes, m.user->stream);
 }
 
-// Records, on the call's stream, the event the next call's copies in wait
-// for (its pinned block may be this call's, still being copied out).
-void markReleased(Comm& c, Stream s) {
-  StagingState& ds = *c.stagingState();
-  std::vector<Event>& released = ds.released();
-  if (released.empty()) released.push_back(ds.takeEvent());
-  c.device().recordEvent(released.front(), s);
-}
-
 // The proxy's part of a multi-group call: once the caller's streams have
 // copied the buffers into pinned memory, run the plans there. Group steps of
 // a group of several GPU ranks go through the vendor library (StagedBackend).
@@ -153,9 +143,9 @@ void runStaged(Comm& c, const std::vector<CollArgs>& host, const std::vector<Eve
   StagedBackend staged(c.groupBackend(), c.groupBackend().context(), ds);
   if (c.observing()) {  // the staged plan's group steps, counted and/or on the timeline
     ObservedBackend observed(staged, c.groupBackend().context(), c.metrics(), c.tracer());
-    return runCalls(PlanContext{c, observed, nullptr, hooks}, host);
+    return runCalls(PlanContext{c, observed, hooks}, host);
   }
-  runCalls(PlanContext{c, staged, nullptr, hooks}, host);
+  runCalls(PlanContext{c, staged, hooks}, host);
 }
 
 // One AllReduce across groups that runs in chunks (allReduceChunk), in place
@@ -175,7 +165,7 @@ void enqueueChunkedAllReduce(Comm& c, const CollArgs& a, size_t step) {
   uint8_t* hostRecv = pinned;
   uint8_t* hostSend = inPlace ? pinned : pinned + recvSlot;
   const Stream s = a.stream;
-  for (Event e : ds.released()) d.streamWaitEvent(s, e);  // the block may be the previous call's
+  ds.waitReleased(s);  // the block may be the previous call's
   std::vector<Event> ready;
   std::vector<uint64_t> tickets;
   for (size_t off = 0; off < n; off += step) {
@@ -196,7 +186,7 @@ void enqueueChunkedAllReduce(Comm& c, const CollArgs& a, size_t step) {
       d.streamWaitValue(s, ds.flag(), tickets[k]);
       d.copy(static_cast<uint8_t*>(a.recv) + off * es, hostRecv + off * es, std::min(step, n - off) * es, s);
     }
-    markReleased(c, {s});
+    ds.markReleased(s);
   } catch (...) {
     c.proxy().submit([] {}, release);
     throw;
@@ -299,7 +289,7 @@ std::vector<CollArgs> enqueueGroupPairs(Comm& c, std::vector<CollArgs> calls) {
 // copies stay in the caller's stream order, so nothing the proxy waits for
 // can queue behind the caller's stalled stream (a stream wait-value can hold
 // up other streams that share its hardware queue).
-void enqueueDeviceCalls(Comm& c, std::vector<CollArgs> calls, bool mayWait) {
+void enqueueDeviceCalls(Comm& c, std::vector<CollArgs> calls) {
   if (calls.empty()) return;
   if (c.topo().ngroups() == 1) {
     c.countCalls(hetcclPathNone, calls.size());
@@ -333,10 +323,6 @@ void enqueueDeviceCalls(Comm& c, std::vector<CollArgs> calls, bool mayWait) {
   // library's calls differently, as with NCCL itself.)
   calls = enqueueGroupPairs(c, std::move(calls));
   if (calls.empty()) return;
-  if (mayWait && calls.size() == 1 && takesDirectPath(c, calls[0])) {
-    c.countCalls(hetcclPathDirect, 1);
-    return runDirectCall(c, calls[0]);
-  }
   c.countCalls(hetcclPathStaged, calls.size());
   if (calls.size() == 1 && calls[0].kind == CollKind::kAllReduce) {
     const CollArgs& a = calls[0];
@@ -353,8 +339,7 @@ void enqueueDeviceCalls(Comm& c, std::vector<CollArgs> calls, bool mayWait) {
   // proxy (while a stream waits on it) never returns. Only this thread
   // touches the pool; an outgrown block stays allocated (StagingPool).
   uint8_t* pinned = ds.pinned().get(0, layoutHostCopies(c, calls, nullptr));
-  // The block may be the one the previous call still copies out of.
-  for (Event e : ds.released()) d.streamWaitEvent(s, e);
+  ds.waitReleased(s);  // the block may be the one the previous call still copies out of
   std::vector<HostCopy> ms = stageIn(c, calls, pinned);
   const std::vector<Event> ready{ds.takeEvent()};
   d.recordEvent(ready.front(), s);
@@ -369,7 +354,7 @@ void enqueueDeviceCalls(Comm& c, std::vector<CollArgs> calls, bool mayWait) {
   try {
     d.streamWaitValue(s, ds.flag(), ticket);
     stageOut(c, ms);
-    markReleased(c, s);
+    ds.markReleased(s);
     for (const HostCopy& m : ms) host.push_back(m.host);
   } catch (...) {
     // Streams may already wait for this ticket: release them, in order.

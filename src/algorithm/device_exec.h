@@ -2,14 +2,15 @@
 // effect in the order of the caller's stream:
 // - one group: straight to the vendor library on the caller's stream, the op
 //   passed whole (no copies, no synchronisation of hetccl's own);
-// - several groups: the caller's stream records an event and then waits on
-//   the communicator's completion flag; the proxy thread waits for the event,
-//   copies the buffers to pinned host memory on its own stream, runs the
-//   plan there (group steps through the vendor library, border steps over
-//   the transport), copies the results back and stores the flag, which
-//   releases the caller's stream. The flag is stored on failure and abort
-//   too, so a stream never waits forever; the error is then reported by
-//   hetcclCommGetAsyncError and the next call.
+// - several groups: most calls take the device border (device_border_coll.h);
+//   the rest stage: the caller's stream copies the buffers to pinned host
+//   memory, records an event and waits on the communicator's completion
+//   flag; the proxy thread waits for the event, runs the plan on the host
+//   copies (group steps through the vendor library, border steps over the
+//   transport) and stores the flag, which releases the caller's stream to
+//   copy the results back. The flag is stored on failure and abort too, so
+//   a stream never waits forever; the error is recorded first and reported
+//   by hetcclCommGetAsyncError and the next call.
 #pragma once
 
 #include <vector>
@@ -24,11 +25,11 @@ class LocalOps;
 struct ChunkHooks;
 
 // The calls of one hetccl call or one group (collectives in order, then all
-// point-to-point operations together), on a GPU rank's communicator.
-// mayWait: the calling thread may wait for the call (a blocking
-// communicator, not inside a group over several communicators), which the
-// direct path (device_direct.h) needs; else it stages.
-void enqueueDeviceCalls(Comm& c, std::vector<CollArgs> calls, bool mayWait = false);
+// point-to-point operations together), on a GPU rank's communicator. The
+// calling thread never waits for the device or the proxy (a call that
+// drives the vendor library itself waits, bounded, only for staged calls
+// still being handed to the proxy: StagingState::waitStagedDone).
+void enqueueDeviceCalls(Comm& c, std::vector<CollArgs> calls);
 
 // Whether a call's buffers are in place (send + sendAt == recv + recvAt:
 // AllGather's send block at recvAt in recv, ReduceScatter's recv block at

@@ -39,11 +39,7 @@ void HostLocalOps::divide(void* buf, size_t n, DataType dt, int divisor) {
   divideArray(buf, n, dt, divisor);
 }
 
-LocalOps& planOps(const PlanContext& p, HostLocalOps& host) { return p.ops ? *p.ops : host; }
-
 void runBorder(const PlanContext& p, std::vector<Xfer>& x) {
-  const bool device = p.ops && p.ops->deviceMemory();
-  for (Xfer& e : x) e.device = device;
   if (!x.empty()) p.comm.transport().run(x);
 }
 

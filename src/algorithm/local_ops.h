@@ -21,8 +21,6 @@ struct PlanContext;
 class LocalOps {
  public:
   virtual ~LocalOps() = default;
-  // Whether buffers are device memory (border transfers carry Xfer::device).
-  virtual bool deviceMemory() const = 0;
   // Whether the transport folds receive-reduces itself; when false the plan
   // receives into scratch and folds with reduce().
   virtual bool transportFolds() const = 0;
@@ -37,15 +35,12 @@ class LocalOps {
   void fold(void* dst, const void* const* parts, int nparts, size_t n, DataType dt, RedKind k, void* tmp);
   virtual void scale(void* out, const void* in, size_t n, DataType dt, double scalar) = 0;
   virtual void divide(void* buf, size_t n, DataType dt, int divisor) = 0;
-  // Waits until everything enqueued so far has run (the host form runs at once).
-  virtual void fence(const char* what) { (void)what; }
 };
 
 // The host form, over the communicator's scratch.
 class HostLocalOps final : public LocalOps {
  public:
   explicit HostLocalOps(Comm& c) : c_(c) {}
-  bool deviceMemory() const override { return false; }
   bool transportFolds() const override;
   uint8_t* scratch(size_t bytes) override;
   void reduce(void* out, const void* a, const void* b, size_t n, DataType dt, RedKind k) override;
@@ -57,11 +52,8 @@ class HostLocalOps final : public LocalOps {
   Comm& c_;
 };
 
-// The plan's local ops: the context's (the device form on the direct
-// path), else `host`.
-LocalOps& planOps(const PlanContext& p, HostLocalOps& host);
-// Runs a border step's transfers on the plan's buffers (Xfer::device where
-// the context's local ops work on device memory); nothing when x is empty.
+// Runs a border step's transfers on the plan's buffers; nothing when x is
+// empty.
 void runBorder(const PlanContext& p, std::vector<Xfer>& x);
 
 }  // namespace hetccl

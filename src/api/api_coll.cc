@@ -126,9 +126,8 @@ bool dispatchCalls(hetcclComm* comm, const std::vector<CollArgs>& calls, bool ma
                            "communicator of several groups cannot be captured; call it outside the capture (a "
                            "communicator of one group passes calls to the vendor library, which can be captured)");
     const uint64_t first = recordCalls(*comm, calls, FlightRecorder::State::kEnqueued);
-    failOnError(*comm, [&] {
-      recorded(*comm, first, calls.size(), false, 0, [&] { enqueueDeviceCalls(*comm, calls, blocking && mayWait); });
-    });
+    failOnError(*comm,
+                [&] { recorded(*comm, first, calls.size(), false, 0, [&] { enqueueDeviceCalls(*comm, calls); }); });
     if (first && comm->topo().ngroups() > 1) finishAfterProxy(*comm, first, calls.size());
     return false;
   }

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <mutex>
 
 #include "core/settings.h"
 #include "core/error.h"
@@ -60,6 +61,19 @@ CommOptions readOptions(const hetcclConfig_t* cfg) {
   return o;
 }
 
+namespace {
+
+// Once a process: a retired HETCCL_* variable that is still set (the job
+// means something hetccl no longer does) is named in a warning with why.
+void warnRetiredSettings() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    for (const std::string& w : retiredSettingsInEnvironment()) LOG_WARN(kInit, "%s", w.c_str());
+  });
+}
+
+}  // namespace
+
 Comm::Comm(int nranks, int rank, const CommOptions& opts)
     : opts_(opts),
       rank_(rank),
@@ -75,8 +89,7 @@ Comm::Comm(int nranks, int rank, const CommOptions& opts)
   chunkBytes_ = settings::kChunkBytes.get();
   checkMismatch_ = settings::kCheckMismatch.get();
   planFolds_ = settings::kPlanFolds.get();
-  gpuDirectWant_ = settings::kGpuDirect.get();  // used at init by GPU ranks
-  gpuDirectMin_ = settings::kGpuDirectMin.get();
+  warnRetiredSettings();
   device_ = createDeviceRuntime(opts_.deviceKind);
   // A proxy job that fails (a GPU rank's border step, a non-blocking call)
   // fails the communicator and tells the peers, as a failed call does.
@@ -317,7 +330,6 @@ void Comm::setUp(const PeerInfo& me, const std::string& group) {
       std::lock_guard<std::mutex> g(backendMu_);  // abort() reads it from any thread
       stagingState_ = std::move(ds);
     }
-    chooseGpuPath();
   }
   setUpDeviceBorder();
 
@@ -335,45 +347,6 @@ void Comm::setUp(const PeerInfo& me, const std::string& group) {
   metricsAttach(this);  // its counters on the metrics endpoint, if any
 }
 
-void Comm::chooseGpuPath() {
-  const std::string& want = gpuDirectWant_;
-  const std::string kind = device_->kind();
-  GpuPathFacts f;
-  f.want = want;
-  f.kind = kind;
-  f.transport = transportName_;
-  f.transportMoves = transport_->movesDeviceMemory(kind);
-  for (const Group& g : topo_.groups) f.groupKinds.push_back(g.deviceKind);
-  f.singleHost = topo_.singleHost;
-  f.peerMemory = !topo_.singleHost && gpuPeerMemoryLoaded(kind);
-  std::string whyNot = directPathWhyNot(f);
-  if (whyNot.empty()) {
-    try {
-      kernels_ = loadKernels(kind);
-      if (!kernels_) whyNot = "no device kernels plugin (" + kernelsLibName(kind) + ") was found";
-      if (kernels_) preloadKernels(*kernels_);
-    } catch (const Error& e) {
-      whyNot = std::string("the device kernels plugin did not load: ") + e.what();
-    }
-  }
-  gpuDirect_ = whyNot.empty();
-  if (!gpuDirect_) kernels_ = nullptr;
-  if (!gpuDirect_ && want == "1")
-    throwError(hetcclInvalidUsage, "HETCCL_GPU_DIRECT=1, but rank " + std::to_string(rank_) + " cannot hand its " +
-                                       kind + " memory to the transport: " + whyNot);
-  if (want == "1") gpuDirectMin_ = 0;  // every eligible call
-  if (gpuDirect_) {
-    const std::string which = gpuDirectMin_ ? "of " + std::to_string(gpuDirectMin_) + " bytes and up " : "";
-    LOG_INFO(kInit,
-             "rank %d: border data path direct: AllReduce, Broadcast and AllGather %shand %s memory to "
-             "transport %s (zero-copy); %sother collectives stage through pinned memory",
-             rank_, which.c_str(), kind.c_str(), transportName_.c_str(), gpuDirectMin_ ? "smaller calls and " : "");
-  } else {
-    LOG_INFO(kInit, "rank %d: border data path staged: %s memory through pinned staging (%s)", rank_, kind.c_str(),
-             whyNot.c_str());
-  }
-}
-
 void Comm::setUpDeviceBorder() {
   DeviceBorderFacts f;
   f.want = settings::kGpuBorder.get();
@@ -381,19 +354,22 @@ void Comm::setUpDeviceBorder() {
     f.groupKinds.push_back(g.deviceKind);
   }
   std::string whyNot = deviceBorderWhyNot(f);
-  if (whyNot == kNotEveryRankSays) return;
+  if (whyNot == kNotEveryRankSays) {
+    if (streamOrdered() && topo_.ngroups() > 1)
+      LOG_INFO(kInit, "rank %d: border data path staged: %s memory through pinned staging (a group of host ranks)",
+               rank_, device_->kind());
+    return;
+  }
   if (!whyNot.empty()) {
     if (f.want == "1") throwError(hetcclInvalidUsage, "HETCCL_GPU_BORDER=1, but " + whyNot);
-    LOG_INFO(kInit, "rank %d: no device border: %s", rank_, whyNot.c_str());
+    LOG_INFO(kInit, "rank %d: border data path staged, no device border: %s", rank_, whyNot.c_str());
     return;
   }
   // The same facts on every rank so far; what each rank can load is its own.
   std::string mine;
   try {
-    if (!kernels_) {
-      kernels_ = loadKernels(device_->kind());
-      if (kernels_) preloadKernels(*kernels_);
-    }
+    kernels_ = loadKernels(device_->kind());
+    if (kernels_) preloadKernels(*kernels_);
     if (!kernels_) mine = "no device kernels plugin (" + kernelsLibName(device_->kind()) + ") was found";
   } catch (const Error& e) {
     mine = std::string("the device kernels plugin did not load: ") + e.what();
@@ -406,9 +382,9 @@ void Comm::setUpDeviceBorder() {
       whyNot = r == rank_ ? "on rank " + std::to_string(r) + ", " + mine
                           : "rank " + std::to_string(r) + " cannot run device kernels (its log says why)";
   if (!whyNot.empty()) {
-    if (!gpuDirect_) kernels_ = nullptr;
+    kernels_ = nullptr;
     if (f.want == "1") throwError(hetcclInvalidUsage, "HETCCL_GPU_BORDER=1, but " + whyNot);
-    LOG_INFO(kInit, "rank %d: no device border: %s", rank_, whyNot.c_str());
+    LOG_INFO(kInit, "rank %d: border data path staged, no device border: %s", rank_, whyNot.c_str());
     return;
   }
   DeviceBorder::Setup s;
@@ -441,13 +417,14 @@ void Comm::setUpDeviceBorder() {
   }
   auto b = DeviceBorder::create(s);
   if (!b) {
-    if (!gpuDirect_) kernels_ = nullptr;
+    kernels_ = nullptr;
     if (f.want == "1")
       throwError(hetcclInvalidUsage,
                  "HETCCL_GPU_BORDER=1, but /dev/shm has too little room for "
                  "the device border's segments (lower HETCCL_GPU_BORDER_CHUNK)");
     return;
   }
+  LOG_INFO(kInit, "rank %d: border data path device: the device border (calls it does not take stage)", rank_);
   std::lock_guard<std::mutex> g(backendMu_);  // abort() reads it from any thread
   border_ = std::move(b);
 }

@@ -109,18 +109,12 @@ class Comm {
   int encryptedPeers() const { return security_.encryptedPeers; }
   const std::string& interTransport() const { return interName_; }
   // How this rank's border data moves: "none" (one group), "host" (host
-  // memory, handed to the transport as it is) or "staged" (device memory,
-  // copied through pinned staging on the caller's stream).
-  // "direct" (a GPU rank whose AllReduce, Broadcast and AllGather hand
-  // device memory to the transport; its other collectives stage).
-  // "device" (GPU ranks whose AllReduce goes through the device border,
-  // comm/device_border.h; other collectives as under "staged"/"direct").
+  // memory, handed to the transport as it is), "staged" (device memory,
+  // copied through pinned staging on the caller's stream) or "device" (GPU
+  // ranks with the device border, comm/device_border.h; the calls it does
+  // not take stage).
   const char* borderPath() const {
-    return topo_.ngroups() == 1 ? "none"
-           : border_            ? "device"
-           : gpuDirect_         ? "direct"
-           : streamOrdered()    ? "staged"
-                                : "host";
+    return topo_.ngroups() == 1 ? "none" : border_ ? "device" : streamOrdered() ? "staged" : "host";
   }
   // The last calls of this communicator (comm/flight_recorder.h) ...
   FlightRecorder& flight() { return flight_; }
@@ -133,14 +127,9 @@ class Comm {
   uint64_t pathCalls(hetcclPath_t path) const { return pathCalls_[path].load(std::memory_order_relaxed); }
   // The device border (GPU ranks, HETCCL_GPU_BORDER), else null.
   DeviceBorder* deviceBorder() { return border_.get(); }
-  bool gpuDirect() const { return gpuDirect_; }
-  // Smallest call (bytes) that goes direct: HETCCL_GPU_DIRECT_MIN under
-  // auto, 0 under HETCCL_GPU_DIRECT=1.
-  size_t gpuDirectMin() const { return gpuDirectMin_; }
-  // The device reduction kernels (GPU ranks on the direct path or with a
-  // device border), else null.
+  // The device reduction kernels (GPU ranks with a device border), else null.
   const hetcclKernelsApi_t* kernels() const { return kernels_; }
-  // HETCCL_PLAN_FOLDS: border folds after whole receives, as on the direct path.
+  // HETCCL_PLAN_FOLDS: border folds after whole receives (plan-level folds).
   bool planFolds() const { return planFolds_; }
   size_t buffBytes() const { return buffBytes_; }
   size_t smallBytes() const { return smallBytes_; }
@@ -229,10 +218,9 @@ class Comm {
   LinkSecurity security_;
   BorderCut borderCut_;
   std::string site_;
-  size_t buffBytes_ = 0, smallBytes_ = 0, chunkBytes_ = 0, gpuDirectMin_ = 0;
+  size_t buffBytes_ = 0, smallBytes_ = 0, chunkBytes_ = 0;
   bool checkMismatch_ = false;
-  bool gpuDirect_ = false, planFolds_ = false;
-  std::string gpuDirectWant_;  // HETCCL_GPU_DIRECT: auto, 0 or 1
+  bool planFolds_ = false;
   const hetcclKernelsApi_t* kernels_ = nullptr;
   MsgTag callTag_;
   uint64_t seq_ = 0, shrinkSeq_ = 0;
@@ -245,8 +233,6 @@ class Comm {
   };
   std::vector<PreMul> premul_;
   std::vector<uint8_t> scratch_;
-  // Direct or staged border data on a GPU rank (HETCCL_GPU_DIRECT); logs it.
-  void chooseGpuPath();
   // The device border where HETCCL_GPU_BORDER and the topology allow
   // (collective: every rank of a multi-group GPU communicator calls it).
   void setUpDeviceBorder();

@@ -40,6 +40,14 @@ const Config& config() {
 
 const std::vector<VarSpec>& Config::vars() const { return settingsTable(); }
 
+std::vector<std::string> retiredSettingsInEnvironment() {
+  std::vector<std::string> out;
+  for (const RetiredVar& v : retiredSettings())
+    if (const char* val = getenv(v.name); val && *val)
+      out.push_back(std::string(v.name) + "=" + val + " is set but no longer read: " + v.why);
+  return out;
+}
+
 const VarSpec& Config::spec(const char* name) const {
   for (const auto& v : settingsTable())
     if (strcmp(v.name, name) == 0) return v;

@@ -41,6 +41,17 @@ class Config {
 
 const Config& config();
 
+// Variables hetccl once read and no longer does, with why, in words: a job
+// that still sets one gets a warning at init (Comm), not a silent no-op.
+struct RetiredVar {
+  const char* name;
+  const char* why;
+};
+const std::vector<RetiredVar>& retiredSettings();  // settings_table.cc
+// One warning for each retired variable the environment sets: "NAME=value
+// is set but no longer read: why".
+std::vector<std::string> retiredSettingsInEnvironment();
+
 // Parses "123", "4K", "2M", "1G" (powers of 1024); throws hetcclInvalidArgument
 // naming `what` on garbage.
 uint64_t parseBytes(const std::string& text, const char* what);

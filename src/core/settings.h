@@ -47,12 +47,10 @@ inline constexpr ChoiceSetting kBorderCut{"HETCCL_BORDER_CUT"};
 inline constexpr StringSetting kLinkGbps{"HETCCL_LINK_GBPS"};
 inline constexpr BytesSetting kBorderProbeBytes{"HETCCL_BORDER_PROBE_BYTES"};
 // GPU ranks
-inline constexpr ChoiceSetting kGpuDirect{"HETCCL_GPU_DIRECT"};
 inline constexpr ChoiceSetting kGpuBorder{"HETCCL_GPU_BORDER"};
 inline constexpr BytesSetting kGpuBorderChunk{"HETCCL_GPU_BORDER_CHUNK"};
 inline constexpr BytesSetting kGpuBorderMin{"HETCCL_GPU_BORDER_MIN"};
 inline constexpr ChoiceSetting kGpuBorderKernel{"HETCCL_GPU_BORDER_KERNEL"};
-inline constexpr BytesSetting kGpuDirectMin{"HETCCL_GPU_DIRECT_MIN"};
 inline constexpr BytesSetting kStagingMax{"HETCCL_STAGING_MAX"};
 inline constexpr IntSetting kFlightRecorder{"HETCCL_FLIGHT_RECORDER"};
 inline constexpr StringSetting kFlightDir{"HETCCL_FLIGHT_DIR"};

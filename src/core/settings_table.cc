@@ -130,14 +130,6 @@ const std::vector<VarSpec>& settingsTable() {
       {"HETCCL_EMU_INIT_DELAY_MS", VarType::kInt, "0", nullptr,
        "emulated GPU's group library: a non-blocking init stays in progress this long (a slow vendor init)", 0,
        10000000},
-      {"HETCCL_GPU_DIRECT", VarType::kChoice, "auto", nullptr,
-       "GPU ranks' AllReduce, Broadcast and AllGather across groups: hand device memory straight to the transport "
-       "(the direct path; the calling thread waits for the call) where it reports that memory type (ucx built "
-       "with CUDA/ROCm) and the kernels plugin loads. auto: only where no group holds host memory and either all "
-       "ranks share a host and every group is of this rank's device kind, or a GPU peer-memory module (GPUDirect "
-       "RDMA) is loaded, for calls of HETCCL_GPU_DIRECT_MIN and "
-       "up; 1: every such call (init fails naming why it cannot); 0: always stage through pinned memory",
-       0, 0, "auto|0|1"},
       {"HETCCL_GPU_BORDER", VarType::kChoice, "auto", nullptr,
        "GPU ranks' collectives (the README lists the few that stage) and send/recv between ranks of different "
        "groups (on other hosts through hetccl's pair relay), across groups through the device border: each group's "
@@ -174,13 +166,9 @@ const std::vector<VarSpec>& settingsTable() {
        "unless two ranks share one GPU without MPS (a waiting kernel would hold the GPU for its time slice); 1: "
        "always; 0: never (copies and stream memory operations)",
        0, 0, "auto|0|1"},
-      {"HETCCL_GPU_DIRECT_MIN", VarType::kBytes, "16M", nullptr,
-       "HETCCL_GPU_DIRECT=auto: smallest call (AllReduce/Broadcast bytes, AllGather output bytes) that goes "
-       "direct; smaller ones stage",
-       0, kTiB},
       {"HETCCL_PLAN_FOLDS", VarType::kBool, "0", nullptr,
-       "host ranks fold border data after receiving it whole, as GPU ranks on the direct path do, instead of in "
-       "the transport as it arrives (a test setting: it runs the direct path's plan on CPUs)"},
+       "host ranks fold border data after receiving it whole, instead of in the transport as it arrives (a test "
+       "setting: it runs the plan's own folds, for a transport that cannot fold what it receives)"},
       {"HETCCL_HOST_LEVELS", VarType::kBool, "1", nullptr,
        "a group of host ranks with the same number (two or more) on each of several hosts runs a large AllReduce in "
        "two levels (inside each host, then across); 0: one level over every rank (every rank must set the same)"},
@@ -223,11 +211,21 @@ const std::vector<VarSpec>& settingsTable() {
       {"HETCCL_STAGING_MAX", VarType::kBytes, "2G", nullptr,
        "GPU ranks: most pinned host memory one communicator keeps for staging border data", int64_t{1} << 20, kTiB},
       {"HETCCL_DEVICE_SCRATCH_MAX", VarType::kBytes, "2G", nullptr,
-       "GPU ranks: most device memory one communicator keeps as scratch for staged group steps and the direct "
-       "path (the device border's own scratch is fixed at init: HETCCL_GPU_BORDER_CHUNK)",
+       "GPU ranks: most device memory one communicator keeps as scratch for staged group steps (the device "
+       "border's own scratch is fixed at init: HETCCL_GPU_BORDER_CHUNK)",
        int64_t{1} << 20, kTiB},
       {"HETCCL_SOCKET_BUFFER", VarType::kBytes, "4M", nullptr, "SO_SNDBUF/SO_RCVBUF of TCP transport sockets", 4096,
        int64_t{1} << 30},
+  };
+  return *vars;
+}
+
+const std::vector<RetiredVar>& retiredSettings() {
+  static const auto* vars = new std::vector<RetiredVar>{
+      {"HETCCL_GPU_DIRECT",
+       "the direct path (device memory handed to UCX, the calling thread waiting) is gone; GPU ranks' calls across "
+       "groups take the device border (HETCCL_GPU_BORDER) or stage through pinned memory, and never block"},
+      {"HETCCL_GPU_DIRECT_MIN", "it sized the direct path, which is gone (HETCCL_GPU_DIRECT)"},
   };
   return *vars;
 }

@@ -60,7 +60,7 @@ StagingState::StagingState(DeviceRuntime& d, size_t stagingLimit, size_t scratch
 StagingState::~StagingState() {
   for (Event e : events_) dev_.destroyEvent(e);
   for (Event e : timedEvents_) dev_.destroyEvent(e);
-  for (Event e : released_) dev_.destroyEvent(e);
+  if (released_) dev_.destroyEvent(released_);
   dev_.destroyEvent(syncEvent_);
   dev_.destroyEvent(lastEnd_);
   dev_.freePinned(flag_);
@@ -82,6 +82,15 @@ Event StagingState::take(std::vector<Event>& pool, bool timed) {
 void StagingState::give(std::vector<Event>& pool, Event e) {
   std::lock_guard<std::mutex> g(mu_);
   pool.push_back(e);
+}
+
+void StagingState::markReleased(Stream s) {
+  if (!released_) released_ = dev_.createEvent();
+  dev_.recordEvent(released_, s);
+}
+
+void StagingState::waitReleased(Stream s) {
+  if (released_) dev_.streamWaitEvent(s, released_);
 }
 
 void StagingState::sync(double timeoutS, const std::atomic<bool>* abort, const char* what) {

@@ -83,9 +83,12 @@ class StagingState {
   uint64_t sampleSmallCall(uint64_t every);
 
   StagingPool& pinned() { return pinned_; }
-  // Events recorded on the streams of the last multi-group call after its
-  // copies out of pinned staging (the calling thread's alone).
-  std::vector<Event>& released() { return released_; }
+  // The end of the last staged call's copies out of pinned staging: its
+  // stream records it (markReleased), and the next staged call's stream
+  // waits for it (waitReleased) before copying into the same block. The
+  // calling thread's alone.
+  void markReleased(Stream s);
+  void waitReleased(Stream s);
   StagingPool& scratch() { return scratch_; }
 
   // Staged calls queued on the proxy, whose group steps the proxy has still
@@ -126,7 +129,7 @@ class StagingState {
   Event take(std::vector<Event>& pool, bool timed);  // from the pool, or a new one
   void give(std::vector<Event>& pool, Event e);
   std::vector<Event> events_, timedEvents_;
-  std::vector<Event> released_;
+  Event released_ = nullptr;
   Event syncEvent_ = nullptr;
   Event lastEnd_ = nullptr;  // recorded on lastStream_ at the end of the last call
   Stream lastStream_ = nullptr;

@@ -96,10 +96,10 @@ class Transport {
   // A transport that cannot tell its peers leaves them to their timeout.
   virtual void poison(const std::string& why) { (void)why; }
   // Whether the transport can move memory of this device kind ("cuda",
-  // "hip") itself, as UCX built with CUDA or ROCm support reports. Then a
-  // GPU rank's AllReduce across groups hands it device pointers
-  // (Xfer::device; HETCCL_GPU_DIRECT); otherwise GPU ranks stage through
-  // pinned memory.
+  // "hip") itself, as UCX built with CUDA or ROCm support reports (tcp and
+  // shm: "emu", process memory). No plan hands a transport device memory
+  // now: GPU ranks' border data crosses through the device border or
+  // pinned staging, so that no call waits on the calling thread.
   virtual bool movesDeviceMemory(const std::string& kind) const {
     (void)kind;
     return false;

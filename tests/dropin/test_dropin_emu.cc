@@ -7,9 +7,8 @@
 // One group: every call goes straight through to the vendor library.
 // Several groups: hetccl crosses them through the device border (emulated
 // GPUs are one GPU each: every call takes it), or, with the border from
-// 1 MiB on (HETCCL_GPU_BORDER_MIN, as where two ranks share one GPU), staged
-// through pinned memory or direct where HETCCL_GPU_DIRECT=1 and the
-// transport moves emu memory.
+// 1 MiB on (HETCCL_GPU_BORDER_MIN, as where two ranks share one GPU), the
+// smaller calls staged through pinned memory.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
@@ -33,7 +32,6 @@ struct Layout {
   const char* name;
   const char* groupMap;  // nullptr: one group
   const char* transport;
-  const char* gpuDirect;
   const char* borderMin;  // HETCCL_GPU_BORDER_MIN, or nullptr: unset
 };
 
@@ -50,12 +48,10 @@ class DropInEmu : public ::testing::TestWithParam<Layout> {
     const Layout& l = GetParam();
     if (l.groupMap) setenv("HETCCL_GROUP_MAP", l.groupMap, 1);
     setenv("HETCCL_TRANSPORT", l.transport, 1);
-    setenv("HETCCL_GPU_DIRECT", l.gpuDirect, 1);
     if (l.borderMin) setenv("HETCCL_GPU_BORDER_MIN", l.borderMin, 1);
   }
   void TearDown() override {
-    for (const char* v :
-         {"HETCCL_DEVICE", "HETCCL_GROUP_MAP", "HETCCL_TRANSPORT", "HETCCL_GPU_DIRECT", "HETCCL_GPU_BORDER_MIN"})
+    for (const char* v : {"HETCCL_DEVICE", "HETCCL_GROUP_MAP", "HETCCL_TRANSPORT", "HETCCL_GPU_BORDER_MIN"})
       unsetenv(v);
   }
   template <typename F>
@@ -189,11 +185,11 @@ TEST_P(DropInEmu, EveryCallOnDeviceBuffersInStreamOrder) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, DropInEmu,
-                         ::testing::Values(Layout{"one_group", nullptr, "shm", "auto", nullptr},
-                                           Layout{"two_groups_border", "0-1:a,2-3:b", "shm", "0", nullptr},
-                                           Layout{"two_groups_staged", "0-1:a,2-3:b", "shm", "0", "1M"},
-                                           Layout{"interleaved_direct", "0:a,1:b,2:a,3:b", "tcp", "1", "1M"},
-                                           Layout{"three_groups_staged", "0:a,1:b,2-3:c", "tcp", "0", "1M"}),
+                         ::testing::Values(Layout{"one_group", nullptr, "shm", nullptr},
+                                           Layout{"two_groups_border", "0-1:a,2-3:b", "shm", nullptr},
+                                           Layout{"two_groups_staged", "0-1:a,2-3:b", "shm", "1M"},
+                                           Layout{"interleaved_staged", "0:a,1:b,2:a,3:b", "tcp", "1M"},
+                                           Layout{"three_groups_staged", "0:a,1:b,2-3:c", "tcp", "1M"}),
                          [](const ::testing::TestParamInfo<Layout>& i) { return std::string(i.param.name); });
 
 }  // namespace

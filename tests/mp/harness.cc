@@ -91,7 +91,7 @@ struct Child {
     r.transport.resize(r.transport.size() - 4);
   }
   // "..._planfold": border data folded by the plan after whole receives
-  // (HETCCL_PLAN_FOLDS), the border plan of GPU ranks on the direct path.
+  // (HETCCL_PLAN_FOLDS), the plan's own folds.
   const std::string planFold = "_planfold";
   if (r.transport.size() > planFold.size() &&
       r.transport.compare(r.transport.size() - planFold.size(), planFold.size(), planFold) == 0) {

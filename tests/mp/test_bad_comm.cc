@@ -83,12 +83,9 @@ TEST(BadComm, InitArguments) {
     EXPECT_HC_ERROR(hetcclCommInitRankConfig(&c, 1, freshId(), 0, &cfg), kArg, nullptr, "transport");
     EXPECT_EQ(c, nullptr);
     // Checked on every rank, host ranks too (GPU ranks use it).
-    setenv("HETCCL_GPU_DIRECT", "yes", 1);
-    EXPECT_HC_ERROR(hetcclCommInitRank(&c, 1, freshId(), 0), kArg, nullptr, "HETCCL_GPU_DIRECT");
-    unsetenv("HETCCL_GPU_DIRECT");
-    setenv("HETCCL_GPU_DIRECT_MIN", "16 apples", 1);
-    EXPECT_HC_ERROR(hetcclCommInitRank(&c, 1, freshId(), 0), kArg, nullptr, "HETCCL_GPU_DIRECT_MIN");
-    unsetenv("HETCCL_GPU_DIRECT_MIN");
+    setenv("HETCCL_GPU_BORDER", "yes", 1);
+    EXPECT_HC_ERROR(hetcclCommInitRank(&c, 1, freshId(), 0), kArg, nullptr, "HETCCL_GPU_BORDER");
+    unsetenv("HETCCL_GPU_BORDER");
     EXPECT_EQ(c, nullptr);
   });
 }

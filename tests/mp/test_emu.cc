@@ -28,28 +28,24 @@ struct EmuCase {
 
 void PrintTo(const EmuCase& c, std::ostream* os) { *os << c.name; }
 
-// 2+2 staged and direct, 3+1, 1+1+2 in chunks, interleaved, 8 ranks in 3
+// 2+2 over shm and tcp, 3+1, 1+1+2 in chunks, interleaved, 8 ranks in 3
 // groups, an emu group next to a host group.
 const EmuCase kCases[] = {
-    {"aabb_shm_staged", "a,a,b,b", "emu,emu,emu,emu", "shm", {{"HETCCL_GPU_DIRECT", "0"}}},
-    {"aabb_tcp_direct", "a,a,b,b", "emu,emu,emu,emu", "tcp", {{"HETCCL_GPU_DIRECT", "1"}}},
+    {"aabb_shm_staged", "a,a,b,b", "emu,emu,emu,emu", "shm", {}},
+    {"aabb_tcp", "a,a,b,b", "emu,emu,emu,emu", "tcp", {}},
     {"aaab_shm", "a,a,a,b", "emu,emu,emu,emu", "shm", {}},
     {"abcc_shm_chunked", "a,b,c,c", "emu,emu,emu,emu", "shm", {{"HETCCL_CHUNK_BYTES", "64K"}}},
-    {"abab_tcp_direct", "a,b,a,b", "emu,emu,emu,emu", "tcp", {{"HETCCL_GPU_DIRECT", "1"}}},
+    {"abab_tcp", "a,b,a,b", "emu,emu,emu,emu", "tcp", {}},
     {"aaabbccc_shm", "a,a,a,b,b,c,c,c", "emu,emu,emu,emu,emu,emu,emu,emu", "shm", {}},
     {"emu_next_to_host_shm", "a,a,b,b", "emu,emu,host,host", "shm", {}},
     // Staged, cut by border bandwidth (rates by rank: uneven shards through
     // the vendor library's grouped Reduce and Broadcast calls).
-    {"aabb_shm_staged_bwcut",
-     "a,a,b,b",
-     "emu,emu,emu,emu",
-     "shm_bwcut",
-     {{"HETCCL_GPU_DIRECT", "0"}, {"HETCCL_GPU_BORDER", "0"}}},
+    {"aabb_shm_staged_bwcut", "a,a,b,b", "emu,emu,emu,emu", "shm_bwcut", {{"HETCCL_GPU_BORDER", "0"}}},
 };
 
 // With the device border from 1 MiB on (as where two ranks share one GPU),
-// so that smaller calls take the staged and direct paths these layouts are
-// for; the border's own tests set their sizes.
+// so that smaller calls take the staged path these layouts are for; the
+// border's own tests set their sizes.
 JobOptions options(const EmuCase& c) {
   JobOptions o;
   o.transport = c.transport;
@@ -62,7 +58,7 @@ JobOptions options(const EmuCase& c) {
 class Emu : public ::testing::TestWithParam<EmuCase> {};
 
 // One group call of four collectives on device buffers (large enough for
-// the chunked and direct paths), then one of point-to-point calls in both
+// the chunked path and the border), then one of point-to-point calls in both
 // ring directions and to self, posted receives first; all stream-ordered.
 TEST_P(Emu, GroupCallsOnDeviceBuffersGiveEveryResult) {
   runJob(GetParam().layout, options(GetParam()), [](Rank& r) {

@@ -96,7 +96,7 @@ std::vector<LargeParam> largeParams() {
   for (const std::string layout : {"a,a,a,b", "a,b,a,b"})
     for (Coll coll : {Coll::kAllReduce, Coll::kReduceScatter, Coll::kAllGather})
       v.push_back({layout, "shm_chunked", coll});
-  // AllReduce with the border folded by the plan (the GPU direct path's).
+  // AllReduce with the border folded by the plan (HETCCL_PLAN_FOLDS).
   for (const std::string layout : {"a,a,a,b", "a,a,a,b,b,c,c,c"})
     v.push_back({layout, "shm_planfold", Coll::kAllReduce});
   // AllReduce cut by border bandwidth (uneven shards in every group step),

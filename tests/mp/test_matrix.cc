@@ -133,8 +133,8 @@ std::vector<MatrixParam> matrixParams() {
   for (const std::string& layout : ucxLayouts())
     for (const std::string& transport : ucxTransports())
       for (Coll coll : allColls()) v.push_back({layout, transport, coll, layout == "a,b,a,b"});
-  // AllReduce with the border folded by the plan, as GPU ranks on the
-  // direct path do it (whole receives into scratch, then the folds): over
+  // AllReduce with the border folded by the plan (HETCCL_PLAN_FOLDS: whole
+  // receives into scratch, then the folds): over
   // tcp on an uneven, an interleaved and a 3-group layout, and over ucx.
   for (const std::string layout : {"a,a,a,b", "a,b,a,b", "a,b,c,c"}) {
     v.push_back({layout, "tcp_planfold", Coll::kAllReduce, false});

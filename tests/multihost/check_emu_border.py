@@ -96,7 +96,7 @@ TIMEOUT_S = 5
 # HETCCL_EMU_LAZY_LOADING=1: the emulated GPU loads kernels lazily, as CUDA
 # does by default (a first launch waits for the device's streams, which may
 # wait on the relay): the kernels plugin's preload at init must cover it.
-ENV = {"HETCCL_GPU_BORDER_CHUNK": "65536", "HETCCL_GPU_DIRECT": "0", "NCCL_NVLS_ENABLE": "0",
+ENV = {"HETCCL_GPU_BORDER_CHUNK": "65536", "NCCL_NVLS_ENABLE": "0",
        "HETCCL_EMU_LAZY_LOADING": "1"}
 
 

@@ -431,12 +431,11 @@ TEST(FoldOrdered, DestinationMayBeAnyOfTheParts) {
   EXPECT_EQ(a, (std::vector<int32_t>{1, 9, -3}));
 }
 
-// LocalOps::fold (the plan's fold on either memory) combines in the order
-// of foldOrdered, so host and device ranks end with the same bits.
+// LocalOps::fold (the plan's fold after whole receives, HETCCL_PLAN_FOLDS)
+// combines in the order of foldOrdered, bit for bit.
 TEST(LocalOps, FoldMatchesFoldOrderedBitForBit) {
   Comm c(1, 0, CommOptions{});
   HostLocalOps lo(c);
-  EXPECT_FALSE(lo.deviceMemory());
   const size_t n = 777;
   std::mt19937 rng(11);
   for (int np = 1; np <= 4; ++np) {

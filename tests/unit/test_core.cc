@@ -72,10 +72,10 @@ TEST(Config, EveryHandleReadsItsEntry) {
     EXPECT_NO_THROW(s.get()) << s.name;
   for (const IntSetting& s : {kTimeoutS, kHostThreads, kSpinUs}) EXPECT_NO_THROW(s.get()) << s.name;
   for (const BytesSetting& s : {kBuffSize, kShmSlotBytes, kShmMax, kSocketBuffer, kUcxRmaMin, kChunkBytes, kSmallBytes,
-                                kGpuDirectMin, kStagingMax})
+                                kGpuBorderMin, kGpuBorderChunk, kStagingMax, kDeviceScratchMax})
     EXPECT_NO_THROW(s.get()) << s.name;
   for (const BoolSetting& s : {kShmCma, kCheckMismatch, kPlanFolds}) EXPECT_NO_THROW(s.get()) << s.name;
-  for (const ChoiceSetting& s : {kDebug, settings::kDevice, settings::kBackend, kGpuDirect})
+  for (const ChoiceSetting& s : {kDebug, settings::kDevice, settings::kBackend, kGpuBorder, kGpuBorderKernel})
     EXPECT_NO_THROW(s.get()) << s.name;
   EXPECT_HETCCL_ERROR(IntSetting("HETCCL_TRANSPORT").get(), hetcclInternalError, "wrong type");
 }
@@ -138,7 +138,7 @@ TEST(Config, ValuesOutsideTheTableAreRefusedNamingWhatIsAllowed) {
              {"HETCCL_HOST_THREADS", "1000", "an integer from 0 to 64"},
              {"HETCCL_BUFFSIZE", "5G", "a size from 4096"},
              {"HETCCL_DEVICE", "gpu", "one of host, cuda, hip"},
-             {"HETCCL_GPU_DIRECT", "yes", "one of auto, 0, 1"},
+             {"HETCCL_GPU_BORDER", "yes", "one of auto, 0, 1"},
              {"HETCCL_SHM_CMA", "maybe", "1 or 0"}};
   for (const Bad& b : bad) {
     EnvGuard e(b.name, b.value);
@@ -168,6 +168,25 @@ TEST(Config, UnknownNameIsInternalError) {
   EXPECT_HETCCL_ERROR(StringSetting("HETCCL_NO_SUCH_THING").get(), hetcclInternalError, "HETCCL_NO_SUCH_THING");
   EXPECT_HETCCL_ERROR(IntSetting("NOT_DECLARED").get(), hetcclInternalError, "NOT_DECLARED");
   EXPECT_HETCCL_ERROR(config().isSet("HETCCL_DEBUGX"), hetcclInternalError, "HETCCL_DEBUGX");
+}
+
+// A variable hetccl no longer reads is out of the table, and a job that
+// still sets it is told so, with why (a warning at init), not ignored.
+TEST(Config, RetiredVariablesAreNamedWithWhyWhenSet) {
+  std::set<std::string> live;
+  for (const VarSpec& v : config().vars()) live.insert(v.name);
+  ASSERT_FALSE(retiredSettings().empty());
+  for (const RetiredVar& r : retiredSettings()) {
+    EXPECT_EQ(live.count(r.name), 0u) << r.name << " is both live and retired";
+    EXPECT_GT(strlen(r.why), 20u) << r.name;
+    EnvGuard unset(r.name, nullptr);
+    for (const std::string& w : retiredSettingsInEnvironment()) EXPECT_EQ(w.find(r.name), std::string::npos) << w;
+  }
+  EnvGuard set("HETCCL_GPU_DIRECT", "1");
+  const std::vector<std::string> w = retiredSettingsInEnvironment();
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_EQ(w[0].rfind("HETCCL_GPU_DIRECT=1 is set but no longer read: ", 0), 0u) << w[0];
+  EXPECT_NE(w[0].find("HETCCL_GPU_BORDER"), std::string::npos) << w[0];
 }
 
 TEST(ParseBytes, PlainAndSuffixes) {

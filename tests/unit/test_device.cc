@@ -309,51 +309,6 @@ TEST(IssueOrder, SmallCallsAreSampledAtRandomGapsWeightedByTheGap) {
   EXPECT_GT(phase[1], samples * 4 / 10);
 }
 
-// HETCCL_GPU_DIRECT's choice from what a GPU rank knows at init.
-TEST(GpuPath, DirectOnlyWhereWantedAndTheTransportMovesDeviceMemory) {
-  GpuPathFacts f;
-  f.kind = "cuda";
-  f.transport = "ucx";
-  f.groupKinds = {"cuda", "cuda"};
-  f.want = "0";
-  f.transportMoves = true;
-  EXPECT_NE(directPathWhyNot(f).find("HETCCL_GPU_DIRECT=auto or 1 hands it over"), std::string::npos);
-  f.transportMoves = false;
-  EXPECT_EQ(directPathWhyNot(f), "HETCCL_GPU_DIRECT=0");
-  for (const char* want : {"auto", "1"}) {
-    f.want = want;
-    EXPECT_EQ(directPathWhyNot(f), "transport ucx moves host memory only") << want;
-  }
-  f.transportMoves = true;
-  EXPECT_EQ(directPathWhyNot(f), "");  // 1
-  f.want = "auto";
-  EXPECT_EQ(directPathWhyNot(f), "");
-}
-
-TEST(GpuPath, AutoStagesForHostPeersAndAcrossHostsWithoutPeerMemory) {
-  GpuPathFacts f;
-  f.kind = "cuda";
-  f.transport = "ucx";
-  f.transportMoves = true;
-  f.want = "auto";
-  f.groupKinds = {"cuda", "host"};
-  EXPECT_NE(directPathWhyNot(f).find("a group of host ranks"), std::string::npos) << directPathWhyNot(f);
-  f.want = "1";  // forced: taken anyway
-  EXPECT_EQ(directPathWhyNot(f), "");
-  f.want = "auto";
-  f.groupKinds = {"cuda", "hip"};  // one host: no IPC between vendors
-  EXPECT_NE(directPathWhyNot(f).find("a group of hip ranks"), std::string::npos) << directPathWhyNot(f);
-  f.groupKinds = {"cuda", "cuda", "hip"};
-  f.singleHost = false;
-  EXPECT_NE(directPathWhyNot(f).find("no GPU peer-memory module"), std::string::npos) << directPathWhyNot(f);
-  f.peerMemory = true;  // GPUDirect RDMA: any GPU peer
-  EXPECT_EQ(directPathWhyNot(f), "");
-  f.groupKinds = {"cuda", "host"};  // but never towards host memory
-  EXPECT_NE(directPathWhyNot(f).find("a group of host ranks"), std::string::npos) << directPathWhyNot(f);
-  EXPECT_FALSE(gpuPeerMemoryLoaded("host"));
-  EXPECT_FALSE(gpuPeerMemoryLoaded("hip"));
-}
-
 }  // namespace hetccl
 
 namespace hetccl {
