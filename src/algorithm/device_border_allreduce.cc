@@ -7,6 +7,7 @@
 
 #include "algorithm/device_border_call.h"
 #include "algorithm/device_exec.h"
+#include "algorithm/vendor_calls.h"
 #include "comm/comm.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -145,9 +146,8 @@ struct BorderAllReduce : BorderCall {
 
 void enqueueDeviceBorderAllReduce(Comm& c, const CollArgs& a) {
   DeviceBorder& b = *c.deviceBorder();
-  StagingState& ds = *c.stagingState();
   const hetcclKernelsApi_t& kn = *c.kernels();
-  Backend& be = c.groupBackend();
+  VendorCalls be(c);  // the group's steps (vendor_calls.h)
   const Stream s = a.stream;
   const size_t es = dataTypeSize(a.dt), n = a.count;
   const int k = static_cast<int>(c.topo().groupOfRank(c.rank()).ranks.size());
@@ -180,9 +180,6 @@ void enqueueDeviceBorderAllReduce(Comm& c, const CollArgs& a) {
     src = recv;
   }
   if (k > 1) {
-    // The group backend is also driven by the proxy for staged calls: its
-    // calls must reach the vendor library in one order on every rank.
-    ds.waitStagedDone(c.options().timeoutS, &c.abortFlag());
     start = i < m ? i * q : 0;
     len = i < m ? shareLen(i) : 0;
     be.groupStart();

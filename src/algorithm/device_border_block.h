@@ -10,6 +10,7 @@
 #include "algorithm/coll.h"
 #include "algorithm/device_border_call.h"
 #include "algorithm/device_exec.h"
+#include "algorithm/vendor_calls.h"
 #include "comm/comm.h"
 
 namespace hetccl {
@@ -47,7 +48,8 @@ struct BlockCall : BorderCall {
         recv(static_cast<uint8_t*>(args.recv)),
         o(b.outStream()),
         in(b.inStream()),
-        firstSeq(b.seq()) {
+        firstSeq(b.seq()),
+        vendor(comm) {
     callStart = startCall(s);  // made first thing in each collective below
   }
   const CollArgs& a;
@@ -57,17 +59,15 @@ struct BlockCall : BorderCall {
   uint8_t* recv;
   Stream o, in;
   uint64_t firstSeq;
+  VendorCalls vendor;
 
   int k() { return groupSize(c); }
   int i() { return c.groupRank(); }
   // The receive block of global rank r.
   uint8_t* block(int r) { return recv + r * blk; }
-  // The vendor library takes calls from this thread next: staged calls
-  // queued on the proxy go first (device_exec.h).
-  Backend& groupBackend() {
-    c.stagingState()->waitStagedDone(c.options().timeoutS, &c.abortFlag());
-    return c.groupBackend();
-  }
+  // The group's steps: to the vendor library from this thread, or through
+  // the proxy after staged calls still queued there (vendor_calls.h).
+  Backend& groupBackend() { return vendor; }
   // The op of the group steps: a PreMulSum (float Avg too) scales there,
   // by the vendor library; the border then sums. Else the plain kind.
   ReduceOp groupOp() { return a.op.preMul ? a.op : ReduceOp(kind); }

@@ -6,6 +6,7 @@
 #include "algorithm/device_border_coll.h"
 #include "algorithm/device_border_p2p.h"
 #include "algorithm/staged_backend.h"
+#include "algorithm/vendor_calls.h"
 #include "comm/comm.h"
 #include "comm/observed.h"
 #include "core/error.h"
@@ -211,11 +212,11 @@ void enqueueChunkedAllReduce(Comm& c, const CollArgs& a, size_t step) {
       release);
 }
 
-// One group: the vendor library does it all, on the caller's stream. Also
-// the send/recv between ranks of one group of several (peers are global
-// ranks; the vendor library takes group ranks).
-void passThrough(Comm& c, const std::vector<CollArgs>& calls) {
-  Backend& be = c.groupBackend();
+// One group: the vendor library (`be`) does it all, on the caller's stream.
+// Also the send/recv between ranks of one group of several, through
+// VendorCalls (peers are global ranks; the vendor library takes group
+// ranks).
+void passThrough(Comm& c, const std::vector<CollArgs>& calls, Backend& be) {
   const int n = c.nranks();
   const std::vector<int>& inGroup = c.topo().groupRank;
   be.groupStart();
@@ -252,9 +253,9 @@ void passThrough(Comm& c, const std::vector<CollArgs>& calls) {
 
 // Send/recv with a peer of this rank's own group: the vendor library on the
 // caller's stream, as in one group (NVLink/xGMI speed, no copy to pinned
-// memory). A send to or receive from this rank itself goes there only with
-// its counterpart in the same calls (NCCL matches them inside one group).
-// Returns the other calls, in order.
+// memory), or on the proxy's stream after staged calls queued there. A send to or receive from this rank itself goes
+// there only with its counterpart in the same calls (NCCL matches them inside one group). Returns the other calls, in
+// order.
 std::vector<CollArgs> enqueueGroupPairs(Comm& c, std::vector<CollArgs> calls) {
   const Topology& t = c.topo();
   const int me = c.rank();
@@ -271,12 +272,10 @@ std::vector<CollArgs> enqueueGroupPairs(Comm& c, std::vector<CollArgs> calls) {
     (pair ? mine : rest).push_back(a);
   }
   if (mine.empty()) return rest;
-  // The proxy drives the vendor library too, for staged calls queued
-  // before: every rank's calls must reach it in one order.
-  c.stagingState()->waitStagedDone(c.options().timeoutS, &c.abortFlag());
   c.countCalls(hetcclPathNone, mine.size());
   LOG_TRACE(kColl, "send/recv inside the group: %zu call(s) to the vendor library", mine.size());
-  passThrough(c, mine);
+  VendorCalls vendor(c);  // after staged calls still queued on the proxy (vendor_calls.h)
+  passThrough(c, mine, vendor);
   return rest;
 }
 
@@ -293,7 +292,7 @@ void enqueueDeviceCalls(Comm& c, std::vector<CollArgs> calls) {
   if (calls.empty()) return;
   if (c.topo().ngroups() == 1) {
     c.countCalls(hetcclPathNone, calls.size());
-    return passThrough(c, calls);
+    return passThrough(c, calls, c.groupBackend());
   }
   prepareBorderPairs(c, calls);
   IssueOrder order(*c.stagingState(), calls);

@@ -26,9 +26,9 @@ struct ChunkHooks;
 
 // The calls of one hetccl call or one group (collectives in order, then all
 // point-to-point operations together), on a GPU rank's communicator. The
-// calling thread never waits for the device or the proxy (a call that
-// drives the vendor library itself waits, bounded, only for staged calls
-// still being handed to the proxy: StagingState::waitStagedDone).
+// calling thread never waits for the device or the proxy: vendor library
+// calls it would make while staged calls are queued on the proxy go through
+// the proxy (vendor_calls.h).
 void enqueueDeviceCalls(Comm& c, std::vector<CollArgs> calls);
 
 // Whether a call's buffers are in place (send + sendAt == recv + recvAt:

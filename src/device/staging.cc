@@ -1,8 +1,6 @@
 #include "device/staging.h"
 
-#include <chrono>
 #include <string>
-#include <thread>
 
 #include <algorithm>
 
@@ -144,17 +142,6 @@ void StagingState::markLast(const std::vector<Stream>& streams) {
   lastId_ = leadId_;
   hasLast_ = true;
   for (size_t i = 1; i < streams.size(); ++i) dev_.streamWaitEvent(streams[i], lastEnd_);
-}
-
-void StagingState::waitStagedDone(double timeoutS, const std::atomic<bool>* abort) {
-  auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeoutS);
-  for (int spins = 0; staged_.load() > 0; ++spins) {
-    if (abort && abort->load()) throwError(hetcclInvalidUsage, "communicator aborted while waiting for staged calls");
-    if (std::chrono::steady_clock::now() > end)
-      throwError(hetcclRemoteError, "timed out after " + std::to_string(static_cast<int>(timeoutS)) +
-                                        " s waiting for this rank's staged calls to run (HETCCL_TIMEOUT_S)");
-    std::this_thread::sleep_for(std::chrono::microseconds(spins < 100 ? 10 : 200));
-  }
 }
 
 }  // namespace hetccl

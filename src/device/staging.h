@@ -91,13 +91,14 @@ class StagingState {
   void waitReleased(Stream s);
   StagingPool& scratch() { return scratch_; }
 
-  // Staged calls queued on the proxy, whose group steps the proxy has still
-  // to hand to the group backend. Calls that drive the group backend from
-  // the caller's thread wait (bounded) until there are none, so the vendor
-  // library gets every rank's calls in one order.
+  // Calls queued on the proxy that will hand group steps to the vendor
+  // library from its thread (staged calls; vendor calls routed after them,
+  // algorithm/vendor_calls.h). While there are any, the enqueuing thread
+  // routes its own vendor calls through the proxy too, so that the library
+  // gets every rank's calls in one order.
   void stagedQueued() { staged_.fetch_add(1); }
   void stagedRan() { staged_.fetch_sub(1); }
-  void waitStagedDone(double timeoutS, const std::atomic<bool>* abort);
+  bool stagedPending() const { return staged_.load() > 0; }
 
   // Issue order: the communicator's calls run on the device in the order
   // they were issued, whatever caller streams they name, as NCCL orders

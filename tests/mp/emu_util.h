@@ -1,8 +1,12 @@
 // Helpers shared by the tests of ranks on emulated GPUs (test_emu*.cc).
 #pragma once
 
+#include <dlfcn.h>
+#include <link.h>
+
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -110,6 +114,26 @@ inline void borderEnv(JobOptions& o, bool border) {
   o.env.emplace_back("HETCCL_GPU_BORDER", border ? "1" : "0");
   o.env.emplace_back("HETCCL_GPU_BORDER_MIN", "0");
   o.env.emplace_back("HETCCL_GPU_BORDER_CHUNK", "65536");
+}
+
+// A function of the GPU runtime hetccl loaded for `kind` (libhetccl-emu.so,
+// libcudart), found among the objects of this process by its name
+// (`name` without the runtime's prefix: "LaunchHostFunc").
+inline void* runtimeFunction(const std::string& kind, const std::string& name) {
+  struct Find {
+    const char* lib;
+    std::string path;
+  } f{kind == "emu" ? "libhetccl-emu.so" : "libcudart.so", ""};
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* arg) {
+        auto* f = static_cast<Find*>(arg);
+        if (info->dlpi_name && strstr(info->dlpi_name, f->lib)) f->path = info->dlpi_name;
+        return f->path.empty() ? 0 : 1;
+      },
+      &f);
+  if (f.path.empty()) return nullptr;
+  void* lib = dlopen(f.path.c_str(), RTLD_LAZY | RTLD_NOLOAD);
+  return lib ? dlsym(lib, ((kind == "emu" ? "emu" : kind == "hip" ? "hip" : "cuda") + name).c_str()) : nullptr;
 }
 
 }  // namespace hmp

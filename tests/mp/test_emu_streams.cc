@@ -8,9 +8,7 @@
 // application's thread survives hetccl's threads watching calls in flight.
 // Layout a,b takes the test GPU kind, so scripts/gpu-check.sh runs these on
 // a real GPU (step faults).
-#include <dlfcn.h>
 #include <gtest/gtest.h>
-#include <link.h>
 
 #include <algorithm>
 #include <chrono>
@@ -175,25 +173,6 @@ TEST_P(EmuStreams, CallsOnStreamsMadeAndDestroyedOneByOneRunInIssueOrder) {
 
 INSTANTIATE_TEST_SUITE_P(Layouts, EmuStreams, ::testing::ValuesIn(kStreamCases),
                          [](const ::testing::TestParamInfo<StreamsCase>& i) { return std::string(i.param.name); });
-
-// A function of the GPU runtime hetccl loaded for `kind` (libhetccl-emu.so,
-// libcudart), found among the objects of this process by its name.
-void* runtimeFunction(const std::string& kind, const std::string& name) {
-  struct Find {
-    const char* lib;
-    std::string path;
-  } f{kind == "emu" ? "libhetccl-emu.so" : "libcudart.so", ""};
-  dl_iterate_phdr(
-      [](dl_phdr_info* info, size_t, void* arg) {
-        auto* f = static_cast<Find*>(arg);
-        if (info->dlpi_name && strstr(info->dlpi_name, f->lib)) f->path = info->dlpi_name;
-        return f->path.empty() ? 0 : 1;
-      },
-      &f);
-  if (f.path.empty()) return nullptr;
-  void* lib = dlopen(f.path.c_str(), RTLD_LAZY | RTLD_NOLOAD);
-  return lib ? dlsym(lib, ((kind == "emu" ? "emu" : kind == "hip" ? "hip" : "cuda") + name).c_str()) : nullptr;
-}
 
 // Stream capture through the rank's runtime (mode 0: global, the default
 // of torch.cuda.graph).

@@ -1,0 +1,117 @@
+#include "algorithm/vendor_calls.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "comm/comm.h"
+#include "core/error.h"
+#include "core/log.h"
+
+namespace hetccl {
+
+VendorCalls::VendorCalls(Comm& c) : Backend(c.groupBackend().context()), c_(c), inner_(c.groupBackend()) {}
+
+void VendorCalls::add(Stream s, Op op) {
+  if (depth_ > 0 && !deferred_) return op(inner_, s);
+  if (depth_ == 0 && !c_.stagingState()->stagedPending()) return op(inner_, s);
+  auto at = std::find(streams_.begin(), streams_.end(), s);
+  if (at == streams_.end()) at = streams_.insert(streams_.end(), s);
+  held_.emplace_back(static_cast<size_t>(at - streams_.begin()), std::move(op));
+  if (depth_ == 0) handOver();
+}
+
+void VendorCalls::groupStart() {
+  if (depth_++ > 0) return;
+  deferred_ = c_.stagingState()->stagedPending();
+  if (!deferred_) inner_.groupStart();
+}
+
+void VendorCalls::groupEnd() {
+  if (depth_ == 0) throwError(hetcclInternalError, "vendor calls: groupEnd without groupStart");
+  if (--depth_ > 0) return;
+  if (!deferred_) return inner_.groupEnd();
+  deferred_ = false;
+  if (!held_.empty()) handOver();
+}
+
+void VendorCalls::handOver() {
+  StagingState& ds = *c_.stagingState();
+  DeviceRuntime& d = c_.device();
+  std::vector<std::pair<size_t, Op>> calls = std::exchange(held_, {});
+  const std::vector<Stream> streams = std::exchange(streams_, {});
+  std::vector<Event> ready;
+  for (size_t i = 0; i < streams.size(); ++i) ready.push_back(ds.takeEvent());
+  const uint64_t ticket = ds.nextTicket();
+  ds.stagedQueued();
+  auto release = [&ds, ticket, ready] {
+    ds.complete(ticket);
+    for (Event e : ready) ds.giveEvent(e);
+    ds.stagedRan();
+  };
+  try {
+    for (size_t i = 0; i < streams.size(); ++i) d.recordEvent(ready[i], streams[i]);
+    for (Stream s : streams) d.streamWaitValue(s, ds.flag(), ticket);
+  } catch (...) {
+    c_.proxy().submit([] {}, release);  // streams may already wait for the ticket
+    throw;
+  }
+  viaProxy_ += calls.size();
+  LOG_TRACE(kColl, "%zu vendor library call(s) after staged calls, through the proxy: ticket %llu", calls.size(),
+            static_cast<unsigned long long>(ticket));
+  Comm& c = c_;
+  c_.proxy().submit(
+      [&c, calls = std::move(calls), ready] {
+        DeviceRuntime& dev = c.device();
+        StagingState& st = *c.stagingState();
+        dev.makeCurrent();
+        const Stream x = st.stream();
+        for (Event e : ready) dev.streamWaitEvent(x, e);
+        Backend& be = c.groupBackend();
+        be.groupStart();
+        for (const auto& call : calls) call.second(be, x);
+        be.groupEnd();
+        st.sync(c.options().timeoutS, &c.abortFlag(), "waiting for vendor library calls queued after staged calls");
+      },
+      release);
+}
+
+void VendorCalls::allReduce(const void* send, void* recv, size_t count, DataType dt, const ReduceOp& op, Stream s) {
+  add(s, [=](Backend& be, Stream st) { be.allReduce(send, recv, count, dt, op, st); });
+}
+
+void VendorCalls::reduceScatter(const void* send, void* recv, size_t recvcount, DataType dt, const ReduceOp& op,
+                                Stream s) {
+  add(s, [=](Backend& be, Stream st) { be.reduceScatter(send, recv, recvcount, dt, op, st); });
+}
+
+void VendorCalls::allGather(const void* send, void* recv, size_t sendcount, DataType dt, Stream s) {
+  add(s, [=](Backend& be, Stream st) { be.allGather(send, recv, sendcount, dt, st); });
+}
+
+void VendorCalls::broadcast(const void* send, void* recv, size_t count, DataType dt, int root, Stream s) {
+  add(s, [=](Backend& be, Stream st) { be.broadcast(send, recv, count, dt, root, st); });
+}
+
+void VendorCalls::reduce(const void* send, void* recv, size_t count, DataType dt, const ReduceOp& op, int root,
+                         Stream s) {
+  add(s, [=](Backend& be, Stream st) { be.reduce(send, recv, count, dt, op, root, st); });
+}
+
+void VendorCalls::reduceScatterShards(const void* send, void* recv, const std::vector<size_t>& bounds, DataType dt,
+                                      const ReduceOp& op, Stream s) {
+  add(s, [=](Backend& be, Stream st) { be.reduceScatterShards(send, recv, bounds, dt, op, st); });
+}
+
+void VendorCalls::allGatherShards(void* buf, const std::vector<size_t>& bounds, DataType dt, Stream s) {
+  add(s, [=](Backend& be, Stream st) { be.allGatherShards(buf, bounds, dt, st); });
+}
+
+void VendorCalls::send(const void* buf, size_t count, DataType dt, int peer, Stream s) {
+  add(s, [=](Backend& be, Stream st) { be.send(buf, count, dt, peer, st); });
+}
+
+void VendorCalls::recv(void* buf, size_t count, DataType dt, int peer, Stream s) {
+  add(s, [=](Backend& be, Stream st) { be.recv(buf, count, dt, peer, st); });
+}
+
+}  // namespace hetccl

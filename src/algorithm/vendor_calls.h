@@ -1,0 +1,59 @@
+// The vendor library's calls that a GPU rank's enqueue makes from the
+// calling thread: the device border's group steps, send/recv inside the
+// group. Staged calls of the rank may still be queued on the proxy, which
+// hands their group steps to the same library from its own thread, and the
+// library must get every rank's calls in one order. So while any are
+// queued (StagingState::stagedPending), a call, or a group of calls, goes
+// through the proxy, after them: each stream it names records an event and
+// waits for a ticket (a stream wait-value); the proxy issues the calls on
+// its own stream once those events have fired, waits for them (bounded by
+// the timeout and abort) and stores the ticket, on failure and abort too.
+// Otherwise the call goes to the library at once, on the stream it names.
+// The calling thread waits for neither.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "backend/backend.h"
+
+namespace hetccl {
+
+class Comm;
+
+class VendorCalls final : public Backend {
+ public:
+  explicit VendorCalls(Comm& c);
+  const char* name() const override { return inner_.name(); }
+  void allReduce(const void* send, void* recv, size_t count, DataType dt, const ReduceOp& op, Stream s) override;
+  void reduceScatter(const void* send, void* recv, size_t recvcount, DataType dt, const ReduceOp& op,
+                     Stream s) override;
+  void allGather(const void* send, void* recv, size_t sendcount, DataType dt, Stream s) override;
+  void broadcast(const void* send, void* recv, size_t count, DataType dt, int root, Stream s) override;
+  void reduce(const void* send, void* recv, size_t count, DataType dt, const ReduceOp& op, int root, Stream s) override;
+  void reduceScatterShards(const void* send, void* recv, const std::vector<size_t>& bounds, DataType dt,
+                           const ReduceOp& op, Stream s) override;
+  void allGatherShards(void* buf, const std::vector<size_t>& bounds, DataType dt, Stream s) override;
+  void send(const void* buf, size_t count, DataType dt, int peer, Stream s) override;
+  void recv(void* buf, size_t count, DataType dt, int peer, Stream s) override;
+  void groupStart() override;
+  void groupEnd() override;
+  // Calls that went through the proxy so far (tests, traces).
+  size_t viaProxy() const { return viaProxy_; }
+
+ private:
+  using Op = std::function<void(Backend&, Stream)>;
+  // `op` names stream `s`: at once, held for the group, or through the proxy.
+  void add(Stream s, Op op);
+  // Hands the held calls to the proxy (see the file's comment).
+  void handOver();
+  Comm& c_;
+  Backend& inner_;
+  int depth_ = 0;
+  bool deferred_ = false;  // the open group goes through the proxy
+  std::vector<Stream> streams_;
+  std::vector<std::pair<size_t, Op>> held_;  // (index in streams_, call)
+  size_t viaProxy_ = 0;
+};
+
+}  // namespace hetccl

@@ -1,0 +1,160 @@
+// GPU ranks' calls return while their stream is held: a host function
+// enqueued first blocks each GPU rank's stream until the rank has made all
+// its calls, so a call that waited for the device (or for the proxy, which
+// waits for the device) would return only when the gate gives up, and the
+// test names it. Then the gates open and every result is checked.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "emu_util.h"
+#include "harness.h"
+
+namespace hmp {
+namespace {
+
+// Holds a stream until open() or for at most kHoldS (then it opens by
+// itself and says so: expired()). The host function shares the state, so
+// it may outlive the gate.
+class StreamGate {
+ public:
+  static constexpr double kHoldS = 20;
+  StreamGate(const Rank& r, hetcclStream_t s) : st_(std::make_shared<State>()) {
+    using Launch = int (*)(void*, void (*)(void*), void*);
+    auto launch = reinterpret_cast<Launch>(runtimeFunction(r.device, "LaunchHostFunc"));
+    EXPECT_NE(launch, nullptr) << "no LaunchHostFunc in the " << r.device << " runtime";
+    if (!launch) return;
+    auto* arg = new std::shared_ptr<State>(st_);
+    if (launch(s, &StreamGate::hold, arg) != 0) {
+      delete arg;
+      ADD_FAILURE() << "the host function was not enqueued";
+      return;
+    }
+    armed_ = true;
+  }
+  ~StreamGate() { open(); }
+  StreamGate(const StreamGate&) = delete;
+  StreamGate& operator=(const StreamGate&) = delete;
+  bool armed() const { return armed_; }
+  void open() { st_->open.store(true); }
+  // The gate gave up before open(): something waited for the stream.
+  bool expired() const { return st_->expired.load(); }
+
+ private:
+  struct State {
+    std::atomic<bool> open{false}, expired{false};
+  };
+  static void hold(void* arg) {
+    std::unique_ptr<std::shared_ptr<State>> st(static_cast<std::shared_ptr<State>*>(arg));
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(kHoldS);
+    while (!(*st)->open.load()) {
+      if (std::chrono::steady_clock::now() > end) {
+        (*st)->expired.store(true);
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  std::shared_ptr<State> st_;
+  bool armed_ = false;
+};
+
+struct NoWaitCase {
+  const char* name;
+  const char* layout;
+  const char* devices;
+  std::vector<std::pair<std::string, std::string>> env;
+};
+
+void PrintTo(const NoWaitCase& c, std::ostream* os) { *os << c.name; }
+
+// The device border on every call (64 KiB parts); the border from 100 KB
+// on, so that the small AllReduce stages and the border's group steps of
+// the next calls (groups of two) come while it is queued on the proxy; and
+// a GPU group of two next to a group of host ranks: every call staged,
+// then send/recv inside the GPU group while the staged calls are queued.
+// In the last two the vendor library's calls go through the proxy, after
+// the staged calls (algorithm/vendor_calls.h).
+const NoWaitCase kNoWaitCases[] = {
+    {"aabb_border",
+     "a,a,b,b",
+     "emu,emu,emu,emu",
+     {{"HETCCL_GPU_BORDER", "1"}, {"HETCCL_GPU_BORDER_MIN", "0"}, {"HETCCL_GPU_BORDER_CHUNK", "65536"}}},
+    {"aabb_staged_then_border",
+     "a,a,b,b",
+     "emu,emu,emu,emu",
+     {{"HETCCL_GPU_BORDER", "1"}, {"HETCCL_GPU_BORDER_MIN", "100000"}, {"HETCCL_GPU_BORDER_CHUNK", "65536"}}},
+    {"aa_emu_bb_host", "a,a,b,b", "emu,emu,host,host", {}},
+};
+
+class EmuNoWait : public ::testing::TestWithParam<NoWaitCase> {};
+
+// An AllReduce of each size class (one part, many parts), an AllGather,
+// then a ring of send/recv (inside the group and across it), all on a held
+// stream; a host rank's calls run on its thread, as always.
+TEST_P(EmuNoWait, CallsReturnWhileTheirStreamIsHeld) {
+  JobOptions o;
+  o.devices = parseDevices(GetParam().devices);
+  o.env = GetParam().env;
+  runJob(GetParam().layout, o, [](Rank& r) {
+    const int n = r.nranks, me = r.rank;
+    const size_t small = 1000, large = 70000, blk = 3000;
+    DeviceBuffer a(r, small * 4), b(r, large * 4), agIn(r, blk * 4), agOut(r, blk * 4 * n), out(r, blk * 4),
+        in(r, blk * 4);
+    a.upload(std::vector<int32_t>(small, me + 1).data(), small * 4);
+    b.upload(std::vector<int32_t>(large, me + 1).data(), large * 4);
+    agIn.upload(iota(blk, me * 10000, 1).data(), blk * 4);
+    out.upload(iota(blk, me * 10000, 7).data(), blk * 4);
+    syncStream(r);
+    const bool gpu = r.device != "host";
+    std::unique_ptr<StreamGate> gate;
+    if (gpu) {
+      gate = std::make_unique<StreamGate>(r, r.stream);
+      ASSERT_TRUE(gate->armed());
+    }
+    r.progress("calls on a held stream");
+    HC_ASSERT_OK(hetcclAllReduce(a.get(), a.get(), small, hetcclInt32, hetcclSum, r.comm, r.stream), r.comm);
+    HC_ASSERT_OK(hetcclAllReduce(b.get(), b.get(), large, hetcclInt32, hetcclSum, r.comm, r.stream), r.comm);
+    HC_ASSERT_OK(hetcclAllGather(agIn.get(), agOut.get(), blk, hetcclInt32, r.comm, r.stream), r.comm);
+    const int next = (me + 1) % n, prev = (me + n - 1) % n;
+    HC_ASSERT_OK(hetcclGroupStart(), nullptr);
+    HC_ASSERT_OK(hetcclSend(out.get(), blk, hetcclInt32, next, r.comm, r.stream), r.comm);
+    HC_ASSERT_OK(hetcclRecv(in.get(), blk, hetcclInt32, prev, r.comm, r.stream), r.comm);
+    HC_ASSERT_OK(hetcclGroupEnd(), nullptr);
+    // A partner inside the group (ranks 0 and 1 share group a): a send/recv
+    // that takes the vendor library, after the staged calls.
+    const int partner = me ^ 1;
+    DeviceBuffer pIn(r, blk * 4);
+    HC_ASSERT_OK(hetcclGroupStart(), nullptr);
+    HC_ASSERT_OK(hetcclSend(agIn.get(), blk, hetcclInt32, partner, r.comm, r.stream), r.comm);
+    HC_ASSERT_OK(hetcclRecv(pIn.get(), blk, hetcclInt32, partner, r.comm, r.stream), r.comm);
+    HC_ASSERT_OK(hetcclGroupEnd(), nullptr);
+    if (gpu) {
+      EXPECT_FALSE(gate->expired()) << "a call waited for its held stream (" << StreamGate::kHoldS << " s)";
+      gate->open();
+    }
+    syncStream(r);
+    const int32_t sum = n * (n + 1) / 2;
+    EXPECT_EQ(readBack(a, small), std::vector<int32_t>(small, sum));
+    EXPECT_EQ(readBack(b, large), std::vector<int32_t>(large, sum));
+    std::vector<int32_t> want;
+    for (int q = 0; q < n; ++q) {
+      std::vector<int32_t> part = iota(blk, q * 10000, 1);
+      want.insert(want.end(), part.begin(), part.end());
+    }
+    EXPECT_EQ(readBack(agOut, blk * n), want);
+    EXPECT_EQ(readBack(in, blk), iota(blk, prev * 10000, 7));
+    EXPECT_EQ(readBack(pIn, blk), iota(blk, partner * 10000, 1));
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, EmuNoWait, ::testing::ValuesIn(kNoWaitCases),
+                         [](const ::testing::TestParamInfo<NoWaitCase>& i) { return std::string(i.param.name); });
+
+}  // namespace
+}  // namespace hmp
