@@ -284,10 +284,12 @@ std::vector<CollArgs> enqueueGroupPairs(Comm& c, std::vector<CollArgs> calls) {
 // A multi-group call on the caller's streams: [wait until the previous
 // call's copies out are done] [copies in, device to pinned] [ready event]
 // [wait until the proxy stores this call's ticket] [copies out, pinned to
-// device]. The proxy only ever touches host memory and the host plan; all
-// copies stay in the caller's stream order, so nothing the proxy waits for
-// can queue behind the caller's stalled stream (a stream wait-value can hold
-// up other streams that share its hardware queue).
+// device]. All copies stay in the caller's stream order. The proxy's own
+// device work is the vendor library's group steps in groups of several GPUs
+// (StagedBackend, and calls sent through it: vendor_calls.h), on its
+// internal stream while the caller's stream waits; a stream wait-value can
+// hold up other streams that share its hardware queue, which groups of
+// several real GPUs (never run here) would meet first.
 void enqueueDeviceCalls(Comm& c, std::vector<CollArgs> calls) {
   if (calls.empty()) return;
   if (c.topo().ngroups() == 1) {

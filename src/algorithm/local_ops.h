@@ -1,8 +1,6 @@
-// Where a plan's buffers live and how it combines data there. The host form
-// works on host memory with the host reductions and lets the transport fold
-// incoming data as it arrives (Xfer::recvReduce). The device form
-// (device_direct.cc) works on a GPU rank's own memory: device kernels on the
-// proxy's stream, and border data received whole into device scratch, then
+// How a plan combines data in host memory: the host reductions, with the
+// transport folding incoming data as it arrives (Xfer::recvReduce), or,
+// under HETCCL_PLAN_FOLDS, border data received whole into scratch and then
 // folded by the plan.
 #pragma once
 

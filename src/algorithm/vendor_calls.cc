@@ -1,6 +1,8 @@
 #include "algorithm/vendor_calls.h"
 
 #include <algorithm>
+#include <atomic>
+#include <memory>
 #include <utility>
 
 #include "comm/comm.h"
@@ -9,11 +11,21 @@
 
 namespace hetccl {
 
+namespace {
+thread_local int tOpenVendorGroups = 0;
+}  // namespace
+
+OpenVendorGroup::OpenVendorGroup() { ++tOpenVendorGroups; }
+OpenVendorGroup::~OpenVendorGroup() { --tOpenVendorGroups; }
+bool OpenVendorGroup::here() { return tOpenVendorGroups > 0; }
+
 VendorCalls::VendorCalls(Comm& c) : Backend(c.groupBackend().context()), c_(c), inner_(c.groupBackend()) {}
+
+bool VendorCalls::defer() const { return c_.stagingState()->stagedPending() || OpenVendorGroup::here(); }
 
 void VendorCalls::add(Stream s, Op op) {
   if (depth_ > 0 && !deferred_) return op(inner_, s);
-  if (depth_ == 0 && !c_.stagingState()->stagedPending()) return op(inner_, s);
+  if (depth_ == 0 && !defer()) return op(inner_, s);
   auto at = std::find(streams_.begin(), streams_.end(), s);
   if (at == streams_.end()) at = streams_.insert(streams_.end(), s);
   held_.emplace_back(static_cast<size_t>(at - streams_.begin()), std::move(op));
@@ -22,7 +34,7 @@ void VendorCalls::add(Stream s, Op op) {
 
 void VendorCalls::groupStart() {
   if (depth_++ > 0) return;
-  deferred_ = c_.stagingState()->stagedPending();
+  deferred_ = defer();
   if (!deferred_) inner_.groupStart();
 }
 
@@ -39,38 +51,47 @@ void VendorCalls::handOver() {
   DeviceRuntime& d = c_.device();
   std::vector<std::pair<size_t, Op>> calls = std::exchange(held_, {});
   const std::vector<Stream> streams = std::exchange(streams_, {});
-  std::vector<Event> ready;
-  for (size_t i = 0; i < streams.size(); ++i) ready.push_back(ds.takeEvent());
   const uint64_t ticket = ds.nextTicket();
+  // Counted among the staged calls until the proxy has handed these to the
+  // library (not until they ran): later vendor calls of this thread then
+  // come after them, and go straight to the library once they are issued.
   ds.stagedQueued();
-  auto release = [&ds, ticket, ready] {
+  auto issued = std::make_shared<std::atomic<bool>>(false);
+  auto ready = std::make_shared<std::vector<Event>>();
+  auto release = [&ds, ticket, ready, issued] {
     ds.complete(ticket);
-    for (Event e : ready) ds.giveEvent(e);
-    ds.stagedRan();
+    for (Event e : *ready) ds.giveEvent(e);
+    if (!*issued) ds.stagedRan();
   };
   try {
-    for (size_t i = 0; i < streams.size(); ++i) d.recordEvent(ready[i], streams[i]);
+    for (Stream s : streams) {
+      ready->push_back(ds.takeEvent());
+      d.recordEvent(ready->back(), s);
+    }
     for (Stream s : streams) d.streamWaitValue(s, ds.flag(), ticket);
   } catch (...) {
     c_.proxy().submit([] {}, release);  // streams may already wait for the ticket
     throw;
   }
-  viaProxy_ += calls.size();
-  LOG_TRACE(kColl, "%zu vendor library call(s) after staged calls, through the proxy: ticket %llu", calls.size(),
-            static_cast<unsigned long long>(ticket));
+  LOG_TRACE(kColl,
+            "%zu vendor library call(s) through the proxy (after staged calls, or in a group held open): "
+            "ticket %llu",
+            calls.size(), static_cast<unsigned long long>(ticket));
   Comm& c = c_;
   c_.proxy().submit(
-      [&c, calls = std::move(calls), ready] {
+      [&c, calls = std::move(calls), ready, issued] {
         DeviceRuntime& dev = c.device();
         StagingState& st = *c.stagingState();
         dev.makeCurrent();
         const Stream x = st.stream();
-        for (Event e : ready) dev.streamWaitEvent(x, e);
+        for (Event e : *ready) dev.streamWaitEvent(x, e);
         Backend& be = c.groupBackend();
         be.groupStart();
         for (const auto& call : calls) call.second(be, x);
         be.groupEnd();
-        st.sync(c.options().timeoutS, &c.abortFlag(), "waiting for vendor library calls queued after staged calls");
+        *issued = true;
+        st.stagedRan();
+        st.sync(c.options().timeoutS, &c.abortFlag(), "waiting for vendor library calls made through the proxy");
       },
       release);
 }

@@ -6,10 +6,14 @@
 // queued (StagingState::stagedPending), a call, or a group of calls, goes
 // through the proxy, after them: each stream it names records an event and
 // waits for a ticket (a stream wait-value); the proxy issues the calls on
-// its own stream once those events have fired, waits for them (bounded by
-// the timeout and abort) and stores the ticket, on failure and abort too.
-// Otherwise the call goes to the library at once, on the stream it names.
-// The calling thread waits for neither.
+// its own stream behind those events (a device-side wait), waits for them
+// (bounded by the timeout and abort) and stores the ticket, on failure and
+// abort too.
+// The same holds while this thread keeps the vendor library's own group
+// open (OpenVendorGroup): the library launches what it is given only at
+// that group's end, after the border steps that read its output. Otherwise
+// the call goes to the library at once, on the stream it names. The
+// calling thread waits for neither.
 #pragma once
 
 #include <functional>
@@ -20,6 +24,18 @@
 namespace hetccl {
 
 class Comm;
+
+// While one lives, this thread holds the vendor library's group open (a
+// group over several communicators, some of one group): VendorCalls made on
+// this thread go through the proxy.
+class OpenVendorGroup {
+ public:
+  OpenVendorGroup();
+  ~OpenVendorGroup();
+  OpenVendorGroup(const OpenVendorGroup&) = delete;
+  OpenVendorGroup& operator=(const OpenVendorGroup&) = delete;
+  static bool here();
+};
 
 class VendorCalls final : public Backend {
  public:
@@ -38,11 +54,11 @@ class VendorCalls final : public Backend {
   void recv(void* buf, size_t count, DataType dt, int peer, Stream s) override;
   void groupStart() override;
   void groupEnd() override;
-  // Calls that went through the proxy so far (tests, traces).
-  size_t viaProxy() const { return viaProxy_; }
 
  private:
   using Op = std::function<void(Backend&, Stream)>;
+  // Whether a call (or group) made now goes through the proxy.
+  bool defer() const;
   // `op` names stream `s`: at once, held for the group, or through the proxy.
   void add(Stream s, Op op);
   // Hands the held calls to the proxy (see the file's comment).
@@ -53,7 +69,6 @@ class VendorCalls final : public Backend {
   bool deferred_ = false;  // the open group goes through the proxy
   std::vector<Stream> streams_;
   std::vector<std::pair<size_t, Op>> held_;  // (index in streams_, call)
-  size_t viaProxy_ = 0;
 };
 
 }  // namespace hetccl

@@ -10,6 +10,7 @@
 
 #include "algorithm/coll.h"
 #include "algorithm/device_exec.h"
+#include "algorithm/vendor_calls.h"
 #include "api/args.h"
 #include "api/comm_create.h"
 #include "api/guard.h"
@@ -181,6 +182,11 @@ bool runTogether(const std::vector<hetcclComm*>& comms,
       c->groupBackend().groupStart();
       vendorGroups.push_back(&c->groupBackend());
     }
+  // That group is this thread's, as NCCL's is: the vendor calls of the
+  // other communicators (the device border's group steps) go through their
+  // proxies meanwhile (algorithm/vendor_calls.h).
+  std::optional<OpenVendorGroup> open;
+  if (!vendorGroups.empty()) open.emplace();
   bool anyNonBlocking = false;
   std::vector<hetcclComm*> waitFor;
   for (hetcclComm* comm : comms) {

@@ -349,9 +349,10 @@ TEST(EmuBorder, IntegerPreMulSumStagesAndIsRight) {
 
 // A staged call in groups of two (an integer PreMulSum: its group steps go
 // to the vendor library from the proxy) followed at once, without a sync,
-// by send/recv inside each group and a border AllReduce (both to the vendor
-// library from the caller's thread), three times: every rank's vendor calls
-// keep one order, and every result is right.
+// by send/recv inside each group and a border AllReduce (both vendor library
+// calls of the caller's thread, sent through the proxy while the staged call
+// is queued there), three times: every rank's vendor calls keep one order,
+// and every result is right.
 TEST(EmuBorder, StagedGroupStepsThenSendRecvInTheGroupKeepOneOrder) {
   JobOptions o;
   o.devices = parseDevices("emu,emu,emu,emu");

@@ -112,7 +112,7 @@ TEST_P(EmuNoWait, CallsReturnWhileTheirStreamIsHeld) {
     const int n = r.nranks, me = r.rank;
     const size_t small = 1000, large = 70000, blk = 3000;
     DeviceBuffer a(r, small * 4), b(r, large * 4), agIn(r, blk * 4), agOut(r, blk * 4 * n), out(r, blk * 4),
-        in(r, blk * 4);
+        in(r, blk * 4), pIn(r, blk * 4);
     a.upload(std::vector<int32_t>(small, me + 1).data(), small * 4);
     b.upload(std::vector<int32_t>(large, me + 1).data(), large * 4);
     agIn.upload(iota(blk, me * 10000, 1).data(), blk * 4);
@@ -137,7 +137,6 @@ TEST_P(EmuNoWait, CallsReturnWhileTheirStreamIsHeld) {
     // send/recv that takes the vendor library after the staged calls;
     // across the groups in a,b.
     const int partner = me ^ 1;
-    DeviceBuffer pIn(r, blk * 4);
     HC_ASSERT_OK(hetcclGroupStart(), nullptr);
     HC_ASSERT_OK(hetcclSend(agIn.get(), blk, hetcclInt32, partner, r.comm, r.stream), r.comm);
     HC_ASSERT_OK(hetcclRecv(pIn.get(), blk, hetcclInt32, partner, r.comm, r.stream), r.comm);
@@ -163,6 +162,44 @@ TEST_P(EmuNoWait, CallsReturnWhileTheirStreamIsHeld) {
 
 INSTANTIATE_TEST_SUITE_P(Layouts, EmuNoWait, ::testing::ValuesIn(kNoWaitCases),
                          [](const ::testing::TestParamInfo<NoWaitCase>& i) { return std::string(i.param.name); });
+
+// One group call over two communicators of the same ranks: a communicator
+// of one group (its calls go to the vendor library, which holds them until
+// the group's end, as NCCL's thread-wide group does) and the world of two
+// groups of two (the device border, whose group steps are vendor calls from
+// this thread too: held the same way, they would run after the border steps
+// that read their output). Both results are checked.
+TEST(EmuGroupOfComms, AOneGroupAndATwoGroupCommunicatorInOneGroupCall) {
+  JobOptions o;
+  o.devices = parseDevices("emu,emu,emu,emu");
+  o.env = {{"HETCCL_GPU_BORDER", "1"}, {"HETCCL_GPU_BORDER_MIN", "0"}, {"HETCCL_GPU_BORDER_CHUNK", "65536"}};
+  runJob("a,a,b,b", o, [](Rank& r) {
+    const int me = r.rank, n = r.nranks;
+    hetcclComm_t mine = nullptr;  // ranks 0,1 (group a) and 2,3 (group b)
+    HC_ASSERT_OK(hetcclCommSplit(r.comm, me / 2, me, &mine, nullptr), r.comm);
+    ASSERT_NE(mine, nullptr);
+    const size_t count = 70000;  // several parts across the border
+    DeviceBuffer x(r, count * 4), y(r, count * 4);
+    for (int round = 0; round < 3; ++round) {
+      x.upload(std::vector<int32_t>(count, me + 1).data(), count * 4);
+      y.upload(iota(count, me * 1000, 1).data(), count * 4);
+      HC_ASSERT_OK(hetcclGroupStart(), nullptr);
+      HC_ASSERT_OK(hetcclAllReduce(x.get(), x.get(), count, hetcclInt32, hetcclSum, mine, r.stream), mine);
+      HC_ASSERT_OK(hetcclAllReduce(y.get(), y.get(), count, hetcclInt32, hetcclSum, r.comm, r.stream), r.comm);
+      HC_ASSERT_OK(hetcclGroupEnd(), nullptr);
+      syncStream(r);
+      const int base = me / 2 * 2;  // my pair: base + 1 and base + 2
+      EXPECT_EQ(readBack(x, count), std::vector<int32_t>(count, 2 * base + 3)) << "round " << round;
+      std::vector<int32_t> want(count, 0);
+      for (int q = 0; q < n; ++q) {
+        const std::vector<int32_t> part = iota(count, q * 1000, 1);
+        for (size_t i = 0; i < count; ++i) want[i] += part[i];
+      }
+      EXPECT_EQ(readBack(y, count), want) << "round " << round;
+    }
+    EXPECT_EQ(hetcclCommDestroy(mine), hetcclSuccess);
+  });
+}
 
 }  // namespace
 }  // namespace hmp
