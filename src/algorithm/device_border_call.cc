@@ -160,7 +160,7 @@ void BorderCall::watch(Stream caller, const char* what, size_t bytes, std::funct
   Comm& comm = c;
   DeviceBorder& border = b;
   std::string name = what;
-  c.proxy().submit(
+  c.watch(
       [&comm, &border, start, stop, callFrom, callTo, end, behind = std::move(behind), name, bytes, sent = sent,
        weight = weight] {
         try {

@@ -1,6 +1,6 @@
 // What every collective over the device border (comm/device_border.h)
 // shares: the flag protocol of one slot use, the fold in one order on every
-// rank, the fork and join of the internal streams, and the proxy's watch of
+// rank, the fork and join of the internal streams, and the watcher's watch of
 // the call. The collectives themselves: device_border_allreduce.cc,
 // device_border_coll.cc.
 #pragma once
@@ -47,12 +47,12 @@ struct BorderCall {
   // streams waited on through fetch() (0: none): whom a timeout names.
   std::vector<uint64_t> readReady, readDone;
   // The border's first and last work on the caller's stream (timed events;
-  // watch() hands them to the proxy, which counts the time between them).
+  // watch() hands them to the watcher, which counts the time between them).
   Event timedStart = nullptr, timedEnd = nullptr;
   // The call's start on the caller's stream, before its first work (a
   // timed event; startCall): in a group of several GPUs the vendor
   // library's group steps run on the device with no host step to time, so
-  // watch() records the call's end too and the proxy counts the call's
+  // watch() records the call's end too and the watcher counts the call's
   // device time less its border time as group time.
   Event callStart = nullptr, callEnd = nullptr;
   // Whether the call is timed (kTimedMinBytes or sampled; metrics, a trace
@@ -98,7 +98,7 @@ struct BorderCall {
   Event event(Stream s);
   // Before the border's first work on `caller` (fork() does it; paths
   // without one call it), and after its last (join(); else watch()): timed
-  // events, so that the proxy counts the border step's time on the device.
+  // events, so that the watcher counts the border step's time on the device.
   void markStart(Stream caller);
   void markEnd(Stream caller);
   // A timed event recorded on `caller` now where the call is timed and this
@@ -144,7 +144,7 @@ struct BorderCall {
   void fork(Stream caller);
   // ... and the caller's later work waits for both.
   void join(Stream caller);
-  // Records the call's end on `caller` and has the proxy watch it (bounded
+  // Records the call's end on `caller` and has the watcher watch it (bounded
   // by HETCCL_TIMEOUT_S and the abort flag): on a timeout every stream wait
   // is released and the communicator fails naming the border peer that did
   // not come. `writer`: the one peer whose stores this rank waits for, or

@@ -5,6 +5,7 @@
 
 #include "algorithm/device_border_coll.h"
 #include "algorithm/device_border_p2p.h"
+#include "algorithm/proxy_launch.h"
 #include "algorithm/staged_backend.h"
 #include "algorithm/vendor_calls.h"
 #include "comm/comm.h"
@@ -279,17 +280,50 @@ std::vector<CollArgs> enqueueGroupPairs(Comm& c, std::vector<CollArgs> calls) {
   return rest;
 }
 
+// The calls of one enqueue that take the device border (collectives in
+// order, then send/recv with border peers), on their stream (every call's
+// since IssueOrder). A short one goes on now from the calling thread where
+// nothing is queued on the proxy; the rest is launched through the proxy
+// (proxy_launch.h), onto hetccl's own launch stream, and the calling
+// thread only makes its stream wait for it.
+void enqueueBorderWork(Comm& c, std::vector<CollArgs> border, std::vector<CollArgs> pairs) {
+  c.countCalls(hetcclPathDevice, border.size() + pairs.size());
+  size_t largest = 0;
+  for (const std::vector<CollArgs>* v : {&border, &pairs})
+    for (const CollArgs& a : *v) {
+      const CallExtent e = callExtent(c.nranks(), c.rank(), a);
+      largest = std::max({largest, e.sendBytes, e.recvBytes});
+    }
+  auto enqueue = [&c](const std::vector<CollArgs>& colls, std::vector<CollArgs> ps) {
+    c.stagingState()->newEnqueue();
+    for (const CollArgs& a : colls) enqueueDeviceBorder(c, a);
+    if (!ps.empty()) enqueueBorderPairs(c, std::move(ps));
+  };
+  if (largest <= c.inlineMax() && mayEnqueueHere(c)) return enqueue(border, std::move(pairs));
+  const Stream caller = (border.empty() ? pairs : border).front().stream;
+  launchThroughProxy(
+      c, {caller},
+      [&c, enqueue, border = std::move(border), pairs = std::move(pairs)](Stream s) mutable {
+        for (std::vector<CollArgs>* v : {&border, &pairs})
+          for (CollArgs& a : *v) a.stream = s;
+        enqueue(border, std::move(pairs));
+      },
+      "device border work");
+}
+
 }  // namespace
 
-// A multi-group call on the caller's streams: [wait until the previous
-// call's copies out are done] [copies in, device to pinned] [ready event]
-// [wait until the proxy stores this call's ticket] [copies out, pinned to
-// device]. All copies stay in the caller's stream order. The proxy's own
-// device work is the vendor library's group steps in groups of several GPUs
-// (StagedBackend, and calls sent through it: vendor_calls.h), on its
-// internal stream while the caller's stream waits; a stream wait-value can
-// hold up other streams that share its hardware queue, which groups of
-// several real GPUs (never run here) would meet first.
+// A multi-group call: its device border work (above), then send/recv inside
+// the group (the vendor library), then what stages, on the caller's
+// streams: [wait until the previous call's copies out are done] [copies in,
+// device to pinned] [ready event] [wait until the proxy stores this call's
+// ticket] [copies out, pinned to device]. All copies stay in the caller's
+// stream order. The proxy's own device work is the vendor library's group
+// steps in groups of several GPUs (StagedBackend), on its internal stream
+// while the caller's stream waits, and the launches (proxy_launch.h) on the
+// launch stream; a stream wait-value can hold up other streams that share
+// its hardware queue, which groups of several real GPUs (never run here)
+// would meet first.
 void enqueueDeviceCalls(Comm& c, std::vector<CollArgs> calls) {
   if (calls.empty()) return;
   if (c.topo().ngroups() == 1) {
@@ -300,21 +334,13 @@ void enqueueDeviceCalls(Comm& c, std::vector<CollArgs> calls) {
   IssueOrder order(*c.stagingState(), calls);
   // Collectives the device border takes go first, one after the other in
   // the caller's order (every rank's group holds the same collectives in
-  // the same order, and each one's decision is the same on every rank).
-  std::vector<CollArgs> rest;
-  for (const CollArgs& a : calls) {
-    if (!takesDeviceBorder(c, a)) {
-      rest.push_back(a);
-      continue;
-    }
-    enqueueDeviceBorder(c, a);
-    c.countCalls(hetcclPathDevice, 1);
-  }
-  // Send/recv with border peers: through the border's pair channels (before
-  // the rest of their group, which waits for them on its streams).
-  const size_t before = rest.size();
-  calls = enqueueBorderPairs(c, std::move(rest));
-  c.countCalls(hetcclPathDevice, before - calls.size());
+  // the same order, and each one's decision is the same on every rank),
+  // then send/recv with border peers through the border's pair channels
+  // (before the rest of their group, which waits for them on its streams).
+  std::vector<CollArgs> border, pairs, rest;
+  for (const CollArgs& a : calls)
+    (takesDeviceBorder(c, a) ? border : takesBorderPair(c, a) ? pairs : rest).push_back(a);
+  if (!border.empty() || !pairs.empty()) enqueueBorderWork(c, std::move(border), std::move(pairs));
   // Then those inside this rank's group, then what stages. Within one
   // group call each rank's streams so hold its border steps, border pairs
   // (in peer order), group pairs and staged calls in this order, and each
@@ -322,7 +348,7 @@ void enqueueDeviceCalls(Comm& c, std::vector<CollArgs> calls) {
   // whatever order the group call lists them in. (Ranks that split the
   // same work into group calls differently can still order the vendor
   // library's calls differently, as with NCCL itself.)
-  calls = enqueueGroupPairs(c, std::move(calls));
+  calls = enqueueGroupPairs(c, std::move(rest));
   if (calls.empty()) return;
   c.countCalls(hetcclPathStaged, calls.size());
   if (calls.size() == 1 && calls[0].kind == CollKind::kAllReduce) {

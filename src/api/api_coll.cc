@@ -64,25 +64,36 @@ void recorded(hetcclComm& comm, uint64_t first, size_t n, bool ends, double star
   if (ends) comm.flight().finish(first, n, hetcclSuccess, &steps.tally, steps.soleStepEndUs());
 }
 
-// GPU calls across groups: the proxy watches each border call to its end
-// event and runs each staged call's plan, in order, so a job queued after
-// them runs once their part across groups is done; it records them so (a
-// failure drops it: then they failed). One group's calls stay "enqueued":
-// their end is the vendor library's, on the stream.
+// GPU calls across groups: the proxy launches each one's border work and
+// runs each staged call's plan, in order, and the watcher watches each
+// border call to its end event, in order; so a job queued on the proxy
+// after them, which then queues one on the watcher, runs there once their
+// part across groups is done, and it records them so (a failure of either
+// drops it: then they failed). Their steps' tally is the sum of what the
+// two threads ran for them. One group's calls stay "enqueued": their end is
+// the vendor library's, on the stream.
 void finishAfterProxy(hetcclComm& comm, uint64_t first, size_t n) {
-  auto ran = std::make_shared<bool>(false);
   hetcclComm* c = &comm;
+  // steps: what the proxy's jobs ran for the calls; the thread that ends
+  // them adds its own (the watcher's watches).
+  auto end = [c, first, n](CallMetrics::Tally steps, bool ok) {
+    steps += takeStepTally();
+    const hetcclResult_t e = c->asyncError();
+    c->flight().finish(first, n, ok ? hetcclSuccess : e == hetcclSuccess ? hetcclRemoteError : e, &steps);
+  };
+  auto handed = std::make_shared<bool>(false);
   comm.proxy().submit(
-      [c, first, n, ran] {
-        *ran = true;
-        const CallMetrics::Tally steps = takeStepTally();  // what the calls' proxy jobs ran
-        c->flight().finish(first, n, hetcclSuccess, &steps);
+      [c, end, handed] {
+        *handed = true;
+        const CallMetrics::Tally launched = takeStepTally();
+        auto ran = std::make_shared<bool>(false);
+        c->watch([end, launched, ran] { *ran = true, end(launched, true); },  // the watcher, from this thread
+                 [end, launched, ran] {
+                   if (!*ran) end(launched, false);
+                 });
       },
-      [c, first, n, ran] {
-        if (*ran) return;
-        const CallMetrics::Tally steps = takeStepTally();
-        const hetcclResult_t e = c->asyncError();
-        c->flight().finish(first, n, e == hetcclSuccess ? hetcclRemoteError : e, &steps);
+      [end, handed] {
+        if (!*handed) end({}, false);
       });
 }
 

@@ -123,15 +123,15 @@ hetcclResult_t hetcclCommFinalize(hetcclComm_t comm) {
   // communicator's queued work is flushed here.
   return guard(comm, "hetcclCommFinalize", [&] {
     CommRef ref(comm);
-    comm->proxy().drain();
+    comm->drain();
   });
 }
 
 hetcclResult_t hetcclCommDestroy(hetcclComm_t comm) {
   return guard(comm, "hetcclCommDestroy", [&] {
-    if (!comm) return;      // as NCCL: destroying NULL is a no-op
-    retireIdleComm(comm);   // later calls are refused from here on
-    comm->proxy().drain();  // non-blocking work still queued finishes first
+    if (!comm) return;     // as NCCL: destroying NULL is a no-op
+    retireIdleComm(comm);  // later calls are refused from here on
+    comm->drain();         // non-blocking work still queued finishes first, and watched GPU calls
     delete comm;
   });
 }

@@ -40,6 +40,13 @@ class CallMetrics {
   struct Tally {
     double us[kLinks] = {};  // kBorderHost/kBorderRemote: time of border steps by their slowest link
     uint64_t bytes[kLinks] = {};
+    Tally& operator+=(const Tally& o) {
+      for (int l = 0; l < kLinks; ++l) {
+        us[l] += o.us[l];
+        bytes[l] += o.bytes[l];
+      }
+      return *this;
+    }
   };
 
   explicit CallMetrics(int nranks) : nranks_(nranks) {}

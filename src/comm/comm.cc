@@ -87,6 +87,9 @@ Comm::Comm(int nranks, int rank, const CommOptions& opts)
   buffBytes_ = settings::kBuffSize.get();
   smallBytes_ = settings::kSmallBytes.get();
   chunkBytes_ = settings::kChunkBytes.get();
+  inlineMax_ = settings::kGpuInlineMax.get();
+  streamPriority_ = settings::kGpuStreamPriority.get() == "default" ? DeviceRuntime::Priority::kDefault
+                                                                    : DeviceRuntime::Priority::kHighest;
   checkMismatch_ = settings::kCheckMismatch.get();
   planFolds_ = settings::kPlanFolds.get();
   warnRetiredSettings();
@@ -94,6 +97,7 @@ Comm::Comm(int nranks, int rank, const CommOptions& opts)
   // A proxy job that fails (a GPU rank's border step, a non-blocking call)
   // fails the communicator and tells the peers, as a failed call does.
   proxy_.setFailureHook([this](hetcclResult_t code, const std::string& text) { fail(code, text); });
+  watcher_.setFailureHook([this](hetcclResult_t code, const std::string& text) { fail(code, text); });
   if (flight_.writes()) watchFlightSignal(this);
 }
 
@@ -325,7 +329,8 @@ void Comm::setUp(const PeerInfo& me, const std::string& group) {
   if (observing()) observedBackend_ = std::make_unique<ObservedBackend>(*backend_, bc, metrics_, tracer_.get());
 
   if (streamOrdered() && topo_.ngroups() > 1) {
-    auto ds = std::make_unique<StagingState>(*device_, settings::kStagingMax.get(), settings::kDeviceScratchMax.get());
+    auto ds = std::make_unique<StagingState>(*device_, settings::kStagingMax.get(), settings::kDeviceScratchMax.get(),
+                                             streamPriority_);
     {
       std::lock_guard<std::mutex> g(backendMu_);  // abort() reads it from any thread
       stagingState_ = std::move(ds);
@@ -406,6 +411,8 @@ void Comm::setUpDeviceBorder() {
   s.minBytes = settings::kGpuBorderMin.get();
   s.minIsSet = settings::kGpuBorderMin.isSet();
   s.roundKernel = settings::kGpuBorderKernel.get();
+  s.priority = streamPriority_;
+  s.releaseToo = {stagingState_->flag(), stagingState_->launch().flag()};
   s.canRound = kernels_->borderRound != nullptr;
   s.ranksOnHost = relayContext_.localRanks;
   if (!topo_.singleHost) {
@@ -448,6 +455,23 @@ std::string Comm::fail(hetcclResult_t code, const std::string& text) {
   return cause;
 }
 
+void Comm::watch(std::function<void()> job, std::function<void()> finally) {
+  if (proxy_.onThisThread()) return watcher_.submit(std::move(job), std::move(finally));
+  struct Handed {
+    std::function<void()> job, finally;
+    bool handed = false;
+  };
+  auto h = std::make_shared<Handed>(Handed{std::move(job), std::move(finally)});
+  proxy_.submit(
+      [this, h] {
+        h->handed = true;
+        watcher_.submit(std::move(h->job), std::move(h->finally));
+      },
+      [h] {
+        if (!h->handed && h->finally) h->finally();
+      });
+}
+
 std::string Comm::idText() const {
   std::lock_guard<std::mutex> g(failMu_);
   return flightId_;
@@ -485,6 +509,7 @@ Comm::~Comm() {
   // hetcclCommAbort, and hetcclCommDestroy drains first.
   abort_.store(true);
   proxy_.stop();  // before the backend and device state it uses go
+  watcher_.stop();
   // The relays' threads call back into this communicator when they fail:
   // they end while every member is still here.
   if (border_) border_->stopRelays();

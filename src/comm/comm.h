@@ -134,6 +134,10 @@ class Comm {
   size_t buffBytes() const { return buffBytes_; }
   size_t smallBytes() const { return smallBytes_; }
   size_t chunkBytes() const { return chunkBytes_; }  // HETCCL_CHUNK_BYTES, equal on every rank
+  // GPU ranks: HETCCL_GPU_INLINE_MAX, and the priority of hetccl's own
+  // streams (HETCCL_GPU_STREAM_PRIORITY).
+  size_t inlineMax() const { return inlineMax_; }
+  DeviceRuntime::Priority streamPriority() const { return streamPriority_; }
   // HETCCL_BORDER_CUT: by global rank, the weights of the bandwidth cut;
   // empty under the size cut. Equal on every rank.
   const std::vector<double>& borderWeights() const { return borderCut_.weight; }
@@ -178,7 +182,25 @@ class Comm {
   // Scratch memory for border staging, bounded by HETCCL_BUFFSIZE per use.
   uint8_t* scratch(size_t bytes);
 
+  // The proxy runs, in submission order, what a GPU rank's calls hand over
+  // (the device work of calls that returned, staged calls) and every call of
+  // a non-blocking communicator; the watcher watches GPU calls across
+  // groups to their end (bounded by HETCCL_TIMEOUT_S and the abort flag),
+  // so that a watch never holds up the proxy's next launch.
   Proxy& proxy() { return proxy_; }
+  Proxy& watcher() { return watcher_; }
+  // Queues a watch on the watcher behind everything queued on the proxy
+  // so far (through a proxy job, unless this is the proxy's thread): the
+  // watcher's jobs then come in the proxy's order, which the flight
+  // records' steps rely on (api_coll.cc). `finally` runs however the watch
+  // ends, or when either thread drops it.
+  void watch(std::function<void()> job, std::function<void()> finally);
+  // Until neither has work queued or running (the proxy first: its jobs
+  // hand watches to the watcher).
+  void drain() {
+    proxy_.drain();
+    watcher_.drain();
+  }
 
   // API calls in flight on this communicator (Abort waits for them to leave).
   std::atomic<int> activeCalls{0};
@@ -218,7 +240,8 @@ class Comm {
   LinkSecurity security_;
   BorderCut borderCut_;
   std::string site_;
-  size_t buffBytes_ = 0, smallBytes_ = 0, chunkBytes_ = 0;
+  size_t buffBytes_ = 0, smallBytes_ = 0, chunkBytes_ = 0, inlineMax_ = 0;
+  DeviceRuntime::Priority streamPriority_ = DeviceRuntime::Priority::kHighest;
   bool checkMismatch_ = false;
   bool planFolds_ = false;
   const hetcclKernelsApi_t* kernels_ = nullptr;
@@ -238,7 +261,10 @@ class Comm {
   void setUpDeviceBorder();
   // init after the bootstrap ring is up: topology, transport, backend, device state.
   void setUp(const PeerInfo& me, const std::string& group);
-  Proxy proxy_;  // last member: its thread stops before the rest is destroyed
+  // Last members: their threads stop before the rest is destroyed (the
+  // proxy's first, as its jobs hand work to the watcher).
+  Proxy watcher_;
+  Proxy proxy_;
 };
 
 }  // namespace hetccl

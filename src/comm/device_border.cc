@@ -58,6 +58,7 @@ std::unique_ptr<DeviceBorder> DeviceBorder::create(const Setup& s) {
   b->me_ = s.me;
   b->shares_ = s.shares;
   b->minBytes_ = s.minBytes;
+  b->releaseToo_ = s.releaseToo;
   const int g = b->peers();
   // Header, then per slot: ready, done, ack by each reader; then per reader
   // and slot the pair channel's ready and ack; a pair log per reader; then
@@ -217,8 +218,8 @@ std::unique_ptr<DeviceBorder> DeviceBorder::create(const Setup& s) {
     b->scratchBytes_ = part;
     b->scratch_ = static_cast<uint8_t*>(s.device->alloc(b->scratchBytes_));
     if (b->links_ || relaysPairs) {  // send/recv over the links or the relay: the internal streams
-      b->out_ = s.device->createStream();
-      b->in_ = s.device->createStream();
+      b->out_ = s.device->createStream(s.priority);
+      b->in_ = s.device->createStream(s.priority);
     }
     b->makeChannels();
     LOG_INFO(kInit, "rank %d: device border without peers (index %d and up of a larger group: group steps only)",
@@ -233,15 +234,16 @@ std::unique_ptr<DeviceBorder> DeviceBorder::create(const Setup& s) {
   }
   b->scratchBytes_ = static_cast<size_t>(g - 1) * part * 2;
   b->scratch_ = static_cast<uint8_t*>(s.device->alloc(b->scratchBytes_));
-  b->out_ = s.device->createStream();
-  b->in_ = s.device->createStream();
+  b->out_ = s.device->createStream(s.priority);
+  b->in_ = s.device->createStream(s.priority);
   b->makeChannels();
   LOG_INFO(kInit,
            "rank %d: device border with %d peers: %d slots of %zu-byte parts, %zu bytes shared memory, %zu "
-           "bytes device scratch; calls of %zu bytes and up (HETCCL_GPU_BORDER_MIN%s); small rounds %s",
+           "bytes device scratch; calls of %zu bytes and up (HETCCL_GPU_BORDER_MIN%s); small rounds %s; "
+           "internal streams at priority %d",
            s.rank, g, kSlots, part, b->segBytes_, b->scratchBytes_, b->minBytes_,
            b->timeSliced_ ? ", GPUs time-sliced between ranks" : "",
-           b->round_ ? "in one kernel" : "by copies and stream memory operations");
+           b->round_ ? "in one kernel" : "by copies and stream memory operations", s.device->streamPriority(b->in_));
   return b;
 }
 
@@ -383,6 +385,7 @@ void DeviceBorder::releaseAll() {
       flagRelease(ch.inReady[slot]);
       flagRelease(ch.outAck[slot]);
     }
+  for (volatile uint64_t* f : releaseToo_) flagRelease(f);
 }
 
 void DeviceBorder::want(int q, uint64_t seq, bool results, const void* at, size_t n) {

@@ -87,8 +87,13 @@ class DeviceBorder {
     bool minIsSet = false;             // HETCCL_GPU_BORDER_MIN was given (else: see minBytes())
     std::string roundKernel = "auto";  // HETCCL_GPU_BORDER_KERNEL: auto, 0 or 1
     bool canRound = false;             // the kernels plugin has borderRound
-    std::vector<int> hostOf;           // host index of every global rank (empty: all on one)
-    std::vector<int> groupOf;          // group and rank in it of every global rank: the pair links
+    DeviceRuntime::Priority priority = DeviceRuntime::Priority::kHighest;  // of the internal streams
+    // Flags of this rank's other streams' waits (the staged calls' and the
+    // launch stream's, device/staging.h): releaseAll() releases them too,
+    // so that a release by the relay ends every wait of this rank.
+    std::vector<volatile uint64_t*> releaseToo;
+    std::vector<int> hostOf;   // host index of every global rank (empty: all on one)
+    std::vector<int> groupOf;  // group and rank in it of every global rank: the pair links
     std::vector<int> groupRank;
     // Where ranks span hosts: every rank makes the relay (collective), over
     // this transport with this context (the communicator's, for its peers).
@@ -268,6 +273,7 @@ class DeviceBorder {
   bool timeSliced_ = false, round_ = false;
   size_t partBytes_ = 0, flagBytes_ = 0, segBytes_ = 0, scratchBytes_ = 0, pairFlagsAt_ = 0, pairLogsAt_ = 0;
   std::vector<PairChannel> pairs_;     // every send/recv channel of this rank
+  std::vector<volatile uint64_t*> releaseToo_;
   std::unique_ptr<PairLinks> links_;   // those with ranks that are not border peers
   std::vector<uint8_t*> seg_;          // by peer index, mapped here
   std::vector<uint8_t*> devSeg_;       // the same segments as this rank's kernels reach them

@@ -7,7 +7,13 @@
 
 namespace hetccl {
 
+namespace {
+thread_local const Proxy* tRunning = nullptr;  // the proxy whose thread this is
+}  // namespace
+
 Proxy::~Proxy() { stop(); }
+
+bool Proxy::onThisThread() const { return tRunning == this; }
 
 void Proxy::stop() {
   {
@@ -42,6 +48,7 @@ void Proxy::drain() {
 }
 
 void Proxy::loop() {
+  tRunning = this;
   StepScope steps;  // for GPU calls across groups: see takeStepTally
   std::unique_lock<std::mutex> l(mu_);
   for (;;) {

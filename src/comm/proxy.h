@@ -43,6 +43,8 @@ class Proxy {
   // failed, unless it was refused before it moved anything (RefusedError):
   // the communicator fails (Comm::fail). Set once, before the first job.
   void setFailureHook(std::function<void(hetcclResult_t, const std::string&)> hook) { onFailure_ = std::move(hook); }
+  // Whether the calling thread is this proxy's (inside one of its jobs).
+  bool onThisThread() const;
 
  private:
   void loop();

@@ -50,7 +50,17 @@ class DeviceRuntime {
   // Page-locked host memory, mapped for the device (staging, flags).
   virtual void* allocPinned(size_t bytes);
   virtual void freePinned(void* ptr);
-  virtual Stream createStream();
+  // A stream of hetccl's own, non-blocking towards the legacy default
+  // stream. kHighest: at the device's greatest priority, so that the block
+  // scheduler starts its kernels' blocks (the border's folds) ahead of
+  // waiting blocks of normal streams' kernels (the application's compute)
+  // instead of behind all of them; the default where the runtime has no
+  // priorities.
+  enum class Priority { kDefault, kHighest };
+  virtual Stream createStream(Priority p = Priority::kDefault);
+  // The stream's priority as the runtime numbers it (lower is greater; 0 is
+  // the default), or 0 where it cannot tell.
+  virtual int streamPriority(Stream) { return 0; }
   virtual void destroyStream(Stream s);
   virtual Event createEvent();
   // An event whose completion time is kept (for elapsedUs); destroyEvent frees it.

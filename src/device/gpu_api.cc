@@ -165,6 +165,12 @@ std::unique_ptr<GpuApi> fill(void* lib, const std::string& kind, const std::stri
     api->threadExchangeStreamCaptureMode = reinterpret_cast<decltype(api->threadExchangeStreamCaptureMode)>(
         dlsym(lib, (pre + "ThreadExchangeStreamCaptureMode").c_str()));
     api->streamGetId = reinterpret_cast<decltype(api->streamGetId)>(dlsym(lib, (pre + "StreamGetId").c_str()));
+    api->streamCreateWithPriority = reinterpret_cast<decltype(api->streamCreateWithPriority)>(
+        dlsym(lib, (pre + "StreamCreateWithPriority").c_str()));
+    api->deviceGetStreamPriorityRange = reinterpret_cast<decltype(api->deviceGetStreamPriorityRange)>(
+        dlsym(lib, (pre + "DeviceGetStreamPriorityRange").c_str()));
+    api->streamGetPriority =
+        reinterpret_cast<decltype(api->streamGetPriority)>(dlsym(lib, (pre + "StreamGetPriority").c_str()));
   }
   if (kind != "emu") {
     const std::string pre = kind == "hip" ? "hip" : "cuda";

@@ -75,6 +75,12 @@ struct GpuApi {
   // may come back for a stream created after the first was destroyed
   // (cudaStreamGetId, CUDA 12; hipStreamGetId in later ROCm; emu's twin).
   Status (*streamGetId)(void*, unsigned long long*) = nullptr;
+  // Optional: streams of a priority (cudaStreamCreateWithPriority, lower
+  // numbers first; hipStreamCreateWithPriority; emu's twins), the device's
+  // range (least, greatest) and a stream's priority.
+  Status (*streamCreateWithPriority)(void**, unsigned, int) = nullptr;
+  Status (*deviceGetStreamPriorityRange)(int*, int*) = nullptr;
+  Status (*streamGetPriority)(void*, int*) = nullptr;
 
   static constexpr Status kNotReady = 600;                   // cudaErrorNotReady == hipErrorNotReady
   static constexpr int kMemcpyDefault = 4;                   // cudaMemcpyDefault == hipMemcpyDefault

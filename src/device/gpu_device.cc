@@ -137,10 +137,26 @@ class GpuRuntime : public DeviceRuntime {
     if (bytes == 0 || dst == src) return;
     api_.check(api_.memcpyAsync(dst, src, bytes, GpuApi::kMemcpyDefault, s), "memcpyAsync");
   }
-  Stream createStream() override {
+  Stream createStream(Priority p) override {
     void* s = nullptr;
+    if (p == Priority::kHighest && api_.streamCreateWithPriority && api_.deviceGetStreamPriorityRange) {
+      int least = 0, greatest = 0;
+      if (api_.deviceGetStreamPriorityRange(&least, &greatest) == 0) {
+        api_.check(api_.streamCreateWithPriority(&s, GpuApi::kStreamNonBlocking, greatest), "streamCreateWithPriority");
+        return s;
+      }
+      api_.getLastError();  // no range: the default priority (not a sticky error)
+    }
     api_.check(api_.streamCreateWithFlags(&s, GpuApi::kStreamNonBlocking), "streamCreateWithFlags");
     return s;
+  }
+  int streamPriority(Stream s) override {
+    int p = 0;
+    if (!api_.streamGetPriority || api_.streamGetPriority(s, &p) != 0) {
+      if (api_.streamGetPriority) api_.getLastError();
+      return 0;
+    }
+    return p;
   }
   void destroyStream(Stream s) override {
     if (s) api_.streamDestroy(s);

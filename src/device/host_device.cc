@@ -74,7 +74,7 @@ namespace {
 
 void* DeviceRuntime::allocPinned(size_t) { notStreamOrdered("allocPinned"); }
 void DeviceRuntime::freePinned(void*) { notStreamOrdered("freePinned"); }
-Stream DeviceRuntime::createStream() { notStreamOrdered("createStream"); }
+Stream DeviceRuntime::createStream(Priority) { notStreamOrdered("createStream"); }
 void DeviceRuntime::destroyStream(Stream) { notStreamOrdered("destroyStream"); }
 Event DeviceRuntime::createEvent() { notStreamOrdered("createEvent"); }
 Event DeviceRuntime::createTimedEvent() { notStreamOrdered("createTimedEvent"); }

@@ -46,9 +46,9 @@ uint8_t* StagingPool::get(int slot, size_t bytes) {
   return s.ptr;
 }
 
-StagingState::StagingState(DeviceRuntime& d, size_t stagingLimit, size_t scratchLimit)
-    : dev_(d), pinned_(d, stagingLimit, true), scratch_(d, scratchLimit, false) {
-  stream_ = d.createStream();
+StagingState::StagingState(DeviceRuntime& d, size_t stagingLimit, size_t scratchLimit, DeviceRuntime::Priority p)
+    : dev_(d), pinned_(d, stagingLimit, true), scratch_(d, scratchLimit, false), launch_(d, p) {
+  stream_ = d.createStream(p);
   flag_ = static_cast<uint64_t*>(d.allocPinned(sizeof(uint64_t)));
   *flag_ = 0;
   syncEvent_ = d.createEvent();
@@ -113,7 +113,6 @@ uint64_t StagingState::sampleSmallCall(uint64_t every) {
 
 Stream StagingState::leadAfterLast(const std::vector<Stream>& streams) {
   const Stream lead = streams.front();
-  sampleDecided_ = false;  // a new enqueue
   leadId_ = dev_.streamId(lead);
   // The same stream where handle and id are the same; where the runtime
   // has no ids, a handle alone may be a new stream's: the wait then always.

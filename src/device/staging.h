@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "device/device.h"
+#include "device/launch_stream.h"
 
 namespace hetccl {
 
@@ -46,12 +47,16 @@ class StagingPool {
 // The file's first paragraph: one per GPU rank of a multi-group communicator.
 class StagingState {
  public:
-  StagingState(DeviceRuntime& d, size_t stagingLimit, size_t scratchLimit);
+  // p: the priority of hetccl's own streams here (HETCCL_GPU_STREAM_PRIORITY).
+  StagingState(DeviceRuntime& d, size_t stagingLimit, size_t scratchLimit, DeviceRuntime::Priority p);
   ~StagingState();
   StagingState(const StagingState&) = delete;
   StagingState& operator=(const StagingState&) = delete;
 
   Stream stream() const { return stream_; }
+  // Where the proxy enqueues device work of calls that returned
+  // (algorithm/proxy_launch.h).
+  LaunchStream& launch() { return launch_; }
   // The completion flag: the proxy stores a call's ticket when it is done.
   volatile uint64_t* flag() const { return flag_; }
   uint64_t nextTicket() { return ++ticket_; }
@@ -67,7 +72,10 @@ class StagingState {
   // (what it then copies out is not a result). This comes before anything
   // that synchronises the device (the vendor library's abort frees device
   // memory): a stream still waiting on the flag would hold that forever.
-  void releaseAll() { complete(kFlagReleased); }
+  void releaseAll() {
+    complete(kFlagReleased);
+    launch_.releaseAll();
+  }
 
   Event takeEvent() { return take(events_, false); }
   void giveEvent(Event e) { give(events_, e); }
@@ -76,11 +84,15 @@ class StagingState {
   void giveTimedEvent(Event e) { give(timedEvents_, e); }
   // Sampling of small calls (algorithm/device_border_call.h): 0 where this
   // enqueue is not timed, else the number of enqueues with small calls its
-  // time stands for. One decision an enqueue (between leadAfterLast calls),
+  // time stands for. One decision an enqueue (between newEnqueue calls),
   // at random gaps of 1 to 2 x every - 1 such enqueues (mean `every`), so
   // that no pattern of calls with a fixed period is always or never timed.
   // The enqueuing thread's.
   uint64_t sampleSmallCall(uint64_t every);
+  // The border work of the next enqueue begins: its small calls share one
+  // sampling decision. On the thread that enqueues that work (the calling
+  // thread, or the proxy for a launch: they take turns, never at once).
+  void newEnqueue() { sampleDecided_ = false; }
 
   StagingPool& pinned() { return pinned_; }
   // The end of the last staged call's copies out of pinned staging: its
@@ -139,6 +151,7 @@ class StagingState {
   bool sampleDecided_ = false;  // for this enqueue: sampleWeight_
   uint64_t sampleWeight_ = 0, sampleGap_ = 0, sampleLeft_ = 0, sampleRng_ = 0x2545F4914F6CDD1Dull;
   StagingPool pinned_, scratch_;
+  LaunchStream launch_;
 };
 
 }  // namespace hetccl

@@ -106,6 +106,19 @@ emuError_t emuStreamIsCapturing(emuStream_t stream, int* status);
 emuError_t emuThreadExchangeStreamCaptureMode(int* mode);
 /* A stream's id, unique for the process's life (cudaStreamGetId). */
 emuError_t emuStreamGetId(emuStream_t stream, unsigned long long* id);
+/* Stream priorities as CUDA numbers them (lower is greater): the range is
+ * [kEmuGreatestPriority, kEmuLeastPriority], a value outside it is clamped,
+ * and emuStreamCreateWithFlags makes streams of priority 0. Emu keeps and
+ * reports a stream's priority; it does not schedule by it (every stream runs
+ * on a worker of its own, so no stream's work waits for another's room). */
+#define kEmuGreatestPriority (-5)
+#define kEmuLeastPriority 0
+emuError_t emuStreamCreateWithPriority(emuStream_t* stream, unsigned flags, int priority);
+emuError_t emuDeviceGetStreamPriorityRange(int* least, int* greatest);
+emuError_t emuStreamGetPriority(emuStream_t stream, int* priority);
+/* Test hook: how many operations (copies, kernels, waits, stores, records,
+ * host functions) the calling thread has enqueued on any stream so far. */
+unsigned long long emuThreadEnqueued(void);
 
 #ifdef __cplusplus
 }

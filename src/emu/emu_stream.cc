@@ -29,6 +29,9 @@ struct emuStream {
   // Faults on demand, as set when the stream was made (its worker never
   // reads the environment).
   int64_t stallUs = 0, copyDelayUs = 0;
+  // emuStreamCreateWithPriority's: kept and reported, not scheduled by
+  // (each stream has a worker of its own, so none waits for another's).
+  int priority = 0;
 
   explicit emuStream(int dev)
       : device(dev),
@@ -56,6 +59,7 @@ struct emuStream {
   }
 
   void push(std::function<void()> op) {
+    ++tEnqueued;
     {
       std::lock_guard<std::mutex> g(mu);
       if (captureStatus) return;  // captured into a graph, which emu does not keep
@@ -63,6 +67,8 @@ struct emuStream {
     }
     cv.notify_all();
   }
+  // Operations the calling thread has enqueued on any stream (emuThreadEnqueued).
+  static inline thread_local unsigned long long tEnqueued = 0;
   bool idle() {
     std::lock_guard<std::mutex> g(mu);
     return ops.empty() && !busy;
@@ -359,9 +365,15 @@ emuError_t emuMemcpy(void* dst, const void* src, size_t bytes, int kind) {
   return emuSuccess;
 }
 
-emuError_t emuStreamCreateWithFlags(emuStream_t* stream, unsigned) {
+emuError_t emuStreamCreateWithFlags(emuStream_t* stream, unsigned flags) {
+  return emuStreamCreateWithPriority(stream, flags, 0);
+}
+
+emuError_t emuStreamCreateWithPriority(emuStream_t* stream, unsigned, int priority) {
   if (!stream) return emu::setError(emuErrorInvalidValue);
   auto s = emuStream::make(emu::tDevice);
+  // Clamped into the range, as CUDA does.
+  s->priority = std::min(kEmuLeastPriority, std::max(kEmuGreatestPriority, priority));
   *stream = s.get();
   std::lock_guard<std::mutex> g(emu::mu());
   emu::streams()[s.get()] = std::move(s);
@@ -527,6 +539,20 @@ emuError_t emuStreamGetId(emuStream_t stream, unsigned long long* id) {
   *id = emu::resolve(stream)->id;
   return emuSuccess;
 }
+
+emuError_t emuDeviceGetStreamPriorityRange(int* least, int* greatest) {
+  if (least) *least = kEmuLeastPriority;
+  if (greatest) *greatest = kEmuGreatestPriority;
+  return emuSuccess;
+}
+
+emuError_t emuStreamGetPriority(emuStream_t stream, int* priority) {
+  if (!priority) return emu::setError(emuErrorInvalidValue);
+  *priority = emu::resolve(stream)->priority;
+  return emuSuccess;
+}
+
+unsigned long long emuThreadEnqueued(void) { return emuStream::tEnqueued; }
 
 emuError_t emuThreadExchangeStreamCaptureMode(int* mode) {
   if (!mode || *mode < 0 || *mode > 2) return emu::setError(emuErrorInvalidValue);

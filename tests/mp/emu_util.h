@@ -4,9 +4,11 @@
 #include <dlfcn.h>
 #include <link.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -135,5 +137,51 @@ inline void* runtimeFunction(const std::string& kind, const std::string& name) {
   void* lib = dlopen(f.path.c_str(), RTLD_LAZY | RTLD_NOLOAD);
   return lib ? dlsym(lib, ((kind == "emu" ? "emu" : kind == "hip" ? "hip" : "cuda") + name).c_str()) : nullptr;
 }
+
+// Holds a stream until open() or for at most kHoldS (then it opens by
+// itself and says so: expired()). The host function shares the state, so
+// it may outlive the gate.
+class StreamGate {
+ public:
+  static constexpr double kHoldS = 20;
+  StreamGate(const Rank& r, hetcclStream_t s) : st_(std::make_shared<State>()) {
+    using Launch = int (*)(void*, void (*)(void*), void*);
+    auto launch = reinterpret_cast<Launch>(runtimeFunction(r.device, "LaunchHostFunc"));
+    EXPECT_NE(launch, nullptr) << "no LaunchHostFunc in the " << r.device << " runtime";
+    if (!launch) return;
+    auto* arg = new std::shared_ptr<State>(st_);
+    if (launch(s, &StreamGate::hold, arg) != 0) {
+      delete arg;
+      ADD_FAILURE() << "the host function was not enqueued";
+      return;
+    }
+    armed_ = true;
+  }
+  ~StreamGate() { open(); }
+  StreamGate(const StreamGate&) = delete;
+  StreamGate& operator=(const StreamGate&) = delete;
+  bool armed() const { return armed_; }
+  void open() { st_->open.store(true); }
+  // The gate gave up before open(): something waited for the stream.
+  bool expired() const { return st_->expired.load(); }
+
+ private:
+  struct State {
+    std::atomic<bool> open{false}, expired{false};
+  };
+  static void hold(void* arg) {
+    std::unique_ptr<std::shared_ptr<State>> st(static_cast<std::shared_ptr<State>*>(arg));
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(kHoldS);
+    while (!(*st)->open.load()) {
+      if (std::chrono::steady_clock::now() > end) {
+        (*st)->expired.store(true);
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  std::shared_ptr<State> st_;
+  bool armed_ = false;
+};
 
 }  // namespace hmp

@@ -5,11 +5,8 @@
 // test names it. Then the gates open and every result is checked.
 #include <gtest/gtest.h>
 
-#include <atomic>
-#include <chrono>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "emu_util.h"
@@ -17,52 +14,6 @@
 
 namespace hmp {
 namespace {
-
-// Holds a stream until open() or for at most kHoldS (then it opens by
-// itself and says so: expired()). The host function shares the state, so
-// it may outlive the gate.
-class StreamGate {
- public:
-  static constexpr double kHoldS = 20;
-  StreamGate(const Rank& r, hetcclStream_t s) : st_(std::make_shared<State>()) {
-    using Launch = int (*)(void*, void (*)(void*), void*);
-    auto launch = reinterpret_cast<Launch>(runtimeFunction(r.device, "LaunchHostFunc"));
-    EXPECT_NE(launch, nullptr) << "no LaunchHostFunc in the " << r.device << " runtime";
-    if (!launch) return;
-    auto* arg = new std::shared_ptr<State>(st_);
-    if (launch(s, &StreamGate::hold, arg) != 0) {
-      delete arg;
-      ADD_FAILURE() << "the host function was not enqueued";
-      return;
-    }
-    armed_ = true;
-  }
-  ~StreamGate() { open(); }
-  StreamGate(const StreamGate&) = delete;
-  StreamGate& operator=(const StreamGate&) = delete;
-  bool armed() const { return armed_; }
-  void open() { st_->open.store(true); }
-  // The gate gave up before open(): something waited for the stream.
-  bool expired() const { return st_->expired.load(); }
-
- private:
-  struct State {
-    std::atomic<bool> open{false}, expired{false};
-  };
-  static void hold(void* arg) {
-    std::unique_ptr<std::shared_ptr<State>> st(static_cast<std::shared_ptr<State>*>(arg));
-    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(kHoldS);
-    while (!(*st)->open.load()) {
-      if (std::chrono::steady_clock::now() > end) {
-        (*st)->expired.store(true);
-        return;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-  }
-  std::shared_ptr<State> st_;
-  bool armed_ = false;
-};
 
 struct NoWaitCase {
   const char* name;
@@ -90,6 +41,23 @@ const NoWaitCase kNoWaitCases[] = {
      "emu,emu,emu,emu",
      {{"HETCCL_GPU_BORDER", "1"}, {"HETCCL_GPU_BORDER_MIN", "100000"}, {"HETCCL_GPU_BORDER_CHUNK", "65536"}}},
     {"aa_emu_bb_host", "a,a,b,b", "emu,emu,host,host", {}},
+    // Every border call launched through the proxy (the calling thread only
+    // makes its stream wait for the launch), with and without staged calls
+    // before them.
+    {"aabb_launched",
+     "a,a,b,b",
+     "emu,emu,emu,emu",
+     {{"HETCCL_GPU_BORDER", "1"},
+      {"HETCCL_GPU_BORDER_MIN", "0"},
+      {"HETCCL_GPU_BORDER_CHUNK", "65536"},
+      {"HETCCL_GPU_INLINE_MAX", "0"}}},
+    {"aabb_staged_then_launched",
+     "a,a,b,b",
+     "emu,emu,emu,emu",
+     {{"HETCCL_GPU_BORDER", "1"},
+      {"HETCCL_GPU_BORDER_MIN", "100000"},
+      {"HETCCL_GPU_BORDER_CHUNK", "65536"},
+      {"HETCCL_GPU_INLINE_MAX", "0"}}},
     // Groups of one on the test GPU kind (scripts/gpu-check.sh faults runs
     // it on CUDA): the border from 100 KB on, staged below.
     {"ab_staged_then_border",

@@ -236,7 +236,7 @@ namespace {
 class StreamIdRuntime : public CountingRuntime {
  public:
   const char* kind() const override { return "stream ids"; }
-  Stream createStream() override { return reinterpret_cast<Stream>(++made); }
+  Stream createStream(Priority) override { return reinterpret_cast<Stream>(++made); }
   void destroyStream(Stream) override {}
   Event createEvent() override { return reinterpret_cast<Event>(1000 + ++made); }
   void destroyEvent(Event) override {}
@@ -255,7 +255,7 @@ class StreamIdRuntime : public CountingRuntime {
 // nothing, so every call waits.
 TEST(IssueOrder, ACallWaitsForTheLastUnlessItsStreamIsTheSameByHandleAndId) {
   StreamIdRuntime rt;
-  StagingState ds(rt, 1 << 20, 1 << 20);
+  StagingState ds(rt, 1 << 20, 1 << 20, DeviceRuntime::Priority::kHighest);
   const Stream a = reinterpret_cast<Stream>(uintptr_t{0x100}), b = reinterpret_cast<Stream>(uintptr_t{0x200});
   rt.ids[a] = 7;
   rt.ids[b] = 8;
@@ -284,16 +284,15 @@ TEST(IssueOrder, ACallWaitsForTheLastUnlessItsStreamIsTheSameByHandleAndId) {
 // phases alike.
 TEST(IssueOrder, SmallCallsAreSampledAtRandomGapsWeightedByTheGap) {
   StreamIdRuntime rt;
-  StagingState ds(rt, 1 << 20, 1 << 20);
+  StagingState ds(rt, 1 << 20, 1 << 20, DeviceRuntime::Priority::kHighest);
   const Stream a = reinterpret_cast<Stream>(uintptr_t{0x100});
   rt.ids[a] = 1;
   constexpr uint64_t kEvery = 64, kEnqueues = 64000;
   uint64_t samples = 0, weights = 0, lastSampled = 0, phase[2] = {0, 0};
   for (uint64_t n = 1; n <= kEnqueues; ++n) {
-    ds.leadAfterLast({a});
+    ds.newEnqueue();
     const uint64_t w = ds.sampleSmallCall(kEvery);
     EXPECT_EQ(ds.sampleSmallCall(kEvery), w) << "a second call of the same enqueue";
-    ds.markLast({a});
     if (!w) continue;
     EXPECT_LE(w, 2 * kEvery - 1);
     EXPECT_EQ(w, n - lastSampled) << "the weight is the gap since the last sample";

@@ -438,6 +438,29 @@ TEST(Emu, IsHetcclDeviceKindEmu) {
   d->free(dev);
 }
 
+// hetccl's own streams at the device's greatest priority (kHighest), others
+// at the default; emu's range is CUDA's numbering (lower is greater), and a
+// priority outside it is clamped, as on CUDA.
+TEST(Emu, StreamsOfTheGreatestPriorityAreMadeAndReported) {
+  int least = 1, greatest = 1;
+  ASSERT_EQ(emuDeviceGetStreamPriorityRange(&least, &greatest), emuSuccess);
+  EXPECT_EQ(least, 0);
+  EXPECT_LT(greatest, least);
+  auto d = hetccl::createDeviceRuntime("emu");
+  hetccl::Stream high = d->createStream(hetccl::DeviceRuntime::Priority::kHighest);
+  hetccl::Stream normal = d->createStream();
+  EXPECT_EQ(d->streamPriority(high), greatest);
+  EXPECT_EQ(d->streamPriority(normal), 0);
+  d->destroyStream(high);
+  d->destroyStream(normal);
+  emuStream_t s = nullptr;
+  ASSERT_EQ(emuStreamCreateWithPriority(&s, 0, greatest - 10), emuSuccess);
+  int p = 0;
+  ASSERT_EQ(emuStreamGetPriority(s, &p), emuSuccess);
+  EXPECT_EQ(p, greatest);
+  emuStreamDestroy(s);
+}
+
 TEST(Emu, AMalformedSettingIsRefusedByName) {
   setenv("HETCCL_EMU_STALL_US", "soon", 1);
   try {
