@@ -2,7 +2,7 @@
 # GPU checks, for a machine with an NVIDIA GPU, CUDA, NCCL and (for the
 # benchmark) PyTorch. Builds what the GPU tests need and runs them:
 #   bash scripts/gpu-check.sh [STEP...]     steps: build unit matrix torch torchcalls overhead c10d train bench
-#                                           matrix2 faults small mps relay ucx (default: all but relay, ucx)
+#                                           matrix2 faults small mps overlap relay ucx (default: all but relay, ucx)
 # UCX_PREFIX: a UCX install (include/, lib/) to build the ucx transport
 # against where the machine has none, e.g. Debian's libucx0 and libucx-dev
 # unpacked with dpkg -x; the ucx step runs the GPU matrix over it.
@@ -12,7 +12,7 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD:-$here/build-gpu}
 logs=${LOGDIR:-$build/logs}
-steps=${*:-build unit matrix torch torchcalls overhead c10d train bench matrix2 faults small mps}  # relay, ucx: on request
+steps=${*:-build unit matrix torch torchcalls overhead c10d train bench matrix2 faults small mps overlap}  # relay, ucx: on request
 export NCCL_NVLS_ENABLE=0  # never NVLink multicast
 mkdir -p "$logs"
 status=0
@@ -63,7 +63,7 @@ for s in $steps; do
              # channels, in place / PreMulSum / group calls on the border, calls on two streams, stream capture,
              # calls returning while the stream is held (a host function)
       step faults_cuda 400 env HETCCL_TEST_GPU=cuda "$build/tests/mp/mp_emu_tests" --gtest_brief=1 \
-        --gtest_filter='EmuFaults.PeerExitsUnderAStreamOrderedCall:EmuFaults.PeerExitsUnderADeviceBorder*:EmuFaults.AbortReleases*:EmuBorder.*:*EmuBorderCalls.*/ab:*EmuStreams.*/ab_border:EmuCapture.*:EmuFlight.*:*EmuNoWait.*/ab_*'
+        --gtest_filter='EmuFaults.PeerExitsUnderAStreamOrderedCall:EmuFaults.PeerExitsUnderADeviceBorder*:EmuFaults.AbortReleases*:EmuBorder.*:*EmuBorderCalls.*/ab:*EmuStreams.*/ab_border:EmuCapture.*:EmuFlight.*:*EmuNoWait.*/ab_*:*EmuOverlap.*/ab*'
       ;;
     small)  # small AllReduce calls: two contexts on the GPU, under MPS, one CUDA and one host rank
       TAIL=40 step small_calls 400 bash "$here/bench/gpu_small_calls.sh" "$build"
@@ -80,7 +80,7 @@ for s in $steps; do
           --mid "${MID:-266240}" --max 64
         grep -h "device border with" "$logs/matrix_2cuda_groups_shm_mps.log" | sed 's/^.*INIT //' | sort | uniq -c
         step faults_cuda_mps 300 env HETCCL_TEST_GPU=cuda "$build/tests/mp/mp_emu_tests" --gtest_brief=1 \
-          --gtest_filter='EmuFaults.PeerExitsUnderAStreamOrderedCall:EmuFaults.PeerExitsUnderADeviceBorder*:EmuFaults.AbortReleases*:EmuBorder.*:*EmuBorderCalls.*/ab:*EmuStreams.*/ab_border:EmuCapture.*:EmuFlight.*:*EmuNoWait.*/ab_*'
+          --gtest_filter='EmuFaults.PeerExitsUnderAStreamOrderedCall:EmuFaults.PeerExitsUnderADeviceBorder*:EmuFaults.AbortReleases*:EmuBorder.*:*EmuBorderCalls.*/ab:*EmuStreams.*/ab_border:EmuCapture.*:EmuFlight.*:*EmuNoWait.*/ab_*:*EmuOverlap.*/ab*'
         echo quit | nvidia-cuda-mps-control
         unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
       else
@@ -154,6 +154,12 @@ for s in $steps; do
       step matrix_2cuda_groups_ucx_staged 240 "${ucxenv[@]}" HETCCL_GPU_BORDER=0 "$build/tests/gpu/gpu_matrix" --np 2 \
         --devices cuda,cuda --groups g0,g1 --transport ucx --mid "${MID:-266240}" --max "${MAX:-64}"
       grep -h "border data path" "$logs"/matrix_*ucx*.log | sed 's/^.*\(rank [0-9]*: border.*\)$/\1/' | sort | uniq -c
+      ;;
+    overlap)  # a 128 MiB all_reduce across the two groups beside 16 ms of matmuls, against pinned copies of the
+              # same bytes; a DDP step with and without its gradient exchange; time-sliced and under MPS (50% of
+              # the SMs each); OVERLAP_ARGS pass on (e.g. --modes mps --variant NAME:VAR=VALUE)
+      TAIL=40 step overlap 590 python3 "$here/bench/gpu_overlap.py" --dropin "$build/dropin/libnccl.so.2" \
+        ${OVERLAP_ARGS:-}
       ;;
     *) echo "unknown step $s"; exit 2 ;;
   esac
