@@ -13,7 +13,9 @@ Each process, both at once:
     on a side stream (what the collective moves over the link), alone and
     beside the matmuls: the reference for what the GPU can overlap;
   - call_us: the host time of the all_reduce call (the Python thread that
-    should be launching the next layer's backward);
+    should be launching the next layer's backward), and call_nccl_us, the
+    same call on a group of this rank alone (the drop-in hands it to NCCL):
+    what torch and NCCL themselves cost a call;
   - a DistributedDataParallel step of an 8-layer 2048-wide MLP (33.6M
     parameters, fp32) at BATCH rows per rank, with and without the gradient
     exchange (DDP's no_sync);
@@ -27,18 +29,17 @@ half the SMs each, as two GPUs of their own would run). Prints one line of
 figures and one ratio line per mode and variant:
 
   ratio gpu_overlap MODE VARIANT both/longer=.. copies_both/longer=.. both/sum=.. ddp_sync/nosync=..
-        call_us=.. small_us=.. busbw256=..
+        call_us=.. call_nccl_us=.. small_us=.. busbw256=..
 
     python3 bench/gpu_overlap.py [--dropin BUILD/dropin/libnccl.so.2] [--modes sliced,mps]
                                  [--variant NAME:VAR=VALUE,...]...
 
-Without --variant: `default` (the build's defaults), `inline` (every call
-enqueued by the calling thread, HETCCL_GPU_INLINE_MAX=1T) and `inline_normal`
-(that, with hetccl's streams at the default priority:
-HETCCL_GPU_STREAM_PRIORITY=default), `launch_all` (every call through the
-proxy, HETCCL_GPU_INLINE_MAX=0) and `conn32` (the defaults with
-CUDA_DEVICE_MAX_CONNECTIONS=32: streams that share a hardware queue with a
-waiting one wait too).
+Without --variant: `default` (the build's defaults: hetccl's streams at the
+device's greatest priority), `normal` (hetccl's streams at the default
+priority: HETCCL_GPU_STREAM_PRIORITY=default) and `conn32` (the defaults
+with CUDA_DEVICE_MAX_CONNECTIONS=32: streams that share one of the runtime's
+hardware queues with a waiting stream wait too, and 32 queues make that
+rarer than the default 8).
 """
 import argparse
 import os
@@ -55,9 +56,7 @@ import torch.multiprocessing as mp
 GROUPS = ("g0", "g1")
 DEFAULT_VARIANTS = [
     ("default", {}),
-    ("inline", {"HETCCL_GPU_INLINE_MAX": "1T"}),
-    ("inline_normal", {"HETCCL_GPU_INLINE_MAX": "1T", "HETCCL_GPU_STREAM_PRIORITY": "default"}),
-    ("launch_all", {"HETCCL_GPU_INLINE_MAX": "0"}),
+    ("normal", {"HETCCL_GPU_STREAM_PRIORITY": "default"}),
     ("conn32", {"CUDA_DEVICE_MAX_CONNECTIONS": "32"}),
 ]
 
@@ -153,6 +152,19 @@ def overlap(ranks, a):
         both()
     torch.cuda.synchronize()
     out["call_us"] = ranks.slowest(statistics.median(calls)) * 1e6
+    # The same call on a group of this rank alone: torch's and NCCL's own cost.
+    alone = [dist.new_group([r]) for r in range(dist.get_world_size())][dist.get_rank()]
+    solo = []
+    for i in range(a.iters + 2):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        w = dist.all_reduce(x, group=alone, async_op=True)
+        if i >= 2:
+            solo.append(time.perf_counter() - t0)
+        matmuls(k)
+        w.wait()
+    torch.cuda.synchronize()
+    out["call_nccl_us"] = ranks.slowest(statistics.median(solo)) * 1e6
     # The result is right: every element the sum of the ranks' values.
     x.fill_(dist.get_rank() + 1)
     dist.all_reduce(x)
@@ -221,6 +233,7 @@ def run(a, env):
     child = dict(env)
     child["LD_PRELOAD"] = a.dropin + (":" + os.environ["LD_PRELOAD"] if os.environ.get("LD_PRELOAD") else "")
     child.setdefault("NCCL_NVLS_ENABLE", "0")
+    child.setdefault("HETCCL_TIMEOUT_S", "60")  # a stall fails the run within the timeout below
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     port = free_port()
@@ -268,13 +281,15 @@ def report(mode, name, r):
     print(f"gpu_overlap mode={mode} variant={name} coll_ms={r['coll'] * 1e3:.2f} mm_ms={r['mm'] * 1e3:.2f} "
           f"both_ms={r['both'] * 1e3:.2f} copies_ms={r['copies'] * 1e3:.2f} "
           f"copies_both_ms={r['copies_both'] * 1e3:.2f} mm_kernels={r['mm_kernels']} call_us={r['call_us']:.1f} "
+          f"call_nccl_us={r['call_nccl_us']:.1f} "
           f"ddp_sync_ms={r['ddp_sync'] * 1e3:.2f} ddp_nosync_ms={r['ddp_nosync'] * 1e3:.2f} "
           f"ddp_params={r['params']} small_us={r['small_us']:.1f} busbw256={r['busbw256']:.2f} wrong={r['wrong']}",
           flush=True)
     print(f"ratio gpu_overlap {mode} {name} both/longer={r['both'] / longer:.3f} "
           f"copies_both/longer={r['copies_both'] / max(r['copies'], r['mm']):.3f} "
           f"both/sum={r['both'] / (r['coll'] + r['mm']):.3f} ddp_sync/nosync={r['ddp_sync'] / r['ddp_nosync']:.3f} "
-          f"call_us={r['call_us']:.1f} small_us={r['small_us']:.1f} busbw256={r['busbw256']:.2f}", flush=True)
+          f"call_us={r['call_us']:.1f} call_nccl_us={r['call_nccl_us']:.1f} small_us={r['small_us']:.1f} "
+          f"busbw256={r['busbw256']:.2f}", flush=True)
 
 
 def main():
@@ -289,7 +304,7 @@ def main():
     ap.add_argument("--small-iters", type=int, default=200)
     ap.add_argument("--steps", type=int, default=15)
     ap.add_argument("--batch", type=int, default=2048, help="rows per rank (the global batch is twice this)")
-    ap.add_argument("--timeout", type=float, default=240)
+    ap.add_argument("--timeout", type=float, default=150)
     a = ap.parse_args()
     a.dropin = os.path.realpath(a.dropin)
     if not os.path.exists(a.dropin):

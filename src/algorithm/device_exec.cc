@@ -5,7 +5,6 @@
 
 #include "algorithm/device_border_coll.h"
 #include "algorithm/device_border_p2p.h"
-#include "algorithm/proxy_launch.h"
 #include "algorithm/staged_backend.h"
 #include "algorithm/vendor_calls.h"
 #include "comm/comm.h"
@@ -282,33 +281,15 @@ std::vector<CollArgs> enqueueGroupPairs(Comm& c, std::vector<CollArgs> calls) {
 
 // The calls of one enqueue that take the device border (collectives in
 // order, then send/recv with border peers), on their stream (every call's
-// since IssueOrder). A short one goes on now from the calling thread where
-// nothing is queued on the proxy; the rest is launched through the proxy
-// (proxy_launch.h), onto hetccl's own launch stream, and the calling
-// thread only makes its stream wait for it.
-void enqueueBorderWork(Comm& c, std::vector<CollArgs> border, std::vector<CollArgs> pairs) {
+// since IssueOrder), enqueued by this thread before it returns: every wait
+// a stream makes is then for work some stream was already given (work that
+// another thread enqueues later can sit behind that wait in a hardware
+// queue the runtime gives both streams: docs/design-gpu.md).
+void enqueueBorderWork(Comm& c, const std::vector<CollArgs>& border, std::vector<CollArgs> pairs) {
   c.countCalls(hetcclPathDevice, border.size() + pairs.size());
-  size_t largest = 0;
-  for (const std::vector<CollArgs>* v : {&border, &pairs})
-    for (const CollArgs& a : *v) {
-      const CallExtent e = callExtent(c.nranks(), c.rank(), a);
-      largest = std::max({largest, e.sendBytes, e.recvBytes});
-    }
-  auto enqueue = [&c](const std::vector<CollArgs>& colls, std::vector<CollArgs> ps) {
-    c.stagingState()->newEnqueue();
-    for (const CollArgs& a : colls) enqueueDeviceBorder(c, a);
-    if (!ps.empty()) enqueueBorderPairs(c, std::move(ps));
-  };
-  if (largest <= c.inlineMax() && mayEnqueueHere(c)) return enqueue(border, std::move(pairs));
-  const Stream caller = (border.empty() ? pairs : border).front().stream;
-  launchThroughProxy(
-      c, {caller},
-      [&c, enqueue, border = std::move(border), pairs = std::move(pairs)](Stream s) mutable {
-        for (std::vector<CollArgs>* v : {&border, &pairs})
-          for (CollArgs& a : *v) a.stream = s;
-        enqueue(border, std::move(pairs));
-      },
-      "device border work");
+  c.stagingState()->newEnqueue();
+  for (const CollArgs& a : border) enqueueDeviceBorder(c, a);
+  if (!pairs.empty()) enqueueBorderPairs(c, std::move(pairs));
 }
 
 }  // namespace
@@ -319,11 +300,11 @@ void enqueueBorderWork(Comm& c, std::vector<CollArgs> border, std::vector<CollAr
 // device to pinned] [ready event] [wait until the proxy stores this call's
 // ticket] [copies out, pinned to device]. All copies stay in the caller's
 // stream order. The proxy's own device work is the vendor library's group
-// steps in groups of several GPUs (StagedBackend), on its internal stream
-// while the caller's stream waits, and the launches (proxy_launch.h) on the
-// launch stream; a stream wait-value can hold up other streams that share
-// its hardware queue, which groups of several real GPUs (never run here)
-// would meet first.
+// steps in groups of several GPUs (StagedBackend, and calls sent through
+// it: vendor_calls.h), on its internal stream while the caller's stream
+// waits; a stream wait-value can hold up other streams that share its
+// hardware queue, which groups of several real GPUs (never run here) would
+// meet first.
 void enqueueDeviceCalls(Comm& c, std::vector<CollArgs> calls) {
   if (calls.empty()) return;
   if (c.topo().ngroups() == 1) {
@@ -340,7 +321,7 @@ void enqueueDeviceCalls(Comm& c, std::vector<CollArgs> calls) {
   std::vector<CollArgs> border, pairs, rest;
   for (const CollArgs& a : calls)
     (takesDeviceBorder(c, a) ? border : takesBorderPair(c, a) ? pairs : rest).push_back(a);
-  if (!border.empty() || !pairs.empty()) enqueueBorderWork(c, std::move(border), std::move(pairs));
+  if (!border.empty() || !pairs.empty()) enqueueBorderWork(c, border, std::move(pairs));
   // Then those inside this rank's group, then what stages. Within one
   // group call each rank's streams so hold its border steps, border pairs
   // (in peer order), group pairs and staged calls in this order, and each

@@ -1,8 +1,8 @@
 #include "algorithm/vendor_calls.h"
 
-#include "algorithm/proxy_launch.h"
-
 #include <algorithm>
+#include <atomic>
+#include <memory>
 #include <utility>
 
 #include "comm/comm.h"
@@ -21,7 +21,7 @@ bool OpenVendorGroup::here() { return tOpenVendorGroups > 0; }
 
 VendorCalls::VendorCalls(Comm& c) : Backend(c.groupBackend().context()), c_(c), inner_(c.groupBackend()) {}
 
-bool VendorCalls::defer() const { return !mayEnqueueHere(c_); }
+bool VendorCalls::defer() const { return c_.stagingState()->stagedPending() || OpenVendorGroup::here(); }
 
 void VendorCalls::add(Stream s, Op op) {
   if (depth_ > 0 && !deferred_) return op(inner_, s);
@@ -47,20 +47,53 @@ void VendorCalls::groupEnd() {
 }
 
 void VendorCalls::handOver() {
+  StagingState& ds = *c_.stagingState();
+  DeviceRuntime& d = c_.device();
   std::vector<std::pair<size_t, Op>> calls = std::exchange(held_, {});
   const std::vector<Stream> streams = std::exchange(streams_, {});
-  LOG_TRACE(kColl, "%zu vendor library call(s) through the proxy (after work queued there, or in a group held open)",
-            calls.size());
+  const uint64_t ticket = ds.nextTicket();
+  // Counted among the staged calls until the proxy has handed these to the
+  // library (not until they ran): later vendor calls of this thread then
+  // come after them, and go straight to the library once they are issued.
+  ds.stagedQueued();
+  auto issued = std::make_shared<std::atomic<bool>>(false);
+  auto ready = std::make_shared<std::vector<Event>>();
+  auto release = [&ds, ticket, ready, issued] {
+    ds.complete(ticket);
+    for (Event e : *ready) ds.giveEvent(e);
+    if (!*issued) ds.stagedRan();
+  };
+  try {
+    for (Stream s : streams) {
+      ready->push_back(ds.takeEvent());
+      d.recordEvent(ready->back(), s);
+    }
+    for (Stream s : streams) d.streamWaitValue(s, ds.flag(), ticket);
+  } catch (...) {
+    c_.proxy().submit([] {}, release);  // streams may already wait for the ticket
+    throw;
+  }
+  LOG_TRACE(kColl,
+            "%zu vendor library call(s) through the proxy (after staged calls, or in a group held open): "
+            "ticket %llu",
+            calls.size(), static_cast<unsigned long long>(ticket));
   Comm& c = c_;
-  launchThroughProxy(
-      c_, streams,
-      [&c, calls = std::move(calls)](Stream s) {
+  c_.proxy().submit(
+      [&c, calls = std::move(calls), ready, issued] {
+        DeviceRuntime& dev = c.device();
+        StagingState& st = *c.stagingState();
+        dev.makeCurrent();
+        const Stream x = st.stream();
+        for (Event e : *ready) dev.streamWaitEvent(x, e);
         Backend& be = c.groupBackend();
         be.groupStart();
-        for (const auto& call : calls) call.second(be, s);
+        for (const auto& call : calls) call.second(be, x);
         be.groupEnd();
+        *issued = true;
+        st.stagedRan();
+        st.sync(c.options().timeoutS, &c.abortFlag(), "waiting for vendor library calls made through the proxy");
       },
-      "vendor library calls");
+      release);
 }
 
 void VendorCalls::allReduce(const void* send, void* recv, size_t count, DataType dt, const ReduceOp& op, Stream s) {

@@ -1,19 +1,19 @@
-// The vendor library's calls that a GPU rank's enqueue makes: the device
-// border's group steps, send/recv inside the group. Work that the proxy
-// enqueues (launches of calls that returned, staged calls:
-// proxy_launch.h, device_exec.h) may still be queued there, and it hands
-// the group steps in it to the same library from its own thread, while the
-// library must get every rank's calls in one order. So while any is queued
-// (StagingState::stagedPending), a call, or a group of calls, made on
-// another thread goes through the proxy, after it, as a launch of its own:
-// each stream it names records an event and waits for a ticket; the proxy
-// issues the calls on the launch stream behind those events, which then
-// stores the ticket. The same holds while this thread keeps the vendor
-// library's own group open (OpenVendorGroup): the library launches what it
-// is given only at that group's end, after the border steps that read its
-// output. Otherwise (and on the proxy's thread) the call goes to the
-// library at once, on the stream it names. Neither the calling thread nor
-// the proxy waits for the device.
+// The vendor library's calls that a GPU rank's enqueue makes from the
+// calling thread: the device border's group steps, send/recv inside the
+// group. Staged calls of the rank may still be queued on the proxy, which
+// hands their group steps to the same library from its own thread, and the
+// library must get every rank's calls in one order. So while any are
+// queued (StagingState::stagedPending), a call, or a group of calls, goes
+// through the proxy, after them: each stream it names records an event and
+// waits for a ticket (a stream wait-value); the proxy issues the calls on
+// its own stream behind those events (a device-side wait), waits for them
+// (bounded by the timeout and abort) and stores the ticket, on failure and
+// abort too.
+// The same holds while this thread keeps the vendor library's own group
+// open (OpenVendorGroup): the library launches what it is given only at
+// that group's end, after the border steps that read its output. Otherwise
+// the call goes to the library at once, on the stream it names. The
+// calling thread waits for neither.
 #pragma once
 
 #include <functional>

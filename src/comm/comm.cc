@@ -87,7 +87,6 @@ Comm::Comm(int nranks, int rank, const CommOptions& opts)
   buffBytes_ = settings::kBuffSize.get();
   smallBytes_ = settings::kSmallBytes.get();
   chunkBytes_ = settings::kChunkBytes.get();
-  inlineMax_ = settings::kGpuInlineMax.get();
   streamPriority_ = settings::kGpuStreamPriority.get() == "default" ? DeviceRuntime::Priority::kDefault
                                                                     : DeviceRuntime::Priority::kHighest;
   checkMismatch_ = settings::kCheckMismatch.get();
@@ -412,7 +411,7 @@ void Comm::setUpDeviceBorder() {
   s.minIsSet = settings::kGpuBorderMin.isSet();
   s.roundKernel = settings::kGpuBorderKernel.get();
   s.priority = streamPriority_;
-  s.releaseToo = {stagingState_->flag(), stagingState_->launch().flag()};
+  s.releaseToo = {stagingState_->flag()};
   s.canRound = kernels_->borderRound != nullptr;
   s.ranksOnHost = relayContext_.localRanks;
   if (!topo_.singleHost) {

@@ -134,9 +134,7 @@ class Comm {
   size_t buffBytes() const { return buffBytes_; }
   size_t smallBytes() const { return smallBytes_; }
   size_t chunkBytes() const { return chunkBytes_; }  // HETCCL_CHUNK_BYTES, equal on every rank
-  // GPU ranks: HETCCL_GPU_INLINE_MAX, and the priority of hetccl's own
-  // streams (HETCCL_GPU_STREAM_PRIORITY).
-  size_t inlineMax() const { return inlineMax_; }
+  // GPU ranks: the priority of hetccl's own streams (HETCCL_GPU_STREAM_PRIORITY).
   DeviceRuntime::Priority streamPriority() const { return streamPriority_; }
   // HETCCL_BORDER_CUT: by global rank, the weights of the bandwidth cut;
   // empty under the size cut. Equal on every rank.
@@ -183,10 +181,10 @@ class Comm {
   uint8_t* scratch(size_t bytes);
 
   // The proxy runs, in submission order, what a GPU rank's calls hand over
-  // (the device work of calls that returned, staged calls) and every call of
-  // a non-blocking communicator; the watcher watches GPU calls across
-  // groups to their end (bounded by HETCCL_TIMEOUT_S and the abort flag),
-  // so that a watch never holds up the proxy's next launch.
+  // (staged calls, vendor calls after them) and every call of a
+  // non-blocking communicator; the watcher watches GPU calls across groups
+  // to their end (bounded by HETCCL_TIMEOUT_S and the abort flag), so that
+  // a watch never holds up the proxy's next job.
   Proxy& proxy() { return proxy_; }
   Proxy& watcher() { return watcher_; }
   // Queues a watch on the watcher behind everything queued on the proxy
@@ -240,7 +238,7 @@ class Comm {
   LinkSecurity security_;
   BorderCut borderCut_;
   std::string site_;
-  size_t buffBytes_ = 0, smallBytes_ = 0, chunkBytes_ = 0, inlineMax_ = 0;
+  size_t buffBytes_ = 0, smallBytes_ = 0, chunkBytes_ = 0;
   DeviceRuntime::Priority streamPriority_ = DeviceRuntime::Priority::kHighest;
   bool checkMismatch_ = false;
   bool planFolds_ = false;

@@ -272,7 +272,7 @@ class DeviceBorder {
   size_t minBytes_ = 0;
   bool timeSliced_ = false, round_ = false;
   size_t partBytes_ = 0, flagBytes_ = 0, segBytes_ = 0, scratchBytes_ = 0, pairFlagsAt_ = 0, pairLogsAt_ = 0;
-  std::vector<PairChannel> pairs_;     // every send/recv channel of this rank
+  std::vector<PairChannel> pairs_;  // every send/recv channel of this rank
   std::vector<volatile uint64_t*> releaseToo_;
   std::unique_ptr<PairLinks> links_;   // those with ranks that are not border peers
   std::vector<uint8_t*> seg_;          // by peer index, mapped here

@@ -172,12 +172,6 @@ const std::vector<VarSpec>& settingsTable() {
        "application's waiting blocks and the exchange runs beside its compute; default: the runtime's default "
        "priority (the folds then queue behind the compute kernels issued before them)",
        0, 0, "high|default"},
-      {"HETCCL_GPU_INLINE_MAX", VarType::kBytes, "64K", nullptr,
-       "GPU ranks of several groups: a call through the device border up to this size (its largest buffer) is "
-       "enqueued by the calling thread, on its own stream, when the proxy has nothing queued; a larger one (or "
-       "any while the proxy has work queued) returns after two stream operations, and the proxy enqueues its "
-       "work on a stream of hetccl's own. 0: every call through the proxy",
-       0, kTiB},
       {"HETCCL_PLAN_FOLDS", VarType::kBool, "0", nullptr,
        "host ranks fold border data after receiving it whole, instead of in the transport as it arrives (a test "
        "setting: it runs the plan's own folds, for a transport that cannot fold what it receives)"},

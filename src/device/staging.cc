@@ -47,7 +47,7 @@ uint8_t* StagingPool::get(int slot, size_t bytes) {
 }
 
 StagingState::StagingState(DeviceRuntime& d, size_t stagingLimit, size_t scratchLimit, DeviceRuntime::Priority p)
-    : dev_(d), pinned_(d, stagingLimit, true), scratch_(d, scratchLimit, false), launch_(d, p) {
+    : dev_(d), pinned_(d, stagingLimit, true), scratch_(d, scratchLimit, false) {
   stream_ = d.createStream(p);
   flag_ = static_cast<uint64_t*>(d.allocPinned(sizeof(uint64_t)));
   *flag_ = 0;

@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "device/device.h"
-#include "device/launch_stream.h"
 
 namespace hetccl {
 
@@ -54,9 +53,6 @@ class StagingState {
   StagingState& operator=(const StagingState&) = delete;
 
   Stream stream() const { return stream_; }
-  // Where the proxy enqueues device work of calls that returned
-  // (algorithm/proxy_launch.h).
-  LaunchStream& launch() { return launch_; }
   // The completion flag: the proxy stores a call's ticket when it is done.
   volatile uint64_t* flag() const { return flag_; }
   uint64_t nextTicket() { return ++ticket_; }
@@ -72,10 +68,7 @@ class StagingState {
   // (what it then copies out is not a result). This comes before anything
   // that synchronises the device (the vendor library's abort frees device
   // memory): a stream still waiting on the flag would hold that forever.
-  void releaseAll() {
-    complete(kFlagReleased);
-    launch_.releaseAll();
-  }
+  void releaseAll() { complete(kFlagReleased); }
 
   Event takeEvent() { return take(events_, false); }
   void giveEvent(Event e) { give(events_, e); }
@@ -90,8 +83,7 @@ class StagingState {
   // The enqueuing thread's.
   uint64_t sampleSmallCall(uint64_t every);
   // The border work of the next enqueue begins: its small calls share one
-  // sampling decision. On the thread that enqueues that work (the calling
-  // thread, or the proxy for a launch: they take turns, never at once).
+  // sampling decision. The enqueuing thread's.
   void newEnqueue() { sampleDecided_ = false; }
 
   StagingPool& pinned() { return pinned_; }
@@ -151,7 +143,6 @@ class StagingState {
   bool sampleDecided_ = false;  // for this enqueue: sampleWeight_
   uint64_t sampleWeight_ = 0, sampleGap_ = 0, sampleLeft_ = 0, sampleRng_ = 0x2545F4914F6CDD1Dull;
   StagingPool pinned_, scratch_;
-  LaunchStream launch_;
 };
 
 }  // namespace hetccl

@@ -116,9 +116,6 @@ emuError_t emuStreamGetId(emuStream_t stream, unsigned long long* id);
 emuError_t emuStreamCreateWithPriority(emuStream_t* stream, unsigned flags, int priority);
 emuError_t emuDeviceGetStreamPriorityRange(int* least, int* greatest);
 emuError_t emuStreamGetPriority(emuStream_t stream, int* priority);
-/* Test hook: how many operations (copies, kernels, waits, stores, records,
- * host functions) the calling thread has enqueued on any stream so far. */
-unsigned long long emuThreadEnqueued(void);
 
 #ifdef __cplusplus
 }

@@ -59,7 +59,6 @@ struct emuStream {
   }
 
   void push(std::function<void()> op) {
-    ++tEnqueued;
     {
       std::lock_guard<std::mutex> g(mu);
       if (captureStatus) return;  // captured into a graph, which emu does not keep
@@ -67,8 +66,6 @@ struct emuStream {
     }
     cv.notify_all();
   }
-  // Operations the calling thread has enqueued on any stream (emuThreadEnqueued).
-  static inline thread_local unsigned long long tEnqueued = 0;
   bool idle() {
     std::lock_guard<std::mutex> g(mu);
     return ops.empty() && !busy;
@@ -551,8 +548,6 @@ emuError_t emuStreamGetPriority(emuStream_t stream, int* priority) {
   *priority = emu::resolve(stream)->priority;
   return emuSuccess;
 }
-
-unsigned long long emuThreadEnqueued(void) { return emuStream::tEnqueued; }
 
 emuError_t emuThreadExchangeStreamCaptureMode(int* mode) {
   if (!mode || *mode < 0 || *mode > 2) return emu::setError(emuErrorInvalidValue);

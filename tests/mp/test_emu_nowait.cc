@@ -41,23 +41,6 @@ const NoWaitCase kNoWaitCases[] = {
      "emu,emu,emu,emu",
      {{"HETCCL_GPU_BORDER", "1"}, {"HETCCL_GPU_BORDER_MIN", "100000"}, {"HETCCL_GPU_BORDER_CHUNK", "65536"}}},
     {"aa_emu_bb_host", "a,a,b,b", "emu,emu,host,host", {}},
-    // Every border call launched through the proxy (the calling thread only
-    // makes its stream wait for the launch), with and without staged calls
-    // before them.
-    {"aabb_launched",
-     "a,a,b,b",
-     "emu,emu,emu,emu",
-     {{"HETCCL_GPU_BORDER", "1"},
-      {"HETCCL_GPU_BORDER_MIN", "0"},
-      {"HETCCL_GPU_BORDER_CHUNK", "65536"},
-      {"HETCCL_GPU_INLINE_MAX", "0"}}},
-    {"aabb_staged_then_launched",
-     "a,a,b,b",
-     "emu,emu,emu,emu",
-     {{"HETCCL_GPU_BORDER", "1"},
-      {"HETCCL_GPU_BORDER_MIN", "100000"},
-      {"HETCCL_GPU_BORDER_CHUNK", "65536"},
-      {"HETCCL_GPU_INLINE_MAX", "0"}}},
     // Groups of one on the test GPU kind (scripts/gpu-check.sh faults runs
     // it on CUDA): the border from 100 KB on, staged below.
     {"ab_staged_then_border",
