@@ -2,7 +2,7 @@
 // through std::to_string, torch's types through their names, and every
 // TORCH_CHECK passes one std::string. An extension whose compiler links
 // libstdc++ statically holds a second copy of the iostream machinery, and
-// formatting a number through it crashes inside torch 2.11 (README, limits).
+// formatting a number through it crashes inside torch 2.11 (docs/pytorch.md, Limits).
 #pragma once
 
 #include <c10/core/Device.h>

@@ -2,7 +2,7 @@
 # hetccl-plan on the example cluster: a row per collective and size, the
 # hetccl plan faster than the flat ring for large AllReduce across sites;
 # a malformed file and an unknown vendor are refused naming what is wrong;
-# the README's example file reads.
+# docs/clusters.md's example file reads.
 #   check_plan.sh HETCCL_PLAN SOURCE_DIR
 set -euo pipefail
 plan=$1 src=$2
@@ -24,8 +24,9 @@ for f in unknown broken; do
     broken) [[ $msg == *"line 2"* ]] || { echo "check_plan: the line is not named"; exit 1; } ;;
   esac
 done
-# The README's example file is one hetccl-plan reads.
-awk '/^## Planning a cluster/{on=1} on && /^```yaml/{p=1; next} p && /^```/{exit} p{print}' "$src/README.md" > "$tmp/readme.yaml"
-"$plan" "$tmp/readme.yaml" > "$tmp/readme.out" || { echo "check_plan: the README's example is refused"; exit 1; }
-grep -q "^allreduce " "$tmp/readme.out" || { echo "check_plan: the README's example gives no rows"; exit 1; }
+# docs/clusters.md's example file is one hetccl-plan reads.
+awk '/^## Planning a cluster/{on=1} on && /^```yaml/{p=1; next} p && /^```/{exit} p{print}' "$src/docs/clusters.md" > "$tmp/doc.yaml"
+[ -s "$tmp/doc.yaml" ] || { echo "check_plan: no yaml example under docs/clusters.md's 'Planning a cluster'"; exit 1; }
+"$plan" "$tmp/doc.yaml" > "$tmp/doc.out" || { echo "check_plan: docs/clusters.md's example is refused"; exit 1; }
+grep -q "^allreduce " "$tmp/doc.out" || { echo "check_plan: docs/clusters.md's example gives no rows"; exit 1; }
 echo "check_plan: passed"

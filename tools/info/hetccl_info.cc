@@ -32,8 +32,8 @@ void printRegistry() {
   });
 }
 
-// The README's settings table, from the registry itself (a test checks
-// that the README carries exactly this).
+// docs/settings.md's table, from the registry itself (a test checks that
+// the page carries exactly this).
 void printMarkdown() {
   printf("| variable | default | allowed | meaning |\n|---|---|---|---|\n");
   forEachSetting([](const hetcclSetting_t& v) {
@@ -119,7 +119,7 @@ int main(int argc, char** argv) {
           "usage: hetccl-info [--settings | --topology | --markdown]\n"
           "  prints the HETCCL_* settings and what this build can load; under a launcher\n"
           "  (torchrun, mpirun, srun) or with --topology it also joins the job and prints its topology;\n"
-          "  --markdown prints the settings as the README's table\n");
+          "  --markdown prints the settings as docs/settings.md's table\n");
       return strcmp(argv[i], "-h") && strcmp(argv[i], "--help") ? 2 : 0;
     }
   }

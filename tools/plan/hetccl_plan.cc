@@ -2,7 +2,7 @@
 // time by size for hetccl's plans (group steps, border, GPU copies) and for
 // one flat ring over every rank (the naive alternative), and the AllReduce
 // plan threshold and border chunk size the model picks
-// (src/model/cost_model.h). README.md, "Planning a cluster", describes the file.
+// (src/model/cost_model.h). docs/clusters.md, "Planning a cluster", describes the file.
 //
 //   hetccl-plan CLUSTER.yaml [--json FILE] [--sizes 8,1M,1G] [--colls allreduce,broadcast]
 #include <yaml-cpp/yaml.h>
