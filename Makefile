@@ -1,7 +1,9 @@
-# The two commands of the README:
-#   make demo   install what is missing, build, run a 4-rank AllReduce across
-#               two emulated vendor groups on this machine, print the perf table
-#   make test   install what is missing, build, run every CPU test
+# The commands of the README:
+#   make demo   install what is missing, build libhetccl and hetccl-perf, run a 4-rank
+#               AllReduce across two emulated vendor groups on this machine, print the table
+#   make check  install what is missing, build, run the unit suite and a sample of the
+#               multi-process suite (CHECK_SAMPLE below)
+#   make test   install what is missing, build, run every CPU test (what CI runs: .ci/run)
 # Others: make build, make test-full (make test with the emulated-GPU matrices on every data type, not a
 # sample), make bench (hetccl vs Open MPI and Gloo), make perf-doc (docs/performance.md from the benchmark
 # records), make asan, make tsan, make fuzz, make clean.
@@ -9,19 +11,40 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build demo test test-full asan tsan tsan-core fuzz bench perf-doc clean
+.PHONY: all deps configure build demo check test test-full asan tsan tsan-core fuzz bench perf-doc clean
 
 all: build
 
 deps:
 	bash scripts/install-deps.sh
 
-build: deps
+configure: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS)
+
+build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
-demo: build
+# The demo's ranks are host ranks: hetccl-perf loads libhetccl and nothing else
+# (no device runtime, kernels plugin, emulated GPU or vendor library), so the
+# demo builds hetccl-perf and what it links, not the tests or the plugins.
+demo: configure
+	cmake --build $(BUILD) -j $(JOBS) --target hetccl-perf
 	$(BUILD)/tools/hetccl-perf --np 4 --groups a,a,b,b -o allreduce -d float -b 8 -e 64M -f 8 -n 20 -w 10 -c 1
+
+# make check's sample of the multi-process suites (labels mp, emu-mp, emu), chosen
+# to touch each transport and the emulated GPU border once: the AllReduce matrix
+# on every layout and transport (shm, tcp, ucx over sm and tcp, the RMA path, plan
+# folds); every collective on 2+2 over shm; a dead peer and mismatched calls on
+# every transport; encrypted cross-site links; the mpirun and torchrun launches;
+# on emulated GPUs the device border of one GPU per group (matrix_ab_border,
+# EmuBorder.*), groups of different sizes, send/recv pairs, a peer exiting under
+# a border call, calls returning while the stream is held, and group calls on
+# device buffers (border and staged).
+CHECK_SAMPLE = Matrix[.]EveryTypeOpSize/[a-z_]+_AllReduce$$|Matrix[.]EveryTypeOpSize/aabb_shm_|Failures[.](PeerExits|MismatchedCalls)/|Encrypt[.]CrossSiteLinksOnly|mp[.]mpirun|Torchrun[.]InitFromEnv|emu[.]matrix_ab_border$$|EmuBorder[.]|EmuBorderUnequal|EmuPairs[.]EveryPair|EmuFaults[.]PeerExitsUnderADeviceBorderCall|EmuNoWait|Emu[.]GroupCallsOnDeviceBuffers
+
+check: build
+	ctest --test-dir $(BUILD) --output-on-failure -j 1 -L unit
+	ctest --test-dir $(BUILD) --output-on-failure -j 1 -LE 'unit|gpu' -R '$(CHECK_SAMPLE)'
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j 1 -LE gpu
