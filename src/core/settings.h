@@ -52,6 +52,7 @@ inline constexpr BytesSetting kGpuBorderChunk{"HETCCL_GPU_BORDER_CHUNK"};
 inline constexpr BytesSetting kGpuBorderMin{"HETCCL_GPU_BORDER_MIN"};
 inline constexpr ChoiceSetting kGpuBorderKernel{"HETCCL_GPU_BORDER_KERNEL"};
 inline constexpr ChoiceSetting kGpuStreamPriority{"HETCCL_GPU_STREAM_PRIORITY"};
+inline constexpr IntSetting kCudaConnections{"HETCCL_CUDA_CONNECTIONS"};
 inline constexpr BytesSetting kStagingMax{"HETCCL_STAGING_MAX"};
 inline constexpr IntSetting kFlightRecorder{"HETCCL_FLIGHT_RECORDER"};
 inline constexpr StringSetting kFlightDir{"HETCCL_FLIGHT_DIR"};

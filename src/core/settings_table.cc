@@ -172,6 +172,13 @@ const std::vector<VarSpec>& settingsTable() {
        "application's waiting blocks and the exchange runs beside its compute; default: the runtime's default "
        "priority (the folds then queue behind the compute kernels issued before them)",
        0, 0, "high|default"},
+      {"HETCCL_CUDA_CONNECTIONS", VarType::kInt, "32", nullptr,
+       "hardware queues the CUDA runtime spreads the process's streams over: where CUDA_DEVICE_MAX_CONNECTIONS is "
+       "unset when hetccl is loaded, hetccl sets it to this (streams that share a queue with the device border's "
+       "waiting streams wait with them, compute included); it takes effect where CUDA starts after hetccl is "
+       "loaded (the drop-in through hetccl-torch-run). 0: leave the runtime's default (8); a value the job sets "
+       "stays",
+       0, 32},
       {"HETCCL_PLAN_FOLDS", VarType::kBool, "0", nullptr,
        "host ranks fold border data after receiving it whole, instead of in the transport as it arrives (a test "
        "setting: it runs the plan's own folds, for a transport that cannot fold what it receives)"},

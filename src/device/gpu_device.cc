@@ -10,6 +10,7 @@
 #include "device/device.h"
 #include "core/settings.h"
 #include "device/gpu_api.h"
+#include "device/hw_queues.h"
 
 namespace hetccl {
 namespace {
@@ -104,6 +105,7 @@ class GpuRuntime : public DeviceRuntime {
     hostAddressIsDevice_ =
         api_.deviceGetAttribute && api_.deviceGetAttribute(&same, kHostPointerForRegisteredMem, dev_) == 0 && same == 1;
     LOG_INFO(kDevice, "%s rank on device %d of %d", kind.c_str(), dev_, n);
+    if (kind == "cuda") noteHardwareQueues();
   }
 
   const char* kind() const override { return api_.kind.c_str(); }

@@ -16,6 +16,8 @@
 #include <thread>
 #include <vector>
 
+#include "command_output.h"
+
 namespace {
 
 // The 38 NCCL functions PyTorch 2.11's libtorch_cuda.so imports (a subset
@@ -78,6 +80,27 @@ class DropIn : public ::testing::Test {
   }
   void* lib_ = nullptr;
 };
+
+// Preloaded (as hetccl-torch-run preloads it), the drop-in gives a process
+// that starts CUDA after it 32 hardware queues where the environment sets
+// none (device/hw_queues.h), and leaves a value the job set, or the
+// runtime's default where HETCCL_CUDA_CONNECTIONS is 0. The shell prints
+// the environment it was started with, after the drop-in's load.
+TEST(DropInLoad, SetsCudaHardwareQueuesWhereTheJobSetsNone) {
+  const std::string preload = std::string("LD_PRELOAD=") + HETCCL_TEST_DROPIN_LIB + " ";
+  const std::string show = "sh -c 'echo \"[$CUDA_DEVICE_MAX_CONNECTIONS]\"'";
+  auto run = [&](const std::string& env) {
+    int status = -1;
+    const std::string out = hetccl_test::commandOutput(
+        "env -u CUDA_DEVICE_MAX_CONNECTIONS -u HETCCL_CUDA_CONNECTIONS " + env + preload + show, &status);
+    EXPECT_EQ(status, 0) << env;
+    return out;
+  };
+  EXPECT_EQ(run(""), "[32]\n");
+  EXPECT_EQ(run("CUDA_DEVICE_MAX_CONNECTIONS=1 "), "[1]\n");
+  EXPECT_EQ(run("HETCCL_CUDA_CONNECTIONS=16 "), "[16]\n");
+  EXPECT_EQ(run("HETCCL_CUDA_CONNECTIONS=0 "), "[]\n");
+}
 
 TEST_F(DropIn, ExportsEverythingPyTorchImports) {
   for (const char* name : kTorchImports) EXPECT_NE(dlsym(lib_, name), nullptr) << name;

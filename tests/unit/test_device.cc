@@ -10,6 +10,7 @@
 
 #include "device/device.h"
 #include "device/gpu_api.h"
+#include "device/hw_queues.h"
 #include "device/staging.h"
 #include "comm/device_border.h"
 #include "comm/gpu_path.h"
@@ -339,6 +340,30 @@ TEST(GpuPath, TimeSlicedOnlyWhereTwoRanksShareAGpuWithoutMps) {
   EXPECT_FALSE(DeviceBorder::timeSlicedGpus({11, 22, 11}, {true, false, true}));    // both under MPS
   EXPECT_FALSE(DeviceBorder::timeSlicedGpus({0, 0}, {false, false}));               // not known
   EXPECT_FALSE(DeviceBorder::timeSlicedGpus({}, {}));
+}
+
+// The number of CUDA hardware queues hetccl asks for at load
+// (device/hw_queues.h): HETCCL_CUDA_CONNECTIONS where the environment sets
+// none, nothing where it sets one or the setting is 0. And this test
+// process, which links the library, got it at its start unless its
+// environment set it.
+TEST(HardwareQueues, SetWhereTheJobSetsNoneAndLeftWhereItDoes) {
+  EXPECT_EQ(queuesToSet(nullptr, 32), 32);
+  EXPECT_EQ(queuesToSet("", 32), 32);
+  EXPECT_EQ(queuesToSet("1", 32), 0);
+  EXPECT_EQ(queuesToSet("32", 16), 0);
+  EXPECT_EQ(queuesToSet(nullptr, 0), 0);
+  const HardwareQueues& q = hardwareQueues();
+  const char* now = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  if (q.before.empty() && q.error.empty() && q.set > 0) {
+    ASSERT_NE(now, nullptr);
+    EXPECT_EQ(std::string(now), std::to_string(q.set));
+    EXPECT_NE(describeHardwareQueues().find("set by hetccl"), std::string::npos) << describeHardwareQueues();
+  } else if (!q.before.empty()) {
+    ASSERT_NE(now, nullptr);
+    EXPECT_EQ(std::string(now), q.before);
+    EXPECT_EQ(q.set, 0);
+  }
 }
 
 }  // namespace
