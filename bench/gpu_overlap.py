@@ -25,9 +25,10 @@ Each process, both at once:
 It runs each VARIANT (hetccl settings) in each MODE: `sliced` (the two
 processes as they are: two contexts the GPU time-slices) and `mps` (under
 CUDA MPS with CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50 each: one shared context,
-half the SMs each, as two GPUs of their own would run). Prints one line of
-figures and one ratio line per mode and variant:
+half the SMs each, as two GPUs of their own would run). Prints two lines per
+mode and variant, the times (ms, us) and the ratios:
 
+  ratio gpu_overlap_ms MODE VARIANT coll_ms=.. mm_ms=.. both_ms=.. copies_ms=.. copies_both_ms=.. ...
   ratio gpu_overlap MODE VARIANT both/longer=.. copies_both/longer=.. both/sum=.. ddp_sync/nosync=..
         call_us=.. call_nccl_us=.. small_us=.. busbw256=..
 
@@ -278,7 +279,7 @@ class Mps:
 
 def report(mode, name, r):
     longer = max(r["coll"], r["mm"])
-    print(f"gpu_overlap mode={mode} variant={name} coll_ms={r['coll'] * 1e3:.2f} mm_ms={r['mm'] * 1e3:.2f} "
+    print(f"ratio gpu_overlap_ms {mode} {name} coll_ms={r['coll'] * 1e3:.2f} mm_ms={r['mm'] * 1e3:.2f} "
           f"both_ms={r['both'] * 1e3:.2f} copies_ms={r['copies'] * 1e3:.2f} "
           f"copies_both_ms={r['copies_both'] * 1e3:.2f} mm_kernels={r['mm_kernels']} call_us={r['call_us']:.1f} "
           f"call_nccl_us={r['call_nccl_us']:.1f} "

@@ -159,6 +159,8 @@ def draw(rec):
 
     name, ys = plot_spec(rec)
     rows = [r for r in rec["rows"] if r.get("name") == name and "bytes" in r]
+    if not rows:  # rows without sizes (one per setting or layout): bars, one group a row
+        return draw_bars(rec, name, ys, plt)
     if len(rows) < 2:
         fail(f"{rec['_file']}: plot of '{name}' has {len(rows)} points")
     rows.sort(key=lambda r: r["bytes"])
@@ -173,6 +175,28 @@ def draw(rec):
     ax.set_ylabel(", ".join(ys))
     ax.set_title(f"{name} ({rec['date']}: {rec['command']})", fontsize=8)
     ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(os.path.join(HERE, rec["_file"] + ".png"), metadata={"Software": None})
+    plt.close(fig)
+
+
+def draw_bars(rec, prefix, ys, plt):
+    """Rows whose name starts with `prefix` and that have no size: a group of
+    bars a row (its name less the prefix), one bar a value, a line at 1."""
+    rows = [r for r in rec["rows"] if str(r.get("name", "")).startswith(prefix) and "bytes" not in r]
+    if len(rows) < 2:
+        fail(f"{rec['_file']}: plot of '{prefix}' has {len(rows)} rows")
+    fig, ax = plt.subplots(figsize=(6.4, 3.6), dpi=100)
+    width = 0.8 / len(ys)
+    for i, y in enumerate(ys):
+        ax.bar([k + i * width for k in range(len(rows))], [r.get(y) or 0 for r in rows], width, label=y)
+    ax.set_xticks([k + width * (len(ys) - 1) / 2 for k in range(len(rows))])
+    ax.set_xticklabels([str(r["name"])[len(prefix):].strip() for r in rows], fontsize=7)
+    ax.axhline(1.0, linestyle="--", color="gray")
+    ax.set_ylabel(", ".join(ys))
+    ax.set_title(f"{prefix} ({rec['date']}: {rec['command']})", fontsize=8)
+    ax.grid(True, axis="y", alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(os.path.join(HERE, rec["_file"] + ".png"), metadata={"Software": None})
@@ -217,7 +241,8 @@ def main():
     add.add_argument("--date")
     add.add_argument("--text")
     add.add_argument("--columns")
-    add.add_argument("--plot", help="NAME:Y1,Y2 (rows of that name, those values against bytes)")
+    add.add_argument("--plot", help="NAME:Y1,Y2 (rows of that name, those values against bytes; rows without "
+                     "bytes whose name starts with NAME: bars, a group a row)")
     add.add_argument("--order", type=int)
     add.add_argument("source")
     sub.add_parser("build")
