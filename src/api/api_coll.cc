@@ -64,14 +64,13 @@ void recorded(hetcclComm& comm, uint64_t first, size_t n, bool ends, double star
   if (ends) comm.flight().finish(first, n, hetcclSuccess, &steps.tally, steps.soleStepEndUs());
 }
 
-// GPU calls across groups: the proxy launches each one's border work and
-// runs each staged call's plan, in order, and the watcher watches each
-// border call to its end event, in order; so a job queued on the proxy
-// after them, which then queues one on the watcher, runs there once their
-// part across groups is done, and it records them so (a failure of either
-// drops it: then they failed). Their steps' tally is the sum of what the
-// two threads ran for them. One group's calls stay "enqueued": their end is
-// the vendor library's, on the stream.
+// GPU calls across groups: the proxy runs each staged call's plan, and the
+// watcher watches each border call to its end event, each in order; a job
+// queued on the proxy after the calls, which then queues one on the
+// watcher, runs there once their part across groups is done, and records
+// them so (a failure of either thread drops it: then they failed). Their
+// steps' tally is the sum of what the two threads ran for them. One group's
+// calls stay "enqueued": their end is the vendor library's, on the stream.
 void finishAfterProxy(hetcclComm& comm, uint64_t first, size_t n) {
   hetcclComm* c = &comm;
   // steps: what the proxy's jobs ran for the calls; the thread that ends
