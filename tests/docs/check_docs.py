@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """The docs hold: every relative link in README.md, CONTRIBUTING.md and
 docs/**/*.md resolves (the file or folder exists; a #anchor names a heading
-of the target page), and every fenced block marked runnable runs.
+of the target page), every fenced block marked runnable runs, and the pages
+keep their shape (README.md at most 200 lines, every other page at most 400,
+no table cell over 400 characters; generated text is exempt: GENERATED).
 
 A runnable block is a fenced block whose info string has the word
 `runnable` after its language: ```bash runnable. More words are tags the
@@ -31,6 +33,13 @@ INLINE_LINK = re.compile(r"!?\[(?:[^\]\\]|\\.)*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"
 REF_LINK = re.compile(r"^\s{0,3}\[[^\]]+\]:\s*<?(\S+?)>?(?:\s+.*)?$")
 CODE_SPAN = re.compile(r"(`+)(?:(?!\1).)+?\1")
 BLOCK_TIMEOUT_S = 120
+MAX_LINES = {"README.md": 200}
+MAX_LINES_OTHERS = 400
+MAX_CELL = 400
+# Pages or tables made by a program: docs/performance.md from the records in
+# docs/perf/data (make_performance.py), docs/settings.md's table by
+# hetccl-info --markdown (the registry's help texts).
+GENERATED = {"docs/performance.md": "page", "docs/settings.md": "cells"}
 
 
 def pages(source):
@@ -126,6 +135,28 @@ def check_links(source):
     return errors, count
 
 
+def check_shape(source):
+    errors = []
+    for page in pages(source):
+        with open(os.path.join(source, page), encoding="utf-8") as f:
+            text = f.read()
+        if GENERATED.get(page) == "page":
+            continue
+        n = text.count("\n")
+        limit = MAX_LINES.get(page, MAX_LINES_OTHERS)
+        if n > limit:
+            errors.append(f"{page}: {n} lines, more than {limit}")
+        if GENERATED.get(page) == "cells":
+            continue
+        prose, _ = split(text)
+        for lineno, line in prose:
+            if line.lstrip().startswith("|"):
+                longest = max(len(c.strip()) for c in re.split(r"(?<!\\)\|", line))
+                if longest > MAX_CELL:
+                    errors.append(f"{page}:{lineno}: a table cell of {longest} characters, more than {MAX_CELL}")
+    return errors
+
+
 def runnable_blocks(source):
     for page in pages(source):
         with open(os.path.join(source, page), encoding="utf-8") as f:
@@ -195,6 +226,7 @@ def main():
         link_errors, count = check_links(source)
         errors += link_errors
         print(f"{count} relative links in {len(pages(source))} pages, {len(link_errors)} broken")
+        errors += check_shape(source)
     ran = 0
     for page, lineno, lang, tags, body in runnable_blocks(source):
         if tags & set(args.skip_tag) or (args.only_tag and args.only_tag not in tags):
