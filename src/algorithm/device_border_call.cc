@@ -37,7 +37,7 @@ BorderCall::BorderCall(Comm& comm, DataType type, RedKind k, size_t callBytes)
   if (callBytes >= kTimedMinBytes) {
     timed = true;
   } else if (StagingState* ds = comm.stagingState()) {
-    const uint64_t w = ds->sampleSmallCall(kTimedSampleEvery);
+    const uint64_t w = ds->sampler().sample(kTimedSampleEvery);
     timed = w > 0;
     weight = static_cast<double>(w);
   }
@@ -47,9 +47,9 @@ BorderCall::~BorderCall() {
   b.commit();
   StagingState* ds = c.stagingState();
   if (!ds) return;
-  for (Event e : events) ds->giveEvent(e);
+  for (Event e : events) ds->events().give(e);
   for (Event e : {timedStart, timedEnd, callStart, callEnd})
-    if (e) ds->giveTimedEvent(e);
+    if (e) ds->events().giveTimed(e);
 }
 
 void BorderCall::check(int rc, const char* what) {
@@ -59,7 +59,7 @@ void BorderCall::check(int rc, const char* what) {
 }
 
 Event BorderCall::event(Stream s) {
-  Event e = c.stagingState()->takeEvent();
+  Event e = c.stagingState()->events().take();
   events.push_back(e);
   d.recordEvent(e, s);
   return e;
@@ -67,19 +67,19 @@ Event BorderCall::event(Stream s) {
 
 void BorderCall::markStart(Stream caller) {
   if (timedStart || !timed) return;
-  timedStart = c.stagingState()->takeTimedEvent();
+  timedStart = c.stagingState()->events().takeTimed();
   d.recordEvent(timedStart, caller);
 }
 
 void BorderCall::markEnd(Stream caller) {
   if (!timedStart) return;
-  if (!timedEnd) timedEnd = c.stagingState()->takeTimedEvent();
+  if (!timedEnd) timedEnd = c.stagingState()->events().takeTimed();
   d.recordEvent(timedEnd, caller);  // again at a later join: the last one counts
 }
 
 Event BorderCall::startCall(Stream caller) {
   if (!timed || c.topo().groupOfRank(c.rank()).ranks.size() < 2) return nullptr;
-  Event e = c.stagingState()->takeTimedEvent();
+  Event e = c.stagingState()->events().takeTimed();
   d.recordEvent(e, caller);
   return e;
 }
@@ -152,7 +152,7 @@ void BorderCall::watch(Stream caller, const char* what, size_t bytes, std::funct
   if (timedStart && !timedEnd) markEnd(caller);
   const Event start = timedStart, stop = timedEnd, callFrom = callStart;
   if (callFrom) {
-    callEnd = ds.takeTimedEvent();
+    callEnd = ds.events().takeTimed();
     d.recordEvent(callEnd, caller);
   }
   const Event callTo = callEnd;
@@ -212,9 +212,9 @@ void BorderCall::watch(Stream caller, const char* what, size_t bytes, std::funct
                         std::max(0.0, comm.device().elapsedUs(callFrom, callTo) - borderUs), weight);
       },
       [&ds, events = events, start, stop, callFrom, callTo] {
-        for (Event e : events) ds.giveEvent(e);
+        for (Event e : events) ds.events().give(e);
         for (Event e : {start, stop, callFrom, callTo})
-          if (e) ds.giveTimedEvent(e);
+          if (e) ds.events().giveTimed(e);
       });
   // The watch owns them now.
   events.clear();

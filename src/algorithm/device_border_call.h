@@ -20,7 +20,7 @@ namespace hetccl {
 // them: the events cost the GPU several microseconds a call, more than half
 // of a small call under MPS, and a few percent from here on (docs/design-gpu.md).
 // Of the smaller calls about one in kTimedSampleEvery is timed, at random
-// gaps (StagingState::sampleSmallCall), and the metrics count its time as
+// gaps (SmallCallSampler::sample), and the metrics count its time as
 // many times as the gap that ended at it: the border's and the group's
 // time of small calls, estimated at a sixty-fourth of the cost.
 constexpr size_t kTimedMinBytes = size_t{1} << 20;

@@ -16,25 +16,25 @@ namespace hetccl {
 namespace {
 
 // The calls of one enqueue run on their first stream, after the
-// communicator's last call (StagingState::leadAfterLast), and their other
+// communicator's last call (IssueOrder::leadAfterLast), and their other
 // streams wait for their end, however the enqueue returns.
-class IssueOrder {
+class InIssueOrder {
  public:
-  IssueOrder(StagingState& ds, std::vector<CollArgs>& calls) : ds_(ds) {
+  InIssueOrder(StagingState& ds, std::vector<CollArgs>& calls) : ds_(ds) {
     for (const CollArgs& a : calls)
       if (std::find(streams_.begin(), streams_.end(), a.stream) == streams_.end()) streams_.push_back(a.stream);
-    const Stream lead = ds_.leadAfterLast(streams_);
+    const Stream lead = ds_.order().leadAfterLast(streams_);
     for (CollArgs& a : calls) a.stream = lead;
   }
-  ~IssueOrder() {
+  ~InIssueOrder() {
     try {
-      ds_.markLast(streams_);
+      ds_.order().markLast(streams_);
     } catch (const std::exception& e) {  // the device failed: the call reports it
       LOG_WARN(kColl, "marking the end of a call on its streams: %s", e.what());
     }
   }
-  IssueOrder(const IssueOrder&) = delete;
-  IssueOrder& operator=(const IssueOrder&) = delete;
+  InIssueOrder(const InIssueOrder&) = delete;
+  InIssueOrder& operator=(const InIssueOrder&) = delete;
 
  private:
   StagingState& ds_;
@@ -172,19 +172,19 @@ void enqueueChunkedAllReduce(Comm& c, const CollArgs& a, size_t step) {
   for (size_t off = 0; off < n; off += step) {
     const size_t len = std::min(step, n - off) * es;
     d.copy(hostSend + off * es, static_cast<const uint8_t*>(a.send) + off * es, len, s);
-    ready.push_back(ds.takeEvent());
+    ready.push_back(ds.events().take());
     d.recordEvent(ready.back(), s);
-    tickets.push_back(ds.nextTicket());
+    tickets.push_back(ds.completion().nextTicket());
   }
   ds.stagedQueued();
   auto release = [&ds, last = tickets.back(), ready] {
-    ds.complete(last);  // releases every wait of this call (they wait for >= their ticket)
-    for (Event e : ready) ds.giveEvent(e);
+    ds.completion().complete(last);  // releases every wait of this call (they wait for >= their ticket)
+    for (Event e : ready) ds.events().give(e);
     ds.stagedRan();
   };
   try {
     for (size_t k = 0, off = 0; off < n; ++k, off += step) {
-      d.streamWaitValue(s, ds.flag(), tickets[k]);
+      d.streamWaitValue(s, ds.completion().flag(), tickets[k]);
       d.copy(static_cast<uint8_t*>(a.recv) + off * es, hostRecv + off * es, std::min(step, n - off) * es, s);
     }
     ds.markReleased(s);
@@ -206,7 +206,7 @@ void enqueueChunkedAllReduce(Comm& c, const CollArgs& a, size_t step) {
         hooks.before = [&](size_t k) {
           waitEvent(dev, ready.at(k), to, &c.abortFlag(), "waiting for the caller's stream to copy a chunk in");
         };
-        hooks.after = [&](size_t k) { c.stagingState()->complete(tickets.at(k)); };
+        hooks.after = [&](size_t k) { c.stagingState()->completion().complete(tickets.at(k)); };
         runStaged(c, {host}, {}, &hooks);
       },
       release);
@@ -281,13 +281,13 @@ std::vector<CollArgs> enqueueGroupPairs(Comm& c, std::vector<CollArgs> calls) {
 
 // The calls of one enqueue that take the device border (collectives in
 // order, then send/recv with border peers), on their stream (every call's
-// since IssueOrder), enqueued by this thread before it returns: every wait
+// since InIssueOrder), enqueued by this thread before it returns: every wait
 // a stream makes is then for work some stream was already given (work that
 // another thread enqueues later can sit behind that wait in a hardware
 // queue the runtime gives both streams: docs/design-gpu.md).
 void enqueueBorderWork(Comm& c, const std::vector<CollArgs>& border, std::vector<CollArgs> pairs) {
   c.countCalls(hetcclPathDevice, border.size() + pairs.size());
-  c.stagingState()->newEnqueue();
+  c.stagingState()->sampler().newEnqueue();
   for (const CollArgs& a : border) enqueueDeviceBorder(c, a);
   if (!pairs.empty()) enqueueBorderPairs(c, std::move(pairs));
 }
@@ -312,7 +312,7 @@ void enqueueDeviceCalls(Comm& c, std::vector<CollArgs> calls) {
     return passThrough(c, calls, c.groupBackend());
   }
   prepareBorderPairs(c, calls);
-  IssueOrder order(*c.stagingState(), calls);
+  InIssueOrder order(*c.stagingState(), calls);
   // Collectives the device border takes go first, one after the other in
   // the caller's order (every rank's group holds the same collectives in
   // the same order, and each one's decision is the same on every rank),
@@ -341,7 +341,7 @@ void enqueueDeviceCalls(Comm& c, std::vector<CollArgs> calls) {
   }
   StagingState& ds = *c.stagingState();
   DeviceRuntime& d = c.device();
-  const Stream s = calls.front().stream;  // every call's, since IssueOrder
+  const Stream s = calls.front().stream;  // every call's, since InIssueOrder
   // Pinned staging is allocated here, before any stream waits on the proxy:
   // allocating page-locked memory can synchronise the device, which from the
   // proxy (while a stream waits on it) never returns. Only this thread
@@ -349,18 +349,18 @@ void enqueueDeviceCalls(Comm& c, std::vector<CollArgs> calls) {
   uint8_t* pinned = ds.pinned().get(0, layoutHostCopies(c, calls, nullptr));
   ds.waitReleased(s);  // the block may be the one the previous call still copies out of
   std::vector<HostCopy> ms = stageIn(c, calls, pinned);
-  const std::vector<Event> ready{ds.takeEvent()};
+  const std::vector<Event> ready{ds.events().take()};
   d.recordEvent(ready.front(), s);
-  uint64_t ticket = ds.nextTicket();
+  uint64_t ticket = ds.completion().nextTicket();
   ds.stagedQueued();
   auto release = [&ds, ticket, ready] {
-    ds.complete(ticket);
-    for (Event e : ready) ds.giveEvent(e);
+    ds.completion().complete(ticket);
+    for (Event e : ready) ds.events().give(e);
     ds.stagedRan();
   };
   std::vector<CollArgs> host;
   try {
-    d.streamWaitValue(s, ds.flag(), ticket);
+    d.streamWaitValue(s, ds.completion().flag(), ticket);
     stageOut(c, ms);
     ds.markReleased(s);
     for (const HostCopy& m : ms) host.push_back(m.host);

@@ -51,7 +51,7 @@ void VendorCalls::handOver() {
   DeviceRuntime& d = c_.device();
   std::vector<std::pair<size_t, Op>> calls = std::exchange(held_, {});
   const std::vector<Stream> streams = std::exchange(streams_, {});
-  const uint64_t ticket = ds.nextTicket();
+  const uint64_t ticket = ds.completion().nextTicket();
   // Counted among the staged calls until the proxy has handed these to the
   // library (not until they ran): later vendor calls of this thread then
   // come after them, and go straight to the library once they are issued.
@@ -59,16 +59,16 @@ void VendorCalls::handOver() {
   auto issued = std::make_shared<std::atomic<bool>>(false);
   auto ready = std::make_shared<std::vector<Event>>();
   auto release = [&ds, ticket, ready, issued] {
-    ds.complete(ticket);
-    for (Event e : *ready) ds.giveEvent(e);
+    ds.completion().complete(ticket);
+    for (Event e : *ready) ds.events().give(e);
     if (!*issued) ds.stagedRan();
   };
   try {
     for (Stream s : streams) {
-      ready->push_back(ds.takeEvent());
+      ready->push_back(ds.events().take());
       d.recordEvent(ready->back(), s);
     }
-    for (Stream s : streams) d.streamWaitValue(s, ds.flag(), ticket);
+    for (Stream s : streams) d.streamWaitValue(s, ds.completion().flag(), ticket);
   } catch (...) {
     c_.proxy().submit([] {}, release);  // streams may already wait for the ticket
     throw;

@@ -411,7 +411,7 @@ void Comm::setUpDeviceBorder() {
   s.minIsSet = settings::kGpuBorderMin.isSet();
   s.roundKernel = settings::kGpuBorderKernel.get();
   s.priority = streamPriority_;
-  s.releaseToo = {stagingState_->flag()};
+  s.releaseToo = {stagingState_->completion().flag()};
   s.canRound = kernels_->borderRound != nullptr;
   s.ranksOnHost = relayContext_.localRanks;
   if (!topo_.singleHost) {

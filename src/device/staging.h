@@ -1,15 +1,18 @@
-// What a GPU rank of a multi-group communicator keeps for its border steps:
-// the proxy's internal stream, the completion flag the caller's streams wait
-// on, a pool of events, and bounded pinned staging buffers and device
-// scratch, reused from call to call.
+// What a GPU rank of a multi-group communicator keeps for its calls across
+// groups: the proxy's internal stream, the completion flag the caller's
+// streams wait on, a pool of events, the issue order, and bounded pinned
+// staging buffers and device scratch, reused from call to call.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
-#include <mutex>
 #include <vector>
 
+#include "device/call_sampler.h"
+#include "device/completion_flag.h"
 #include "device/device.h"
+#include "device/event_pool.h"
+#include "device/issue_order.h"
 
 namespace hetccl {
 
@@ -44,6 +47,10 @@ class StagingPool {
 };
 
 // The file's first paragraph: one per GPU rank of a multi-group communicator.
+// Its parts: the events (event_pool.h), the issue order (issue_order.h), the
+// completion flag of staged calls (completion_flag.h), the sampling of small
+// calls' timing (call_sampler.h), the pinned staging and device scratch
+// pools (above), and the proxy's own stream and count of staged calls.
 class StagingState {
  public:
   // p: the priority of hetccl's own streams here (HETCCL_GPU_STREAM_PRIORITY).
@@ -52,48 +59,23 @@ class StagingState {
   StagingState(const StagingState&) = delete;
   StagingState& operator=(const StagingState&) = delete;
 
+  // The proxy's internal stream (staged group steps, vendor calls handed over).
   Stream stream() const { return stream_; }
-  // The completion flag: the proxy stores a call's ticket when it is done.
-  volatile uint64_t* flag() const { return flag_; }
-  uint64_t nextTicket() { return ++ticket_; }
-  // Never lowers the flag (waits are for >= a ticket): a late completion
-  // cannot hold back streams that releaseAll() let go.
-  void complete(uint64_t ticket) {
-    uint64_t cur = __atomic_load_n(flag_, __ATOMIC_ACQUIRE);
-    while (cur < ticket &&
-           !__atomic_compare_exchange_n(flag_, &cur, ticket, true, __ATOMIC_RELEASE, __ATOMIC_ACQUIRE)) {
-    }
-  }
-  // Abort: every stream that waits on this communicator goes on at once
-  // (what it then copies out is not a result). This comes before anything
-  // that synchronises the device (the vendor library's abort frees device
-  // memory): a stream still waiting on the flag would hold that forever.
-  void releaseAll() { complete(kFlagReleased); }
-
-  Event takeEvent() { return take(events_, false); }
-  void giveEvent(Event e) { give(events_, e); }
-  // Events with timing (DeviceRuntime::createTimedEvent), a pool of their own.
-  Event takeTimedEvent() { return take(timedEvents_, true); }
-  void giveTimedEvent(Event e) { give(timedEvents_, e); }
-  // Sampling of small calls (algorithm/device_border_call.h): 0 where this
-  // enqueue is not timed, else the number of enqueues with small calls its
-  // time stands for. One decision an enqueue (between newEnqueue calls),
-  // at random gaps of 1 to 2 x every - 1 such enqueues (mean `every`), so
-  // that no pattern of calls with a fixed period is always or never timed.
-  // The enqueuing thread's.
-  uint64_t sampleSmallCall(uint64_t every);
-  // The border work of the next enqueue begins: its small calls share one
-  // sampling decision. The enqueuing thread's.
-  void newEnqueue() { sampleDecided_ = false; }
-
+  EventPool& events() { return events_; }
+  IssueOrder& order() { return order_; }
+  CompletionFlag& completion() { return completion_; }
+  SmallCallSampler& sampler() { return sampler_; }
   StagingPool& pinned() { return pinned_; }
+  StagingPool& scratch() { return scratch_; }
+  // Abort: every stream that waits on this communicator goes on at once.
+  void releaseAll() { completion_.releaseAll(); }
+
   // The end of the last staged call's copies out of pinned staging: its
   // stream records it (markReleased), and the next staged call's stream
   // waits for it (waitReleased) before copying into the same block. The
   // calling thread's alone.
   void markReleased(Stream s);
   void waitReleased(Stream s);
-  StagingPool& scratch() { return scratch_; }
 
   // Calls queued on the proxy that will hand group steps to the vendor
   // library from its thread (staged calls; vendor calls routed after them,
@@ -104,45 +86,20 @@ class StagingState {
   void stagedRan() { staged_.fetch_sub(1); }
   bool stagedPending() const { return staged_.load() > 0; }
 
-  // Issue order: the communicator's calls run on the device in the order
-  // they were issued, whatever caller streams they name, as NCCL orders
-  // every launch of a communicator after the previous one (the border's
-  // scratch, segments and staging serve one call at a time; a call may
-  // read what the previous one wrote on another stream). A call (or group
-  // call) runs on one lead stream, its first: leadAfterLast(streams) makes
-  // the lead wait for the end of the last call where that ran on another
-  // stream and for what is queued on the call's other streams, and returns
-  // it; markLast(streams) records the call's end on the lead and makes the
-  // other streams wait for it. One event record a call where every call
-  // names one stream. A stream is the same as the last call's where its
-  // handle and its id (DeviceRuntime::streamId) are: a handle alone may be
-  // a destroyed stream's, come back for a new one. The calling thread's
-  // alone.
-  Stream leadAfterLast(const std::vector<Stream>& streams);
-  void markLast(const std::vector<Stream>& streams);
-
   // Waits (polling, bounded) until the internal stream has run all its work.
   void sync(double timeoutS, const std::atomic<bool>* abort, const char* what);
 
  private:
   DeviceRuntime& dev_;
+  EventPool events_;  // before the parts that take from it
+  IssueOrder order_;
+  CompletionFlag completion_;
+  SmallCallSampler sampler_;
+  StagingPool pinned_, scratch_;
   Stream stream_ = nullptr;
-  uint64_t* flag_ = nullptr;
-  std::atomic<uint64_t> ticket_{0};
   std::atomic<int> staged_{0};
-  std::mutex mu_;
-  Event take(std::vector<Event>& pool, bool timed);  // from the pool, or a new one
-  void give(std::vector<Event>& pool, Event e);
-  std::vector<Event> events_, timedEvents_;
   Event released_ = nullptr;
   Event syncEvent_ = nullptr;
-  Event lastEnd_ = nullptr;  // recorded on lastStream_ at the end of the last call
-  Stream lastStream_ = nullptr;
-  uint64_t lastId_ = 0, leadId_ = 0;  // DeviceRuntime::streamId of lastStream_, of the lead now
-  bool hasLast_ = false;
-  bool sampleDecided_ = false;  // for this enqueue: sampleWeight_
-  uint64_t sampleWeight_ = 0, sampleGap_ = 0, sampleLeft_ = 0, sampleRng_ = 0x2545F4914F6CDD1Dull;
-  StagingPool pinned_, scratch_;
 };
 
 }  // namespace hetccl

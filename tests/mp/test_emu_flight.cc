@@ -75,7 +75,7 @@ TEST(EmuFlight, CallsAcrossGroupsAreRecordedCompleted) {
 }
 
 // Small calls through the device border: about one in 64 is timed, at
-// random (StagingState::sampleSmallCall), the others cost no timed events;
+// random (SmallCallSampler::sample), the others cost no timed events;
 // a timed one's record has its own border time (the metrics count it for
 // the calls since the last: unit tests).
 TEST(EmuFlight, AboutOneSmallBorderCallInSixtyFourIsTimed) {

@@ -11,6 +11,8 @@
 #include "device/device.h"
 #include "device/gpu_api.h"
 #include "device/hw_queues.h"
+#include "device/call_sampler.h"
+#include "device/issue_order.h"
 #include "device/staging.h"
 #include "comm/device_border.h"
 #include "comm/gpu_path.h"
@@ -256,14 +258,15 @@ class StreamIdRuntime : public CountingRuntime {
 // nothing, so every call waits.
 TEST(IssueOrder, ACallWaitsForTheLastUnlessItsStreamIsTheSameByHandleAndId) {
   StreamIdRuntime rt;
-  StagingState ds(rt, 1 << 20, 1 << 20, DeviceRuntime::Priority::kHighest);
+  EventPool events(rt);
+  IssueOrder order(rt, events);
   const Stream a = reinterpret_cast<Stream>(uintptr_t{0x100}), b = reinterpret_cast<Stream>(uintptr_t{0x200});
   rt.ids[a] = 7;
   rt.ids[b] = 8;
   auto call = [&](Stream s) {
     rt.waits.clear();
-    EXPECT_EQ(ds.leadAfterLast({s}), s);
-    ds.markLast({s});
+    EXPECT_EQ(order.leadAfterLast({s}), s);
+    order.markLast({s});
     return rt.waits.size();
   };
   EXPECT_EQ(call(a), 0u);  // the first call
@@ -283,17 +286,14 @@ TEST(IssueOrder, ACallWaitsForTheLastUnlessItsStreamIsTheSameByHandleAndId) {
 // group call agrees), about one enqueue in `every`, each sample weighted by
 // the enqueues since the last, and a pattern of period 2 sampled on both
 // phases alike.
-TEST(IssueOrder, SmallCallsAreSampledAtRandomGapsWeightedByTheGap) {
-  StreamIdRuntime rt;
-  StagingState ds(rt, 1 << 20, 1 << 20, DeviceRuntime::Priority::kHighest);
-  const Stream a = reinterpret_cast<Stream>(uintptr_t{0x100});
-  rt.ids[a] = 1;
+TEST(SmallCallSampler, SmallCallsAreSampledAtRandomGapsWeightedByTheGap) {
+  SmallCallSampler sampler;
   constexpr uint64_t kEvery = 64, kEnqueues = 64000;
   uint64_t samples = 0, weights = 0, lastSampled = 0, phase[2] = {0, 0};
   for (uint64_t n = 1; n <= kEnqueues; ++n) {
-    ds.newEnqueue();
-    const uint64_t w = ds.sampleSmallCall(kEvery);
-    EXPECT_EQ(ds.sampleSmallCall(kEvery), w) << "a second call of the same enqueue";
+    sampler.newEnqueue();
+    const uint64_t w = sampler.sample(kEvery);
+    EXPECT_EQ(sampler.sample(kEvery), w) << "a second call of the same enqueue";
     if (!w) continue;
     EXPECT_LE(w, 2 * kEvery - 1);
     EXPECT_EQ(w, n - lastSampled) << "the weight is the gap since the last sample";
