@@ -17,7 +17,7 @@ size_t align256(size_t n) { return (n + 255) & ~size_t{255}; }
 }  // namespace
 
 StagedBackend::StagedBackend(Backend& inner, const BackendContext& ctx, StagingState& ds)
-    : Backend(ctx), inner_(inner), ds_(ds), dev_(*ctx.device) {}
+    : WrappingBackend(inner, ctx), ds_(ds), dev_(*ctx.device) {}
 
 void StagedBackend::wait(const char* what) { ds_.sync(ctx_.timeoutS, ctx_.abort, what); }
 

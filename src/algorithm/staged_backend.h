@@ -8,15 +8,14 @@
 
 #include <vector>
 
-#include "backend/backend.h"
+#include "backend/wrapping_backend.h"
 #include "device/staging.h"
 
 namespace hetccl {
 
-class StagedBackend : public Backend {
+class StagedBackend : public WrappingBackend {
  public:
   StagedBackend(Backend& inner, const BackendContext& ctx, StagingState& ds);
-  const char* name() const override { return inner_.name(); }
 
   void allReduce(const void* send, void* recv, size_t count, DataType dt, const ReduceOp& op, Stream s) override;
   void reduceScatter(const void* send, void* recv, size_t recvcount, DataType dt, const ReduceOp& op,
@@ -46,7 +45,6 @@ class StagedBackend : public Backend {
   void flushP2p();
   void wait(const char* what);
 
-  Backend& inner_;
   StagingState& ds_;
   DeviceRuntime& dev_;
   int depth_ = 0;

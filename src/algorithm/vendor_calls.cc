@@ -19,16 +19,16 @@ OpenVendorGroup::OpenVendorGroup() { ++tOpenVendorGroups; }
 OpenVendorGroup::~OpenVendorGroup() { --tOpenVendorGroups; }
 bool OpenVendorGroup::here() { return tOpenVendorGroups > 0; }
 
-VendorCalls::VendorCalls(Comm& c) : Backend(c.groupBackend().context()), c_(c), inner_(c.groupBackend()) {}
+VendorCalls::VendorCalls(Comm& c) : WrappingBackend(c.groupBackend(), c.groupBackend().context()), c_(c) {}
 
 bool VendorCalls::defer() const { return c_.stagingState()->stagedPending() || OpenVendorGroup::here(); }
 
-void VendorCalls::add(Stream s, Op op) {
-  if (depth_ > 0 && !deferred_) return op(inner_, s);
-  if (depth_ == 0 && !defer()) return op(inner_, s);
+void VendorCalls::route(BackendCall call, Stream s) {
+  if (depth_ > 0 && !deferred_) return call.run(inner_, s);
+  if (depth_ == 0 && !defer()) return call.run(inner_, s);
   auto at = std::find(streams_.begin(), streams_.end(), s);
   if (at == streams_.end()) at = streams_.insert(streams_.end(), s);
-  held_.emplace_back(static_cast<size_t>(at - streams_.begin()), std::move(op));
+  held_.emplace_back(static_cast<size_t>(at - streams_.begin()), std::move(call.run));
   if (depth_ == 0) handOver();
 }
 
@@ -94,45 +94,6 @@ void VendorCalls::handOver() {
         st.sync(c.options().timeoutS, &c.abortFlag(), "waiting for vendor library calls made through the proxy");
       },
       release);
-}
-
-void VendorCalls::allReduce(const void* send, void* recv, size_t count, DataType dt, const ReduceOp& op, Stream s) {
-  add(s, [=](Backend& be, Stream st) { be.allReduce(send, recv, count, dt, op, st); });
-}
-
-void VendorCalls::reduceScatter(const void* send, void* recv, size_t recvcount, DataType dt, const ReduceOp& op,
-                                Stream s) {
-  add(s, [=](Backend& be, Stream st) { be.reduceScatter(send, recv, recvcount, dt, op, st); });
-}
-
-void VendorCalls::allGather(const void* send, void* recv, size_t sendcount, DataType dt, Stream s) {
-  add(s, [=](Backend& be, Stream st) { be.allGather(send, recv, sendcount, dt, st); });
-}
-
-void VendorCalls::broadcast(const void* send, void* recv, size_t count, DataType dt, int root, Stream s) {
-  add(s, [=](Backend& be, Stream st) { be.broadcast(send, recv, count, dt, root, st); });
-}
-
-void VendorCalls::reduce(const void* send, void* recv, size_t count, DataType dt, const ReduceOp& op, int root,
-                         Stream s) {
-  add(s, [=](Backend& be, Stream st) { be.reduce(send, recv, count, dt, op, root, st); });
-}
-
-void VendorCalls::reduceScatterShards(const void* send, void* recv, const std::vector<size_t>& bounds, DataType dt,
-                                      const ReduceOp& op, Stream s) {
-  add(s, [=](Backend& be, Stream st) { be.reduceScatterShards(send, recv, bounds, dt, op, st); });
-}
-
-void VendorCalls::allGatherShards(void* buf, const std::vector<size_t>& bounds, DataType dt, Stream s) {
-  add(s, [=](Backend& be, Stream st) { be.allGatherShards(buf, bounds, dt, st); });
-}
-
-void VendorCalls::send(const void* buf, size_t count, DataType dt, int peer, Stream s) {
-  add(s, [=](Backend& be, Stream st) { be.send(buf, count, dt, peer, st); });
-}
-
-void VendorCalls::recv(void* buf, size_t count, DataType dt, int peer, Stream s) {
-  add(s, [=](Backend& be, Stream st) { be.recv(buf, count, dt, peer, st); });
 }
 
 }  // namespace hetccl

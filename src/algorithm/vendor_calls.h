@@ -19,7 +19,7 @@
 #include <functional>
 #include <vector>
 
-#include "backend/backend.h"
+#include "backend/wrapping_backend.h"
 
 namespace hetccl {
 
@@ -37,34 +37,23 @@ class OpenVendorGroup {
   static bool here();
 };
 
-class VendorCalls final : public Backend {
+class VendorCalls final : public WrappingBackend {
  public:
   explicit VendorCalls(Comm& c);
-  const char* name() const override { return inner_.name(); }
-  void allReduce(const void* send, void* recv, size_t count, DataType dt, const ReduceOp& op, Stream s) override;
-  void reduceScatter(const void* send, void* recv, size_t recvcount, DataType dt, const ReduceOp& op,
-                     Stream s) override;
-  void allGather(const void* send, void* recv, size_t sendcount, DataType dt, Stream s) override;
-  void broadcast(const void* send, void* recv, size_t count, DataType dt, int root, Stream s) override;
-  void reduce(const void* send, void* recv, size_t count, DataType dt, const ReduceOp& op, int root, Stream s) override;
-  void reduceScatterShards(const void* send, void* recv, const std::vector<size_t>& bounds, DataType dt,
-                           const ReduceOp& op, Stream s) override;
-  void allGatherShards(void* buf, const std::vector<size_t>& bounds, DataType dt, Stream s) override;
-  void send(const void* buf, size_t count, DataType dt, int peer, Stream s) override;
-  void recv(void* buf, size_t count, DataType dt, int peer, Stream s) override;
   void groupStart() override;
   void groupEnd() override;
+
+ protected:
+  // At once, held for the group, or through the proxy.
+  void route(BackendCall call, Stream s) override;
 
  private:
   using Op = std::function<void(Backend&, Stream)>;
   // Whether a call (or group) made now goes through the proxy.
   bool defer() const;
-  // `op` names stream `s`: at once, held for the group, or through the proxy.
-  void add(Stream s, Op op);
   // Hands the held calls to the proxy (see the file's comment).
   void handOver();
   Comm& c_;
-  Backend& inner_;
   int depth_ = 0;
   bool deferred_ = false;  // the open group goes through the proxy
   std::vector<Stream> streams_;

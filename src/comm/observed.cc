@@ -83,61 +83,29 @@ void ObservedTransport::run(std::span<Xfer> xfers) {
              t0);
 }
 
-template <class F>
-void ObservedBackend::observed(const char* what, size_t count, DataType dt, F&& f) {
+void ObservedBackend::route(BackendCall call, Stream s) {
+  const size_t bytes = call.elements * dataTypeSize(call.dt);
   if (depth_ > 0) {
-    groupBytes_ += count * dataTypeSize(dt);
+    groupBytes_ += bytes;
     ++groupCalls_;
-    f();
+    call.run(inner_, s);
     return;
   }
   if (nranks() == 1 && !t_) {  // a group of one: a local copy, counted without reading the clock
     noteLocalWork();
-    f();
-    m_.step(CallMetrics::kGroup, count * dataTypeSize(dt), 0);
-    tallyStep(CallMetrics::kGroup, count * dataTypeSize(dt), 0);
+    call.run(inner_, s);
+    m_.step(CallMetrics::kGroup, bytes, 0);
+    tallyStep(CallMetrics::kGroup, bytes, 0);
     return;
   }
   const double t0 = stepStart();
-  f();
+  call.run(inner_, s);
   const double us = stepEnd() - t0;
-  m_.step(CallMetrics::kGroup, count * dataTypeSize(dt), us * 1e-6);
-  tallyStep(CallMetrics::kGroup, count * dataTypeSize(dt), us);
-  if (t_) t_->step("group", std::string("group: ") + Tracer::sized(what, count, dt), t0);
+  m_.step(CallMetrics::kGroup, bytes, us * 1e-6);
+  tallyStep(CallMetrics::kGroup, bytes, us);
+  if (t_) t_->step("group", std::string("group: ") + Tracer::sized(call.what, call.elements, call.dt), t0);
 }
 
-void ObservedBackend::allReduce(const void* send, void* recv, size_t count, DataType dt, const ReduceOp& op, Stream s) {
-  observed("AllReduce", count, dt, [&] { inner_.allReduce(send, recv, count, dt, op, s); });
-}
-void ObservedBackend::reduceScatter(const void* send, void* recv, size_t recvcount, DataType dt, const ReduceOp& op,
-                                    Stream s) {
-  observed("ReduceScatter", recvcount * static_cast<size_t>(nranks()), dt,
-           [&] { inner_.reduceScatter(send, recv, recvcount, dt, op, s); });
-}
-void ObservedBackend::allGather(const void* send, void* recv, size_t sendcount, DataType dt, Stream s) {
-  observed("AllGather", sendcount * static_cast<size_t>(nranks()), dt,
-           [&] { inner_.allGather(send, recv, sendcount, dt, s); });
-}
-void ObservedBackend::reduceScatterShards(const void* send, void* recv, const std::vector<size_t>& bounds, DataType dt,
-                                          const ReduceOp& op, Stream s) {
-  observed("ReduceScatter", bounds.back(), dt, [&] { inner_.reduceScatterShards(send, recv, bounds, dt, op, s); });
-}
-void ObservedBackend::allGatherShards(void* buf, const std::vector<size_t>& bounds, DataType dt, Stream s) {
-  observed("AllGather", bounds.back(), dt, [&] { inner_.allGatherShards(buf, bounds, dt, s); });
-}
-void ObservedBackend::broadcast(const void* send, void* recv, size_t count, DataType dt, int root, Stream s) {
-  observed("Broadcast", count, dt, [&] { inner_.broadcast(send, recv, count, dt, root, s); });
-}
-void ObservedBackend::reduce(const void* send, void* recv, size_t count, DataType dt, const ReduceOp& op, int root,
-                             Stream s) {
-  observed("Reduce", count, dt, [&] { inner_.reduce(send, recv, count, dt, op, root, s); });
-}
-void ObservedBackend::send(const void* buf, size_t count, DataType dt, int peer, Stream s) {
-  observed("Send", count, dt, [&] { inner_.send(buf, count, dt, peer, s); });
-}
-void ObservedBackend::recv(void* buf, size_t count, DataType dt, int peer, Stream s) {
-  observed("Recv", count, dt, [&] { inner_.recv(buf, count, dt, peer, s); });
-}
 void ObservedBackend::groupStart() {
   if (depth_++ == 0) {
     groupStart_ = stepStart();

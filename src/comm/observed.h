@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/wrapping_backend.h"
 #include "comm/call_metrics.h"
 #include "comm/tracer.h"
 #include "transport/transport.h"
@@ -88,34 +89,19 @@ class ObservedTransport : public Transport {
 };
 
 // A group backend with each collective counted (and traced) as a group step.
-class ObservedBackend : public Backend {
+class ObservedBackend : public WrappingBackend {
  public:
   ObservedBackend(Backend& inner, const BackendContext& ctx, CallMetrics& m, Tracer* t)
-      : Backend(ctx), inner_(inner), m_(m), t_(t) {}
-  const char* name() const override { return inner_.name(); }
-  void abort() override { inner_.abort(); }
-  hetcclResult_t asyncError() override { return inner_.asyncError(); }
-  std::string asyncErrorText() override { return inner_.asyncErrorText(); }
-  void allReduce(const void* send, void* recv, size_t count, DataType dt, const ReduceOp& op, Stream s) override;
-  void reduceScatter(const void* send, void* recv, size_t recvcount, DataType dt, const ReduceOp& op,
-                     Stream s) override;
-  void allGather(const void* send, void* recv, size_t sendcount, DataType dt, Stream s) override;
-  void broadcast(const void* send, void* recv, size_t count, DataType dt, int root, Stream s) override;
-  void reduce(const void* send, void* recv, size_t count, DataType dt, const ReduceOp& op, int root, Stream s) override;
-  void reduceScatterShards(const void* send, void* recv, const std::vector<size_t>& bounds, DataType dt,
-                           const ReduceOp& op, Stream s) override;
-  void allGatherShards(void* buf, const std::vector<size_t>& bounds, DataType dt, Stream s) override;
-  void send(const void* buf, size_t count, DataType dt, int peer, Stream s) override;
-  void recv(void* buf, size_t count, DataType dt, int peer, Stream s) override;
+      : WrappingBackend(inner, ctx), m_(m), t_(t) {}
   void groupStart() override;
   void groupEnd() override;
 
+ protected:
+  // Runs the call as one group step, unless inside a backend group, whose
+  // end is the step.
+  void route(BackendCall call, Stream s) override;
+
  private:
-  // Runs f as one group step named `what` (count elements of dt), unless
-  // inside a backend group, whose end is the step.
-  template <class F>
-  void observed(const char* what, size_t count, DataType dt, F&& f);
-  Backend& inner_;
   CallMetrics& m_;
   Tracer* t_;
   int depth_ = 0;
