@@ -114,17 +114,26 @@ typedef struct hetcclConfig_v2 {
         HETCCL_CONFIG_UNDEF_INT, NULL, NULL, NULL, NULL, NULL                                    \
   }
 
+/* Marks a name kept for programs built against an older header. */
+#if defined(__GNUC__) || defined(__clang__)
+#define HETCCL_DEPRECATED(why) __attribute__((deprecated(why)))
+#else
+#define HETCCL_DEPRECATED(why)
+#endif
+
 /* How a call's data crossed between groups (hetcclCommInfo_t.pathCalls):
  * none (one group: the vendor library alone), host (host memory to the
  * transport), staged (device memory through pinned staging), device (the
- * device border: copy engines and shared memory). hetcclPathDirect (device
- * memory handed to the transport, the calling thread waiting) is retired:
- * no call takes it, and its count stays 0; the value keeps its number. */
+ * device border: copy engines and shared memory). Number 3 is retired (it
+ * was the direct path: device memory handed to the transport, the calling
+ * thread waiting): no call takes it and its count stays 0; the value keeps
+ * its number, and its old name still compiles, with a warning. */
 typedef enum {
   hetcclPathNone = 0,
   hetcclPathHost = 1,
   hetcclPathStaged = 2,
-  hetcclPathDirect = 3,
+  hetcclPathRetired = 3,
+  hetcclPathDirect HETCCL_DEPRECATED("the direct path is retired; its count (hetcclPathRetired) stays 0") = 3,
   hetcclPathDevice = 4,
   hetcclNumPaths = 5
 } hetcclPath_t;

@@ -249,7 +249,6 @@ void Comm::setUp(const PeerInfo& me, const std::string& group) {
   tc.abort = &abort_;
   tc.timeoutS = opts_.timeoutS;
   tc.buffBytes = buffBytes_;
-  tc.deviceKind = device_->kind();
   tc.encrypt = security_.encrypt;
   tc.rekeyRecords = security_.rekeyRecords;
   if (settings::kTraceFile.isSet()) {

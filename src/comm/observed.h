@@ -79,7 +79,6 @@ class ObservedTransport : public Transport {
   void drain() override { inner_->drain(); }
   void forgetLazy() override { inner_->forgetLazy(); }
   void poison(const std::string& why) override { inner_->poison(why); }
-  bool movesDeviceMemory(const std::string& kind) const override { return inner_->movesDeviceMemory(kind); }
 
  private:
   std::unique_ptr<Transport> inner_;

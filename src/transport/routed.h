@@ -43,9 +43,6 @@ class RoutedTransport : public Transport {
   void drain() override;
   void forgetLazy() override;
   void poison(const std::string& why) override;
-  bool movesDeviceMemory(const std::string& kind) const override {
-    return intra_->movesDeviceMemory(kind) && inter_->movesDeviceMemory(kind);
-  }
 
  private:
   void worker();

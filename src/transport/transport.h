@@ -45,11 +45,6 @@ struct Xfer {
   // run() may return before the peer has taken the data (shm single-copy
   // sends: the receiver reads the sender's memory). Others ignore it.
   bool lazy = false;
-  // src/dst are memory of this rank's GPU (TransportContext::deviceKind),
-  // handed over as they are. Only for transports whose
-  // movesDeviceMemory(kind) is true, and never with kRecvReduce (a device
-  // fold is the plan's, after the receive).
-  bool device = false;
 
   static Xfer send(int peer, const void* src, size_t bytes, const MsgTag& t);
   static Xfer recv(int peer, void* dst, size_t bytes, const MsgTag& t);
@@ -70,7 +65,6 @@ struct TransportContext {
   const std::atomic<bool>* abort = nullptr;
   double timeoutS = 300;
   size_t buffBytes = 4 << 20;                 // staging per peer connection
-  std::string deviceKind = "host";            // this rank's: the memory type of Xfer::device buffers
   std::vector<uint8_t> encrypt;               // by global rank: the link carries encrypted records (tcp; empty: none)
   uint64_t rekeyRecords = uint64_t{1} << 18;  // records per key (secure/record.h)
   int localRanks = 1;                         // ranks of the communicator on this host (they share its cores)
@@ -95,15 +89,6 @@ class Transport {
   // Callable from any thread, also while run() is in progress on another.
   // A transport that cannot tell its peers leaves them to their timeout.
   virtual void poison(const std::string& why) { (void)why; }
-  // Whether the transport can move memory of this device kind ("cuda",
-  // "hip") itself, as UCX built with CUDA or ROCm support reports (tcp and
-  // shm: "emu", process memory). No plan hands a transport device memory
-  // now: GPU ranks' border data crosses through the device border or
-  // pinned staging, so that no call waits on the calling thread.
-  virtual bool movesDeviceMemory(const std::string& kind) const {
-    (void)kind;
-    return false;
-  }
 };
 
 // Creates a transport by name ("tcp", "shm"). Collective over ctx.bootstrap:

@@ -32,9 +32,6 @@ class ShmTransport : public Transport {
   // Writes `why` into this rank's inbox and marks every peer's inbox as
   // failed by this rank; their waits check that mark.
   void poison(const std::string& why) override;
-  // The emulated GPU's device memory is this process's memory: moved as
-  // host memory is (so the direct GPU path runs where no GPU is).
-  bool movesDeviceMemory(const std::string& kind) const override { return kind == "emu"; }
   // Test hook (fuzzing the receive side's slot checks): drops what is unread
   // in this rank's ring from `peer`, then writes raw slots into it as that
   // peer would (each: a 64-byte slot header, then the slot's data; cut to

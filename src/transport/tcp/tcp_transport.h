@@ -25,9 +25,6 @@ class TcpTransport : public Transport {
   void run(std::span<Xfer> xfers) override;
   // Shuts every connection down: the peers read end-of-stream at once.
   void poison(const std::string& why) override;
-  // The emulated GPU's device memory is this process's memory: moved as
-  // host memory is (so the direct GPU path runs where no GPU is).
-  bool movesDeviceMemory(const std::string& kind) const override { return kind == "emu"; }
 
  private:
   struct PeerConn {

@@ -24,10 +24,6 @@ void UcxTransport::offerBuffer(Xfer& x, uint64_t msg, Rma& rma, std::vector<Op>&
   mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
   mp.address = x.dst;
   mp.length = x.bytes;
-  if (x.device) {
-    mp.field_mask |= UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE;
-    mp.memory_type = static_cast<ucs_memory_type_t>(devMemType_);
-  }
   ucsCheck(api_.memMap(context_, &mp, &rma.memh), "ucp_mem_map");
   size_t packedLen = 0;
   ucsCheck(api_.rkeyPack(context_, rma.memh, &rma.packed, &packedLen), "ucp_rkey_pack");

@@ -33,8 +33,14 @@ size_t partBytes(size_t bytes) {
   return (p + 7) & ~size_t{7};
 }
 
-int memTypeOf(const std::string& kind) {
-  return kind == "cuda" ? UCS_MEMORY_TYPE_CUDA : kind == "hip" ? UCS_MEMORY_TYPE_ROCM : -1;
+// The GPU memory this UCX could move itself (built with CUDA or ROCm), for
+// the log: hetccl hands it host memory only (GPU ranks' data crosses through
+// the device border or pinned staging).
+std::string gpuMemoryTypes(uint64_t memTypes) {
+  std::string out;
+  if (memTypes & (uint64_t{1} << UCS_MEMORY_TYPE_CUDA)) out += ", cuda";
+  if (memTypes & (uint64_t{1} << UCS_MEMORY_TYPE_ROCM)) out += ", rocm";
+  return out;
 }
 
 void epError(void* arg, ucp_ep_h, ucs_status_t status) {
@@ -137,22 +143,14 @@ UcxTransport::UcxTransport(const TransportContext& ctx)
   for (int r = 0; r < ctx.nranks; ++r) nonces[r] = who[r].nonce;
   setUpSealing(nonces);
   staging_.resize(kStagingSlots * kSlotBytes);
-  if (movesDeviceMemory(ctx.deviceKind)) devMemType_ = memTypeOf(ctx.deviceKind);
   ctx.bootstrap->barrier();
   size_t nSealed = 0;
   for (const auto& c : sealTo_) nSealed += c ? 1 : 0;
   LOG_INFO(kTransport,
-           "ucx transport: rank %d, %zu peers (%zu encrypted, %d crypto threads), UCX %u.%u, memory types: host%s%s, "
+           "ucx transport: rank %d, %zu peers (%zu encrypted, %d crypto threads), UCX %u.%u, memory types: host%s, "
            "RMA put from %s",
            ctx.rank, ctx.peers.size(), nSealed, nSealed ? threads_ : 0, api_.major, api_.minor,
-           movesDeviceMemory("cuda") ? ", cuda" : "", movesDeviceMemory("hip") ? ", rocm" : "",
-           rmaMin_ ? (std::to_string(rmaMin_) + " bytes").c_str() : "never");
-}
-
-bool UcxTransport::movesDeviceMemory(const std::string& kind) const {
-  if (!sendStaging_.empty()) return false;  // encrypted links seal host memory
-  const int t = memTypeOf(kind);
-  return t >= 0 && (memTypes_ & (uint64_t{1} << t)) != 0;
+           gpuMemoryTypes(memTypes_).c_str(), rmaMin_ ? (std::to_string(rmaMin_) + " bytes").c_str() : "never");
 }
 
 void UcxTransport::peerFailed(int peer, ucs_status_t status) {
@@ -238,10 +236,6 @@ void UcxTransport::post(Op& op) {
   ucp_request_param_t p{};
   ucs_status_ptr_t r;
   const int peer = op.x->peer;
-  if (op.x->device && (op.kind == Op::kPartSend || op.kind == Op::kPartRecv || op.kind == Op::kPut)) {
-    p.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMORY_TYPE;  // no detection per call
-    p.memory_type = static_cast<ucs_memory_type_t>(devMemType_);
-  }
   if (op.kind == Op::kPut)
     r = api_.putNbx(eps_[peer], op.buf, op.len, op.rma->remoteAddr, op.rma->rkey, &p);
   else if (op.kind == Op::kFlush)
@@ -340,9 +334,6 @@ void UcxTransport::run(std::span<Xfer> xfers) {
     }
   };
   for (const Xfer& x : xfers) {  // before anything is posted: message numbers stay in step
-    if (x.device && (devMemType_ < 0 || x.kind == Xfer::Kind::kRecvReduce))
-      throwError(hetcclInternalError, "ucx: a " + ctx_.deviceKind + " memory transfer to/from rank " +
-                                          std::to_string(x.peer) + " this transport cannot take as it is");
     if (sealed(x.peer) && partBytes(x.bytes) > kPartBytes)
       throwError(hetcclInvalidUsage, "ucx: a message of " + std::to_string(x.bytes) + " bytes to/from rank " +
                                          std::to_string(x.peer) + " on an encrypted link (at most " +
@@ -419,10 +410,7 @@ void UcxTransport::run(std::span<Xfer> xfers) {
             throwMismatch("ucx", ctx_.rank, *op.x, got);
           }
           Rma& r = rma[static_cast<size_t>(op.x - xfers.data())];
-          // Device memory takes tagged parts, never puts: a put into it
-          // needs CUDA IPC or GPUDirect RDMA, which the memory type alone
-          // does not promise.
-          if (offered(*op.x) && op.x->kind == Xfer::Kind::kRecv && !op.x->device) {
+          if (offered(*op.x) && op.x->kind == Xfer::Kind::kRecv) {
             offerBuffer(*op.x, op.msg, r, ops);
           } else {
             if (offered(*op.x)) offerParts(*op.x, op.msg, r, ops);

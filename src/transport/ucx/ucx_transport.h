@@ -10,9 +10,8 @@
 // 64-bit UCP tag is [sender rank:16][message number:32][part:16], message
 // numbers counting per (sender, receiver) pair, so matching is exact and in
 // order. Receive-reduce parts land in a bounded staging ring and are folded
-// as they complete. Buffers are host memory, or with Xfer::device this
-// rank's GPU memory where UCX reports that memory type (the payload parts,
-// puts and registrations then name it; receive-reduces stay host memory).
+// as they complete. Buffers are host memory (GPU ranks' data crosses through
+// the device border's mirrors or pinned staging).
 //
 // Encrypted links (TransportContext::encrypt): every message to or from the
 // peer is sealed (secure/message_cipher.h), its header as part 0 and each
@@ -54,7 +53,6 @@ class UcxTransport : public Transport {
   ~UcxTransport() override;
   const char* name() const override { return "ucx"; }
   void run(std::span<Xfer> xfers) override;
-  bool movesDeviceMemory(const std::string& kind) const override;
 
   // The peer whose endpoint reported an error (UCX's error callback).
   void peerFailed(int peer, ucs_status_t status);
@@ -110,7 +108,6 @@ class UcxTransport : public Transport {
   std::vector<int> localPid_;  // by rank: pid of a peer on this host, else 0
   uint64_t memTypes_ = 0;      // ucp_context_query: bits of ucs_memory_type_t
   uint64_t rmaMin_ = 0;        // HETCCL_UCX_RMA_MIN; 0: no RMA path
-  int devMemType_ = -1;        // ucs_memory_type_t of Xfer::device buffers, -1: none taken
 };
 
 }  // namespace hetccl
