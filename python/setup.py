@@ -72,7 +72,7 @@ setup(
     name="hetccl-torch",
     version="0.1.0",
     description="hetccl as a torch.distributed backend (CPU and CUDA ranks in one group)",
-    packages=["hetccl_torch"],
+    packages=["hetccl_torch", "hetccl_torch.balance"],
     package_data={"hetccl_torch": ["libhetccl.so.0"]},
     ext_modules=[
         CppExtension(
