@@ -229,8 +229,9 @@ class Mps:
 def prepare(a, need_dropin):
     """Builds libhetccl (and the drop-in) into --build and hetccl_torch into BUILD/pysite where missing."""
     if not os.path.exists(os.path.join(a.build, "libhetccl.so")) or (need_dropin and not os.path.exists(a.dropin)):
-        subprocess.check_call(["cmake", "-S", ROOT, "-B", a.build, "-DCMAKE_BUILD_TYPE=Release",
-                               "-DHETCCL_BUILD_TESTS=OFF"])
+        fresh = [] if os.path.exists(os.path.join(a.build, "CMakeCache.txt")) else [
+            "-DCMAKE_BUILD_TYPE=Release", "-DHETCCL_BUILD_TESTS=OFF"]  # a configured tree keeps its settings
+        subprocess.check_call(["cmake", "-S", ROOT, "-B", a.build] + fresh)
         subprocess.check_call(["cmake", "--build", a.build, "-j", str(os.cpu_count() or 2), "--target", "hetccl"] +
                               (["nccl_dropin"] if need_dropin else []))
     if not os.path.isdir(os.path.join(a.pysite, "hetccl_torch", "balance")):
