@@ -5,8 +5,8 @@ those are missing, hosts of their own UTS, IPC and mount namespaces that
 share the machine's network, on loopback): one rank a host, groups g0 and
 g1, so the border crosses hosts over tcp (a veth pair, or loopback). float32 sum AllReduce (--op: another
 hetccl-perf collective), out of place, in one command:
-  relay   the device border through its relay (comm/border_relay.h; send/recv:
-          the pair relay, comm/pair_relay.h): the GPUs' copy engines fill
+  relay   the device border through its relay (border/border_relay.h; send/recv:
+          the pair relay, border/pair_relay.h): the GPUs' copy engines fill
           pinned slots, the relay carries them
   staged  HETCCL_GPU_BORDER=0: the whole buffer to pinned memory, the host
           plan across, back to the device

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Small send/recv between GPU ranks of different groups on two emulated hosts
-(tests/multihost/emu_hosts.py), through the pair relay (comm/pair_relay.h),
+(tests/multihost/emu_hosts.py), through the pair relay (border/pair_relay.h),
 while other ranks of the job idle: tests/multihost/pair_relay_rank's
 pingpong (4 KiB there and back between rank 0 and the last rank, 500 times
 after 50 warm-up trips), against the same two processes as host-memory

@@ -3,7 +3,7 @@
 #include "elements/lowp.h"
 #include "bootstrap/bootstrap.h"
 #include "comm/comm.h"
-#include "comm/observed.h"
+#include "observe/observed.h"
 #include "core/error.h"
 #include "core/log.h"
 
@@ -91,7 +91,7 @@ void runCollective(const PlanContext& base, const CollArgs& call) {
   // ranks' staged calls point it at the pinned copy made in stream order).
   if (a.op.scalarAt) a.op.scalar = elementToDouble(a.op.scalarAt, a.dt);
   // The plans scale a PreMulSum's input and divide an average's result
-  // themselves, around the steps (comm/observed.h).
+  // themselves, around the steps (observe/observed.h).
   if (a.op.preMul || a.op.postDiv) noteLocalWork();
   PlanContext p = base;
   p.tag = makeTag(c.nextSeq(), a);

@@ -9,7 +9,7 @@
 #include "algorithm/self_exchange.h"
 #include "core/bytes.h"
 #include "comm/comm.h"
-#include "comm/observed.h"
+#include "observe/observed.h"
 #include "core/error.h"
 
 namespace hetccl {

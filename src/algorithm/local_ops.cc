@@ -4,7 +4,7 @@
 #include "elements/host_reduce.h"
 #include "core/bytes.h"
 #include "comm/comm.h"
-#include "comm/observed.h"
+#include "observe/observed.h"
 
 namespace hetccl {
 
@@ -18,7 +18,7 @@ bool HostLocalOps::transportFolds() const { return !c_.planFolds(); }
 
 uint8_t* HostLocalOps::scratch(size_t bytes) { return c_.scratch(bytes); }
 
-// Each op is local work between the call's steps (comm/observed.h).
+// Each op is local work between the call's steps (observe/observed.h).
 void HostLocalOps::reduce(void* out, const void* a, const void* b, size_t n, DataType dt, RedKind k) {
   noteLocalWork();
   reduceArrays(out, a, b, n, dt, k);

@@ -9,12 +9,12 @@
 #include <vector>
 
 #include "algorithm/coll.h"
-#include "algorithm/device_exec.h"
-#include "algorithm/vendor_calls.h"
+#include "gpu/enqueue.h"
+#include "gpu/vendor_calls.h"
 #include "api/args.h"
 #include "api/comm_create.h"
 #include "api/guard.h"
-#include "comm/observed.h"
+#include "observe/observed.h"
 #include "core/log.h"
 
 using namespace hetccl;
@@ -48,7 +48,7 @@ uint64_t recordCalls(hetcclComm& comm, const std::vector<CollArgs>& calls, Fligh
 // ends: body runs the calls to their end (host ranks); else (a GPU rank's
 // enqueue) only a failure ends them here. startUs: the calls' start where
 // they run now, on the thread that issued them (their steps may share its
-// clock reading: comm/observed.h), else 0.
+// clock reading: observe/observed.h), else 0.
 template <class F>
 void recorded(hetcclComm& comm, uint64_t first, size_t n, bool ends, double startUs, F&& body) {
   StepScope steps(startUs);
@@ -194,7 +194,7 @@ bool runTogether(const std::vector<hetcclComm*>& comms,
     }
   // That group is this thread's, as NCCL's is: the vendor calls of the
   // other communicators (the device border's group steps) go through their
-  // proxies meanwhile (algorithm/vendor_calls.h).
+  // proxies meanwhile (gpu/vendor_calls.h).
   std::optional<OpenVendorGroup> open;
   if (!vendorGroups.empty()) open.emplace();
   bool anyNonBlocking = false;

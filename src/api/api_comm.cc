@@ -9,7 +9,7 @@
 #include "api/guard.h"
 #include "bootstrap/launcher.h"
 #include "bootstrap/root.h"
-#include "comm/device_border.h"
+#include "border/device_border.h"
 #include "core/settings.h"
 #include "core/log.h"
 #include "topology/border.h"

@@ -1,8 +1,8 @@
 // Communicators made from another: split and shrink (comm_create.h). The
-// rendezvous is comm/derive.h's; here: the API's checks and the creation.
+// rendezvous is comm/split_shrink.h's; here: the API's checks and the creation.
 #include "api/comm_create.h"
 #include "api/guard.h"
-#include "comm/derive.h"
+#include "comm/split_shrink.h"
 #include "core/error.h"
 
 namespace hetccl {

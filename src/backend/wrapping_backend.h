@@ -1,6 +1,6 @@
 // A group backend around another. Every collective and send/recv reaches
 // one virtual, route(), as a call that can run on any backend and stream;
-// the wrapper runs it its way (counted and timed: comm/observed.h), holds it
+// the wrapper runs it its way (counted and timed: observe/observed.h), holds it
 // (the vendor calls that must come after the proxy's: algorithm/
 // vendor_calls.h), or lets the default run it on the inner backend. A
 // wrapper that needs each collective's buffers itself (the staged one,

@@ -12,18 +12,18 @@
 #include "core/error.h"
 #include "bootstrap/auth.h"
 #include "bootstrap/root.h"
-#include "comm/flight_signal.h"
+#include "observe/flight_signal.h"
 #include "comm/link_security.h"
 #include "secure/aead.h"
-#include "comm/gpu_path.h"
-#include "comm/metrics_server.h"
-#include "comm/observed.h"
-#include "comm/plan_model.h"
-#include "comm/tracer.h"
+#include "border/border_choice.h"
+#include "observe/metrics_server.h"
+#include "observe/observed.h"
+#include "comm/comm_model.h"
+#include "observe/tracer.h"
 #include "transport/routed.h"
 #include "core/json.h"
 #include "core/log.h"
-#include "device/kernels.h"
+#include "device/kernels_plugin.h"
 #include "topology/peer.h"
 
 namespace hetccl {
@@ -97,7 +97,7 @@ Comm::Comm(int nranks, int rank, const CommOptions& opts)
   // fails the communicator and tells the peers, as a failed call does.
   proxy_.setFailureHook([this](hetcclResult_t code, const std::string& text) { fail(code, text); });
   watcher_.setFailureHook([this](hetcclResult_t code, const std::string& text) { fail(code, text); });
-  if (flight_.writes()) watchFlightSignal(this);
+  if (flight_.writes()) watchFlightSignal(this, [this](const std::string& why) { dumpFlight(why); });
 }
 
 void Comm::init(const IdContents& id) {

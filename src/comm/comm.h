@@ -17,9 +17,10 @@
 #include "bootstrap/bootstrap.h"
 #include "comm/border_cut.h"
 #include "core/datatype.h"
-#include "comm/call_metrics.h"
-#include "comm/device_border.h"
-#include "comm/flight_recorder.h"
+#include "observe/call_metrics.h"
+#include "border/device_border.h"
+#include "observe/flight_recorder.h"
+#include "observe/metrics_server.h"
 #include "comm/link_security.h"
 #include "comm/proxy.h"
 #include "device/device.h"
@@ -59,7 +60,7 @@ struct ChunkHooks {
   std::function<void(size_t chunk)> before, after;
 };
 
-class Comm {
+class Comm : public MetricsSource {
  public:
   // Cheap: validates the settings and makes the device runtime. init() does
   // the rest (collective over all ranks of id); a non-blocking communicator
@@ -81,9 +82,9 @@ class Comm {
   Backend& groupBackend() { return *backend_; }
   // The same, as the plans of this rank's own calls use it: each step
   // counted in the metrics and, where HETCCL_TRACE_FILE is set, recorded on
-  // the timeline (comm/observed.h).
+  // the timeline (observe/observed.h).
   Backend& planBackend() { return observedBackend_ ? *observedBackend_ : *backend_; }
-  // Counters of this communicator's calls and steps (comm/call_metrics.h).
+  // Counters of this communicator's calls and steps (observe/call_metrics.h).
   CallMetrics& metrics() { return metrics_; }
   const CallMetrics& metrics() const { return metrics_; }
   // Steps are counted (HETCCL_METRICS) or traced (HETCCL_TRACE_FILE).
@@ -92,7 +93,7 @@ class Comm {
   std::string idText() const;
   // Ranks before this one on its host (its index among them), from init on.
   int hostIndex() const { return hostIndex_; }
-  // The timeline (comm/tracer.h), or null.
+  // The timeline (observe/tracer.h), or null.
   Tracer* tracer() { return tracer_.get(); }
   // GPU ranks of multi-group communicators: streams, flag, staging.
   StagingState* stagingState() { return stagingState_.get(); }
@@ -111,12 +112,12 @@ class Comm {
   // How this rank's border data moves: "none" (one group), "host" (host
   // memory, handed to the transport as it is), "staged" (device memory,
   // copied through pinned staging on the caller's stream) or "device" (GPU
-  // ranks with the device border, comm/device_border.h; the calls it does
+  // ranks with the device border, border/device_border.h; the calls it does
   // not take stage).
   const char* borderPath() const {
     return topo_.ngroups() == 1 ? "none" : border_ ? "device" : streamOrdered() ? "staged" : "host";
   }
-  // The last calls of this communicator (comm/flight_recorder.h) ...
+  // The last calls of this communicator (observe/flight_recorder.h) ...
   FlightRecorder& flight() { return flight_; }
   // ... written to HETCCL_FLIGHT_DIR, naming why (failure, abort).
   void dumpFlight(const std::string& reason) const;
@@ -199,6 +200,14 @@ class Comm {
     proxy_.drain();
     watcher_.drain();
   }
+
+  // What the metrics endpoint reads (observe/metrics_server.h; comm_status.cc).
+  std::string metricsLabels() const override;
+  std::string infoLabels() const override;
+  bool failedForGood() const override { return asyncError() != hetcclSuccess; }
+  const CallMetrics& counters() const override { return metrics_; }
+  std::string statusObject() const override;
+  int portOffset() const override { return hostIndex_; }
 
   // API calls in flight on this communicator (Abort waits for them to leave).
   std::atomic<int> activeCalls{0};

@@ -1,6 +1,6 @@
 #include "comm/proxy.h"
 
-#include "comm/observed.h"
+#include "observe/observed.h"
 
 #include "core/error.h"
 #include "core/log.h"

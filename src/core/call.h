@@ -20,10 +20,10 @@ enum class CollKind : uint16_t {
   kSendRecv,
 };
 const char* collKindName(CollKind k);
-// MsgTag::coll of the device border relay's messages (comm/border_relay.h):
+// MsgTag::coll of the device border relay's messages (border/border_relay.h):
 // not a collective of the API; MsgTag::op then says which message.
 inline constexpr uint16_t kDeviceBorderRelay = 0x100;
-// ... and of the send/recv relay's (comm/pair_relay.h): op 0 a status, 1 parts.
+// ... and of the send/recv relay's (border/pair_relay.h): op 0 a status, 1 parts.
 inline constexpr uint16_t kPairRelay = 0x101;
 
 struct MsgTag {

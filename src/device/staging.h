@@ -79,7 +79,7 @@ class StagingState {
 
   // Calls queued on the proxy that will hand group steps to the vendor
   // library from its thread (staged calls; vendor calls routed after them,
-  // algorithm/vendor_calls.h). While there are any, the enqueuing thread
+  // gpu/vendor_calls.h). While there are any, the enqueuing thread
   // routes its own vendor calls through the proxy too, so that the library
   // gets every rank's calls in one order.
   void stagedQueued() { staged_.fetch_add(1); }

@@ -1,7 +1,7 @@
 /* C ABI of hetccl's device reduction kernels plugin
  * (libhetccl-cuda-kernels.so, libhetccl-hip-kernels.so), built from one
  * source (reduce_kernels.cu) by nvcc or hipcc and dlopen'ed by the host
- * library (src/device/kernels.h) only where that GPU runtime exists.
+ * library (src/device/kernels_plugin.h) only where that GPU runtime exists.
  * Plain C: no CUDA or HIP header is needed to use it.
  *
  * History
@@ -33,7 +33,7 @@ extern "C" {
  * null is the legacy default stream) and never synchronises. count is in
  * elements; pointers are device-accessible memory. On a nonzero return,
  * lastError() gives the text (per calling thread). */
-/* One round of the device border's latency path (src/comm/device_border.h)
+/* One round of the device border's latency path (src/border/device_border.h)
  * between `peers` border peers: every pointer is the device address of
  * mapped host memory shared by their processes. Flags are 64-bit counters;
  * a wait for value v on flag f ends once f >= v both as unsigned numbers and

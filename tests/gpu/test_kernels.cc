@@ -25,7 +25,7 @@
 #include "core/datatype.h"
 #include "core/error.h"
 #include "device/device.h"
-#include "device/kernels.h"
+#include "device/kernels_plugin.h"
 #include "elements/host_reduce.h"
 #include "elements/lowp.h"
 #include "hetccl/hetccl.h"
@@ -439,7 +439,7 @@ TEST(Kernels, PreloadedKernelsLaunchWhileAStreamWaitsOnThisThread) {
   EXPECT_EQ(gpu().api->preload(), HETCCL_KERNELS_SUCCESS) << gpu().api->lastError();  // again: nothing to do
 }
 
-// The pair relay makes a channel at a pair's first use (comm/pair_relay.h):
+// The pair relay makes a channel at a pair's first use (border/pair_relay.h):
 // it maps memory and registers it with the runtime while a stream of an
 // earlier call may still wait on a flag that only a relay or a peer
 // stores. Here the stream waits on a flag that this thread stores only

@@ -111,7 +111,7 @@ inline void abortReleasesTheStream(Rank& r) {
 }
 
 // Calls go through the device border
-// (comm/device_border.h, 64 KiB chunks) with `border`, else through pinned staging.
+// (border/device_border.h, 64 KiB chunks) with `border`, else through pinned staging.
 inline void borderEnv(JobOptions& o, bool border) {
   o.env.emplace_back("HETCCL_GPU_BORDER", border ? "1" : "0");
   o.env.emplace_back("HETCCL_GPU_BORDER_MIN", "0");

@@ -30,7 +30,7 @@ void PrintTo(const NoWaitCase& c, std::ostream* os) { *os << c.name; }
 // a GPU group of two next to a group of host ranks: every call staged,
 // then send/recv inside the GPU group while the staged calls are queued.
 // In the last two the vendor library's calls go through the proxy, after
-// the staged calls (algorithm/vendor_calls.h).
+// the staged calls (gpu/vendor_calls.h).
 const NoWaitCase kNoWaitCases[] = {
     {"aabb_border",
      "a,a,b,b",

@@ -1,7 +1,7 @@
 // Send/recv of ranks on emulated GPUs between every two ranks of a job on
 // one host: border peers through their pair channels, ranks of other
 // indices (or of an index a smaller group lacks) through the pair links
-// (comm/pair_links.h), ranks of one group through the vendor library;
+// (border/pair_links.h), ranks of one group through the vendor library;
 // none staged. And a link peer that dies under a send, and an abort while
 // a send waits on a link.
 #include <gtest/gtest.h>

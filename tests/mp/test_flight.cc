@@ -1,6 +1,6 @@
 // The flight records of host ranks: how a call's time splits into its steps.
 // A call that runs on the calling thread shares clock reads with its steps
-// (comm/observed.h): a call of one group step and no local work is that
+// (observe/observed.h): a call of one group step and no local work is that
 // step, start to end; a call with local work or several steps keeps each
 // step's own reads, and its steps fit inside it.
 #include <gtest/gtest.h>

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Emulated GPU ranks (device kind emu) on emulated hosts (emu_hosts.py):
 the device border with border peers on other hosts, through its relay
-(comm/border_relay.h), then a host killed under it.
+(border/border_relay.h), then a host killed under it.
 
   check_emu_border.py HETCCL_PERF [--pairs PAIR_RELAY_RANK] [--quick] [--kind emu|cuda|hip] [--shared-network]
 

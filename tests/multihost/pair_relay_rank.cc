@@ -1,6 +1,6 @@
 // pair_relay_rank: one rank of the send/recv checks across hosts in
 // check_emu_border.py (GPU ranks of different groups on different hosts:
-// comm/pair_relay.h). Joins with hetcclCommInitFromEnv (torchrun
+// border/pair_relay.h). Joins with hetcclCommInitFromEnv (torchrun
 // variables; HETCCL_DEVICE names the device kind), buffers in device
 // memory, and prints one line the driver parses:
 //

@@ -13,11 +13,11 @@
 #include <vector>
 
 #include "comm/border_cut.h"
-#include "comm/border_relay.h"
-#include "comm/flight_recorder.h"
-#include "comm/observed.h"
-#include "comm/pair_links.h"
-#include "comm/pair_relay.h"
+#include "border/border_relay.h"
+#include "observe/flight_recorder.h"
+#include "observe/observed.h"
+#include "border/pair_links.h"
+#include "border/pair_relay.h"
 #include "topology/peer.h"
 #include "unit_util.h"
 
@@ -275,7 +275,7 @@ TEST(BorderRelay, RequestsOutsideTheBorderDataAreRefused) {
 }
 
 // The size check of send/recv on one host: each end's log of its messages
-// against the other's (comm/pair_links.h).
+// against the other's (border/pair_links.h).
 TEST(PairLog, EachEndSeesTheOthersSizeOfTheSameMessage) {
   PairLog sender{}, receiver{};
   EXPECT_FALSE(pairLogCheck(&sender, &receiver, true, 1, 4096).has_value());  // the receiver has not come yet

@@ -14,8 +14,8 @@
 #include "device/call_sampler.h"
 #include "device/issue_order.h"
 #include "device/staging.h"
-#include "comm/device_border.h"
-#include "comm/gpu_path.h"
+#include "border/device_border.h"
+#include "border/border_choice.h"
 #include "unit_util.h"
 
 namespace hetccl {
@@ -84,12 +84,12 @@ TEST(DeviceRegistry, MemKindNames) {
 }  // namespace
 }  // namespace hetccl
 
-// ---- the device kernels plugin loader (src/device/kernels.h) ----
+// ---- the device kernels plugin loader (src/device/kernels_plugin.h) ----
 #include <unistd.h>
 
 #include <fstream>
 
-#include "device/kernels.h"
+#include "device/kernels_plugin.h"
 
 namespace hetccl {
 namespace {

@@ -1,12 +1,12 @@
 // The cost model (src/model) against times worked out by hand from its
-// rules, and the communicator's model (comm/plan_model.h) built from peer
+// rules, and the communicator's model (comm/comm_model.h) built from peer
 // records and the border cut's rates.
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <stdexcept>
 
-#include "comm/plan_model.h"
+#include "comm/comm_model.h"
 #include "model/cost_model.h"
 
 namespace hetccl {

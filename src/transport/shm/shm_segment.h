@@ -1,6 +1,6 @@
 // The shm transport's memory: how large its rings may be, and the names of
 // its segments in /dev/shm and their cleanup; making and mapping segments
-// (also for the device border's, comm/device_border.h).
+// (also for the device border's, border/device_border.h).
 //
 // One communicator's rings on one host: n ranks there, each with an inbox
 // holding one ring per peer, so n x (n - 1) rings. Each ring is
