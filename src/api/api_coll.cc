@@ -120,11 +120,11 @@ void checkUsable(hetcclComm* comm) {
 // communicator. Returns whether non-blocking work was queued. Under a CommRef.
 bool dispatchCalls(hetcclComm* comm, const std::vector<CollArgs>& calls, bool mayWait) {
   const bool blocking = comm->options().blocking;
-  const bool waitedOnProxy = blocking && !mayWait && !comm->streamOrdered();
+  const bool waitedOnProxy = blocking && !mayWait && !comm->isGpuRank();
   std::optional<ExclusiveUse> use;
   if (!waitedOnProxy) use.emplace(*comm);  // that one takes it on the proxy, for the whole run
   checkUsable(comm);
-  if (comm->streamOrdered()) {  // GPU rank: enqueue in stream order, return at once
+  if (comm->isGpuRank()) {  // GPU rank: enqueue in stream order, return at once
     checkReady(comm);
     // A call across groups is numbered among the border's uses and watched
     // by this process's threads as it is enqueued: a graph replaying it
@@ -188,7 +188,7 @@ bool runTogether(const std::vector<hetcclComm*>& comms,
     }
   } endVendorGroups{vendorGroups};
   for (hetcclComm* c : comms)
-    if (c->streamOrdered() && c->ready() && c->topo().ngroups() == 1 && c->asyncError() == hetcclSuccess) {
+    if (c->isGpuRank() && c->ready() && c->topo().ngroups() == 1 && c->asyncError() == hetcclSuccess) {
       c->groupBackend().groupStart();
       vendorGroups.push_back(&c->groupBackend());
     }
@@ -204,7 +204,7 @@ bool runTogether(const std::vector<hetcclComm*>& comms,
     hetcclResult_t r = guard(comm, "hetcclGroupEnd", [&] {
       if (dispatchCalls(comm, calls, false))
         anyNonBlocking = true;
-      else if (!comm->streamOrdered())
+      else if (!comm->isGpuRank())
         waitFor.push_back(comm);  // a blocking host rank's calls, on its proxy
     });
     if (r != hetcclSuccess) {

@@ -177,7 +177,7 @@ hetcclResult_t hetcclCommGetAsyncError(hetcclComm_t comm, hetcclResult_t* asyncE
     if (*asyncError == hetcclSuccess) {
       *asyncError = comm->proxy().status();
       // GPU work in flight on a blocking communicator is not an error (as NCCL).
-      if (*asyncError == hetcclInProgress && comm->ready() && comm->streamOrdered()) *asyncError = hetcclSuccess;
+      if (*asyncError == hetcclInProgress && comm->ready() && comm->isGpuRank()) *asyncError = hetcclSuccess;
       // Make the failure's text what hetcclGetLastError reports.
       if (*asyncError != hetcclSuccess && *asyncError != hetcclInProgress)
         recordError(comm, "non-blocking call", *asyncError, comm->proxy().errorText());
@@ -261,7 +261,7 @@ hetcclResult_t hetcclRedOpCreatePreMulSum(hetcclRedOp_t* op, void* scalar, hetcc
       // Read when each call runs, as NCCL reads it: device memory on GPU
       // ranks, the rank's own memory on host ranks.
       MemKind k = comm->device().pointerKind(scalar);
-      if (comm->streamOrdered())
+      if (comm->isGpuRank())
         HETCCL_CHECK_ARG(k == MemKind::kDevice || k == MemKind::kPinnedHost,
                          std::string("scalar with device residence is ") + memKindName(k) + ", but this " +
                              comm->device().kind() + " rank's collectives read it on its device");

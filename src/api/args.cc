@@ -65,7 +65,7 @@ void checkBufferKinds(Comm& c, const CollArgs& a) {
   auto check = [&](const void* p, size_t bytes, const char* name) {
     if (!p || bytes == 0) return;
     MemKind k = d.pointerKind(p);
-    if (c.streamOrdered()) {
+    if (c.isGpuRank()) {
       if (k == MemKind::kDevice) return;
       throwError(hetcclInvalidArgument, std::string(name) + " is " + memKindName(k) + ", but this rank is a " +
                                             d.kind() + " rank: its buffers must be memory of its device " +

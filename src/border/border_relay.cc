@@ -61,7 +61,7 @@ void BorderRelay::stop() {
     if (t.joinable()) t.join();
 }
 
-void BorderRelay::want(int q, uint64_t seq, bool results, size_t off, size_t len) {
+void BorderRelay::announceRead(int q, uint64_t seq, bool results, size_t off, size_t len) {
   const auto it = std::find(remote_.begin(), remote_.end(), q);
   if (it == remote_.end()) return;
   std::lock_guard<std::mutex> g(mu_);

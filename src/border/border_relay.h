@@ -10,7 +10,7 @@
 //
 // - The parts thread, one slot use (border sequence number) after another:
 //   the ranges of a remote peer's segment that this rank's streams will
-//   read in that use (recorded while the calls are enqueued: want()) go to
+//   read in that use (recorded while the calls are enqueued: announceRead()) go to
 //   that peer, and its requests come here; once this rank's stream stored
 //   its own ready flag of the use, each remote peer gets the ranges it
 //   asked for after that flag, and what this rank asked for lands in its
@@ -73,7 +73,7 @@ class BorderRelay {
   // This rank's streams read bytes [off, off + len) of remote peer q's
   // segment in slot use `seq`, after its ready flag (results: its done
   // flag); len may be 0 (the flag alone). The enqueuing thread.
-  void want(int q, uint64_t seq, bool results, size_t off, size_t len);
+  void announceRead(int q, uint64_t seq, bool results, size_t off, size_t len);
   // Every slot use up to `seq` is enqueued: the threads may serve them.
   void commit(uint64_t seq);
   // Stops the threads and poisons the transports (the remote peers' relays

@@ -388,9 +388,9 @@ void DeviceBorder::releaseAll() {
   for (volatile uint64_t* f : releaseToo_) flagRelease(f);
 }
 
-void DeviceBorder::want(int q, uint64_t seq, bool results, const void* at, size_t n) {
+void DeviceBorder::announceRead(int q, uint64_t seq, bool results, const void* at, size_t n) {
   if (!relay_ || !remote_[q]) return;
-  relay_->want(q, seq, results, static_cast<size_t>(static_cast<const uint8_t*>(at) - seg_[q]), n);
+  relay_->announceRead(q, seq, results, static_cast<size_t>(static_cast<const uint8_t*>(at) - seg_[q]), n);
 }
 
 void DeviceBorder::commit(uint64_t seq) {

@@ -41,7 +41,7 @@
 // mirror of each one's segment (its own memory, laid out alike and
 // registered alike), which the relay's threads fill with what this rank's
 // streams read and whose flags they store; the collectives do not change.
-// Each read of a peer's segment is announced first (want()) and each call
+// Each read of a peer's segment is announced first (announceRead()) and each call
 // commits its slot uses (commit()), so the relay knows what to fetch.
 //
 // Everything here is made at init: the segments, their registration (which
@@ -153,7 +153,7 @@ class DeviceBorder {
   // This rank's streams read n bytes at `at` (in peer q's segment) in slot
   // use `seq` after its ready flag (results: done): the relay brings them
   // where q is remote. The enqueuing thread.
-  void want(int q, uint64_t seq, bool results, const void* at, size_t n);
+  void announceRead(int q, uint64_t seq, bool results, const void* at, size_t n);
   // Every slot use up to `seq` (0: taken so far) is enqueued, its reads
   // announced: the relay may serve it. After each use's last read
   // (ackReads) and at the end of each call.

@@ -254,7 +254,7 @@ void Comm::setUp(const PeerInfo& me, const std::string& group) {
   if (settings::kTraceFile.isSet()) {
     tracer_ =
         Tracer::open(settings::kTraceFile.get(), rank, nranks,
-                     "group " + group + ", " + device_->kind() + ", pid " + std::to_string(getpid()), streamOrdered());
+                     "group " + group + ", " + device_->kind() + ", pid " + std::to_string(getpid()), isGpuRank());
     if (tracer_) {
       tracer_->setClockOffset(clockOffsetUs);
       Tracer* t = tracer_.get();
@@ -326,7 +326,7 @@ void Comm::setUp(const PeerInfo& me, const std::string& group) {
   backend_->connect(ids.data() + static_cast<size_t>(topo_.groupOfRank(rank).ranks[0]) * kBackendIdBytes);
   if (observing()) observedBackend_ = std::make_unique<ObservedBackend>(*backend_, bc, metrics_, tracer_.get());
 
-  if (streamOrdered() && topo_.ngroups() > 1) {
+  if (isGpuRank() && topo_.ngroups() > 1) {
     auto ds = std::make_unique<StagingState>(*device_, settings::kStagingMax.get(), settings::kDeviceScratchMax.get(),
                                              streamPriority_);
     {
@@ -358,7 +358,7 @@ void Comm::setUpDeviceBorder() {
   }
   std::string whyNot = deviceBorderWhyNot(f);
   if (whyNot == kNotEveryRankSays) {
-    if (streamOrdered() && topo_.ngroups() > 1)
+    if (isGpuRank() && topo_.ngroups() > 1)
       LOG_INFO(kInit, "rank %d: border data path staged: %s memory through pinned staging (a group of host ranks)",
                rank_, device_->kind());
     return;

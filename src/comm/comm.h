@@ -98,7 +98,7 @@ class Comm : public MetricsSource {
   // GPU ranks of multi-group communicators: streams, flag, staging.
   StagingState* stagingState() { return stagingState_.get(); }
   // A GPU rank: its calls take effect in the order of their streams.
-  bool streamOrdered() const { return !device_->synchronous(); }
+  bool isGpuRank() const { return !device_->synchronous(); }
   DeviceRuntime& device() { return *device_; }
   // The transport of every link ("shm", "tcp", "ucx"), or "<intra>+<inter>"
   // where peers on this host and on others use different ones.
@@ -115,7 +115,7 @@ class Comm : public MetricsSource {
   // ranks with the device border, border/device_border.h; the calls it does
   // not take stage).
   const char* borderPath() const {
-    return topo_.ngroups() == 1 ? "none" : border_ ? "device" : streamOrdered() ? "staged" : "host";
+    return topo_.ngroups() == 1 ? "none" : border_ ? "device" : isGpuRank() ? "staged" : "host";
   }
   // The last calls of this communicator (observe/flight_recorder.h) ...
   FlightRecorder& flight() { return flight_; }

@@ -24,8 +24,8 @@ constexpr size_t kRoundMaxBytes = size_t{16} << 10;
 // One border all-reduce of `len` elements from src to dst (device memory;
 // they may be the same).
 struct BorderAllReduce : BorderCall {
-  BorderAllReduce(Comm& comm, DataType type, RedKind k, const uint8_t* from, uint8_t* to, size_t n, size_t callBytes)
-      : BorderCall(comm, type, k, callBytes), src(from), dst(to), len(n) {}
+  BorderAllReduce(Comm& owner, DataType type, RedKind k, const uint8_t* from, uint8_t* to, size_t n, size_t callBytes)
+      : BorderCall(owner, type, k, callBytes), src(from), dst(to), len(n) {}
   const uint8_t* src;
   uint8_t* dst;
   size_t len;
@@ -34,16 +34,16 @@ struct BorderAllReduce : BorderCall {
   // peer's in, the fold on every rank.
   void small(Stream s) {
     markStart(s);
-    const size_t bytes = len * es;
+    const size_t bytes = len * elemBytes;
     int slot = 0;
     const uint64_t seq = take(&slot);
-    if (b.roundKernel() && bytes <= kRoundMaxBytes) return round(seq, slot, s);
+    if (border.roundKernel() && bytes <= kRoundMaxBytes) return round(seq, slot, s);
     waitSlotFree(seq, slot, s);
-    put(b.out(me(), slot), src, bytes, s);
-    d.streamWriteValue(s, b.ready(me(), slot), seq);
-    for (int q = 0; q < G(); ++q) {
+    put(border.out(me(), slot), src, bytes, s);
+    dev.streamWriteValue(s, border.ready(me(), slot), seq);
+    for (int q = 0; q < peers(); ++q) {
       if (q == me()) continue;
-      fetch(s, q, seq, slot, false, scratchOf(q), b.out(q, slot), bytes);
+      readFromPeer(s, q, seq, slot, false, scratchOf(q), border.out(q, slot), bytes);
     }
     ackReads(seq, slot, s);
     fold(dst, src, len, s);
@@ -53,22 +53,22 @@ struct BorderAllReduce : BorderCall {
   // slot, flags and values, so peers of either kind meet in it.
   void round(uint64_t seq, int slot, Stream s) {
     auto flagAt = [&](int owner, volatile uint64_t* f) {
-      return reinterpret_cast<unsigned long long*>(const_cast<uint64_t*>(b.onDevice(owner, f)));
+      return reinterpret_cast<unsigned long long*>(const_cast<uint64_t*>(border.onDevice(owner, f)));
     };
     hetcclBorderRound_t r{};
-    r.peers = G();
+    r.peers = peers();
     r.me = me();
     r.seq = seq;
     r.slotFree = seq > DeviceBorder::kSlots ? seq - DeviceBorder::kSlots : 0;
-    for (int q = 0; q < G(); ++q) {
-      r.out[q] = b.onDevice(q, b.out(q, slot));
-      r.ready[q] = flagAt(q, b.ready(q, slot));
+    for (int q = 0; q < peers(); ++q) {
+      r.out[q] = border.onDevice(q, border.out(q, slot));
+      r.ready[q] = flagAt(q, border.ready(q, slot));
       if (q == me()) continue;
-      r.ackIn[q] = flagAt(me(), b.ack(me(), q, slot));
-      r.ackOut[q] = flagAt(q, b.ack(q, me(), slot));
+      r.ackIn[q] = flagAt(me(), border.ack(me(), q, slot));
+      r.ackOut[q] = flagAt(q, border.ack(q, me(), slot));
     }
-    sent += len * es;  // the kernel stores this rank's share in its slot
-    check(kn.borderRound(&r, dst, src, len, static_cast<int>(dt), static_cast<int>(kind), s), "borderRound");
+    sent += len * elemBytes;  // the kernel stores this rank's share in its slot
+    check(kernels.borderRound(&r, dst, src, len, static_cast<int>(dt), static_cast<int>(kind), s), "borderRound");
   }
 
   // Slices of G parts; part p of a slice is folded by peer p.
@@ -83,31 +83,32 @@ struct BorderAllReduce : BorderCall {
 
   void copyOut(const Slice& t, Stream o) {  // parts the others own
     waitSlotFree(t.seq, t.slot, o);
-    const uint8_t* from = src + t.off * es;
-    uint8_t* area = b.out(me(), t.slot);
-    put(area, from, t.lo(me()) * es, o);
+    const uint8_t* from = src + t.off * elemBytes;
+    uint8_t* area = border.out(me(), t.slot);
+    put(area, from, t.lo(me()) * elemBytes, o);
     const size_t after = t.lo(me()) + t.cnt(me());
-    put(area + after * es, from + after * es, (t.n - after) * es, o);
-    d.streamWriteValue(o, b.ready(me(), t.slot), t.seq);
+    put(area + after * elemBytes, from + after * elemBytes, (t.n - after) * elemBytes, o);
+    dev.streamWriteValue(o, border.ready(me(), t.slot), t.seq);
   }
   void foldOwn(Slice& t, Stream in) {  // the part this rank owns
     const size_t lo = t.lo(me()), n = t.cnt(me());
-    for (int q = 0; q < G(); ++q) {
+    for (int q = 0; q < peers(); ++q) {
       if (q == me()) continue;
-      fetch(in, q, t.seq, t.slot, false, scratchOf(q), b.out(q, t.slot) + lo * es, n * es);
+      readFromPeer(in, q, t.seq, t.slot, false, scratchOf(q), border.out(q, t.slot) + lo * elemBytes, n * elemBytes);
     }
-    fold(dst + (t.off + lo) * es, src + (t.off + lo) * es, n, in);
+    fold(dst + (t.off + lo) * elemBytes, src + (t.off + lo) * elemBytes, n, in);
     t.folded = event(in);
   }
   void resultOut(const Slice& t, Stream o) {
-    d.streamWaitEvent(o, t.folded);
-    put(b.result(me(), t.slot), dst + (t.off + t.lo(me())) * es, t.cnt(me()) * es, o);
-    d.streamWriteValue(o, b.done(me(), t.slot), t.seq);
+    dev.streamWaitEvent(o, t.folded);
+    put(border.result(me(), t.slot), dst + (t.off + t.lo(me())) * elemBytes, t.cnt(me()) * elemBytes, o);
+    dev.streamWriteValue(o, border.done(me(), t.slot), t.seq);
   }
   void resultsIn(const Slice& t, Stream in) {
-    for (int q = 0; q < G(); ++q) {
+    for (int q = 0; q < peers(); ++q) {
       if (q == me()) continue;
-      fetch(in, q, t.seq, t.slot, true, dst + (t.off + t.lo(q)) * es, b.result(q, t.slot), t.cnt(q) * es);
+      readFromPeer(in, q, t.seq, t.slot, true, dst + (t.off + t.lo(q)) * elemBytes, border.result(q, t.slot),
+                   t.cnt(q) * elemBytes);
     }
     ackReads(t.seq, t.slot, in);
   }
@@ -115,17 +116,17 @@ struct BorderAllReduce : BorderCall {
   // Copies out on one internal stream, copies in and folds on the other,
   // slice t's results a step behind slice t + 1's parts.
   void pipelined(Stream caller) {
-    Stream o = b.outStream(), in = b.inStream();
+    Stream o = border.outStream(), in = border.inStream();
     fork(caller);
-    const size_t perPart = std::max<size_t>(1, b.partBytes() / es);
-    const size_t perSlice = perPart * G();
+    const size_t perPart = std::max<size_t>(1, border.partBytes() / elemBytes);
+    const size_t perSlice = perPart * peers();
     std::vector<Slice> slices;
     for (size_t off = 0; off < len; off += perSlice) {
       Slice t;
       t.seq = take(&t.slot);
       t.off = off;
       t.n = std::min(perSlice, len - off);
-      t.part = (t.n + G() - 1) / G();
+      t.part = (t.n + peers() - 1) / peers();
       slices.push_back(t);
     }
     for (size_t t = 0; t <= slices.size(); ++t) {

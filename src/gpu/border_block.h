@@ -39,48 +39,48 @@ inline size_t largestBuffer(Comm& c, const CollArgs& a) {
 // stream, the block (count elements: per rank, or the whole buffer), the
 // buffers, the internal streams and the border sequence before the call.
 struct BlockCall : BorderCall {
-  BlockCall(Comm& comm, const CollArgs& args, RedKind k)
-      : BorderCall(comm, args.dt, k, largestBuffer(comm, args)),
-        a(args),
-        s(args.stream),
-        blk(args.count * es),
-        send(static_cast<const uint8_t*>(args.send)),
-        recv(static_cast<uint8_t*>(args.recv)),
-        o(b.outStream()),
-        in(b.inStream()),
-        firstSeq(b.seq()),
-        vendor(comm) {
-    callStart = startCall(s);  // made first thing in each collective below
+  BlockCall(Comm& owner, const CollArgs& call, RedKind k)
+      : BorderCall(owner, call.dt, k, largestBuffer(owner, call)),
+        args(call),
+        caller(call.stream),
+        blockBytes(call.count * elemBytes),
+        send(static_cast<const uint8_t*>(call.send)),
+        recv(static_cast<uint8_t*>(call.recv)),
+        outStream(border.outStream()),
+        inStream(border.inStream()),
+        firstSeq(border.seq()),
+        vendor(owner) {
+    callStart = startCall(caller);  // made first thing in each collective below
   }
-  const CollArgs& a;
-  Stream s;
-  size_t blk;
+  const CollArgs& args;
+  Stream caller;
+  size_t blockBytes;
   const uint8_t* send;
   uint8_t* recv;
-  Stream o, in;
+  Stream outStream, inStream;
   uint64_t firstSeq;
   VendorCalls vendor;
 
-  int k() { return groupSize(c); }
-  int i() { return c.groupRank(); }
+  int groupRanks() { return groupSize(comm); }
+  int groupIndex() { return comm.groupRank(); }
   // The receive block of global rank r.
-  uint8_t* block(int r) { return recv + r * blk; }
+  uint8_t* block(int r) { return recv + r * blockBytes; }
   // The group's steps: to the vendor library from this thread, or through
   // the proxy after staged calls still queued there (vendor_calls.h).
   Backend& groupBackend() { return vendor; }
   // The op of the group steps: a PreMulSum (float Avg too) scales there,
   // by the vendor library; the border then sums. Else the plain kind.
-  ReduceOp groupOp() { return a.op.preMul ? a.op : ReduceOp(kind); }
+  ReduceOp groupOp() { return args.op.preMul ? args.op : ReduceOp(kind); }
   // Where peer g's outgoing part lies in device scratch (g != me).
-  uint8_t* outgoingOf(int g) { return b.outgoing(g < me() ? g : g - 1); }
+  uint8_t* outgoingOf(int g) { return border.outgoing(g < me() ? g : g - 1); }
   // Integer Avg: the division once the folds are done (on the in stream).
-  void divide(uint8_t* buf) { divide(buf, in); }
+  void divide(uint8_t* buf) { divide(buf, inStream); }
   void divide(uint8_t* buf, Stream st) {
-    if (a.op.postDiv) check(kn.divide(buf, a.count, static_cast<int>(dt), a.op.divisor, st), "divide");
+    if (args.op.postDiv) check(kernels.divide(buf, args.count, static_cast<int>(dt), args.op.divisor, st), "divide");
   }
-  void finish(const char* what, size_t bytes, int writer = -1) { watch(s, what, bytes, firstSeq, writer, false); }
+  void finish(const char* what, size_t bytes, int writer = -1) { watch(caller, what, bytes, firstSeq, writer, false); }
   // Groups of one rank: the send block for group g's rank.
-  const uint8_t* sendTo(int g) { return send + rankAt(c, g, 0) * blk; }
+  const uint8_t* sendTo(int g) { return send + rankAt(comm, g, 0) * blockBytes; }
   // One slot use in which every border peer but the root's puts its piece
   // [from, from + len) out, and the root's copies peer q's into to(q)
   // (Reduce, Gather).
@@ -89,31 +89,31 @@ struct BlockCall : BorderCall {
     int slot = 0;
     const uint64_t seq = take(&slot);
     if (!atRoot) {
-      waitSlotFree(seq, slot, o);
-      put(b.out(me(), slot), from, len, o);
-      d.streamWriteValue(o, b.ready(me(), slot), seq);
+      waitSlotFree(seq, slot, outStream);
+      put(border.out(me(), slot), from, len, outStream);
+      dev.streamWriteValue(outStream, border.ready(me(), slot), seq);
     } else {
-      for (int q = 0; q < G(); ++q) {
+      for (int q = 0; q < peers(); ++q) {
         if (q == me()) continue;
-        fetch(in, q, seq, slot, false, to(q), b.out(q, slot), len);
+        readFromPeer(inStream, q, seq, slot, false, to(q), border.out(q, slot), len);
       }
     }
-    ackReads(seq, slot, in);
+    ackReads(seq, slot, inStream);
   }
   // Groups of several ranks: a piece of every block per slot use, a part
   // over k (whole elements); the root's group and index in its group.
-  size_t groupPiece() { return std::max(es, b.partBytes() / k() / es * es); }
-  int rootGroup() { return c.topo().groupOf[a.root]; }
+  size_t groupPiece() { return std::max(elemBytes, border.partBytes() / groupRanks() / elemBytes * elemBytes); }
+  int rootGroup() { return comm.topo().groupOf[args.root]; }
   // Groups of different sizes (m = b.shares()): lane s < m of group g holds
   // its ranks s, s + m, ...; how many.
-  int laneSize(int g, int s) { return (groupSizeOf(c, g) - s + b.shares() - 1) / b.shares(); }
-  int rootIndex() { return c.topo().groupRank[a.root]; }
+  int laneSize(int g, int s) { return (groupSizeOf(comm, g) - s + border.shares() - 1) / border.shares(); }
+  int rootIndex() { return comm.topo().groupRank[args.root]; }
   // The internal streams take over, and f(offset, length) runs for every
   // piece of the block.
   template <typename F>
   void pieces(size_t piece, F f) {
-    fork(s);
-    for (size_t off = 0; off < blk; off += piece) f(off, std::min(piece, blk - off));
+    fork(caller);
+    for (size_t off = 0; off < blockBytes; off += piece) f(off, std::min(piece, blockBytes - off));
   }
 };
 

@@ -25,14 +25,14 @@ constexpr int kSlots = DeviceBorder::kSlots;
 }
 }  // namespace
 
-BorderCall::BorderCall(Comm& comm, DataType type, RedKind k, size_t callBytes)
-    : c(comm),
-      b(*comm.deviceBorder()),
-      d(comm.device()),
-      kn(*comm.kernels()),
+BorderCall::BorderCall(Comm& owner, DataType type, RedKind k, size_t callBytes)
+    : comm(owner),
+      border(*owner.deviceBorder()),
+      dev(owner.device()),
+      kernels(*owner.kernels()),
       dt(type),
       kind(k),
-      es(dataTypeSize(type)) {
+      elemBytes(dataTypeSize(type)) {
   if (!comm.observing() && !comm.flight().on()) return;
   if (callBytes >= kTimedMinBytes) {
     timed = true;
@@ -44,8 +44,8 @@ BorderCall::BorderCall(Comm& comm, DataType type, RedKind k, size_t callBytes)
 }
 
 BorderCall::~BorderCall() {
-  b.commit();
-  StagingState* ds = c.stagingState();
+  border.commit();
+  StagingState* ds = comm.stagingState();
   if (!ds) return;
   for (Event e : events) ds->events().give(e);
   for (Event e : {timedStart, timedEnd, callStart, callEnd})
@@ -55,32 +55,32 @@ BorderCall::~BorderCall() {
 void BorderCall::check(int rc, const char* what) {
   if (rc != HETCCL_KERNELS_SUCCESS)
     throwError(rc == HETCCL_KERNELS_INVALID_ARGUMENT ? hetcclInvalidArgument : hetcclUnhandledDeviceError,
-               std::string("device border: kernel '") + what + "' (" + kn.kind + "): " + kn.lastError());
+               std::string("device border: kernel '") + what + "' (" + kernels.kind + "): " + kernels.lastError());
 }
 
 Event BorderCall::event(Stream s) {
-  Event e = c.stagingState()->events().take();
+  Event e = comm.stagingState()->events().take();
   events.push_back(e);
-  d.recordEvent(e, s);
+  dev.recordEvent(e, s);
   return e;
 }
 
 void BorderCall::markStart(Stream caller) {
   if (timedStart || !timed) return;
-  timedStart = c.stagingState()->events().takeTimed();
-  d.recordEvent(timedStart, caller);
+  timedStart = comm.stagingState()->events().takeTimed();
+  dev.recordEvent(timedStart, caller);
 }
 
 void BorderCall::markEnd(Stream caller) {
   if (!timedStart) return;
-  if (!timedEnd) timedEnd = c.stagingState()->events().takeTimed();
-  d.recordEvent(timedEnd, caller);  // again at a later join: the last one counts
+  if (!timedEnd) timedEnd = comm.stagingState()->events().takeTimed();
+  dev.recordEvent(timedEnd, caller);  // again at a later join: the last one counts
 }
 
 Event BorderCall::startCall(Stream caller) {
-  if (!timed || c.topo().groupOfRank(c.rank()).ranks.size() < 2) return nullptr;
-  Event e = c.stagingState()->events().takeTimed();
-  d.recordEvent(e, caller);
+  if (!timed || comm.topo().groupOfRank(comm.rank()).ranks.size() < 2) return nullptr;
+  Event e = comm.stagingState()->events().takeTimed();
+  dev.recordEvent(e, caller);
   return e;
 }
 
@@ -88,29 +88,29 @@ void BorderCall::fold(uint8_t* out, const uint8_t* mine, size_t n, Stream s) {
   if (n == 0) return;
   auto v = [&](int g) -> const uint8_t* { return g == me() ? mine : scratchOf(g); };
   uint8_t* acc = (mine == out && me() != 0) ? scratchOf(0) : out;
-  for (int g = 1; g < G(); ++g) {
-    uint8_t* to = g == G() - 1 ? out : acc;
-    check(kn.reduce(to, g == 1 ? v(0) : acc, v(g), n, static_cast<int>(dt), static_cast<int>(kind), s), "reduce");
+  for (int g = 1; g < peers(); ++g) {
+    uint8_t* to = g == peers() - 1 ? out : acc;
+    check(kernels.reduce(to, g == 1 ? v(0) : acc, v(g), n, static_cast<int>(dt), static_cast<int>(kind), s), "reduce");
   }
 }
 
 void BorderCall::waitSlotFree(uint64_t seq, int slot, Stream s) {
   if (seq <= kSlots) return;
-  for (int q = 0; q < G(); ++q)
-    if (q != me()) d.streamWaitValue(s, b.ack(me(), q, slot), seq - kSlots);
+  for (int q = 0; q < peers(); ++q)
+    if (q != me()) dev.streamWaitValue(s, border.ack(me(), q, slot), seq - kSlots);
 }
 
 void BorderCall::ackReads(uint64_t seq, int slot, Stream s) {
-  for (int q = 0; q < G(); ++q)
-    if (q != me()) d.streamWriteValue(s, b.ack(q, me(), slot), seq);
+  for (int q = 0; q < peers(); ++q)
+    if (q != me()) dev.streamWriteValue(s, border.ack(q, me(), slot), seq);
   // Every read of this use is announced: the relay may serve it now, while
   // the rest of the call is enqueued (a long call's streams would else wait
   // on the relay until the runtime's queue stops this thread).
-  b.commit(seq);
+  border.commit(seq);
 }
 
 uint64_t BorderCall::take(int* slot) {
-  const uint64_t seq = b.nextSeq();
+  const uint64_t seq = border.nextSeq();
   *slot = static_cast<int>(seq % kSlots);
   return seq;
 }
@@ -118,29 +118,28 @@ uint64_t BorderCall::take(int* slot) {
 void BorderCall::fork(Stream caller) {
   markStart(caller);
   Event start = event(caller);
-  d.streamWaitEvent(b.outStream(), start);
-  d.streamWaitEvent(b.inStream(), start);
+  dev.streamWaitEvent(border.outStream(), start);
+  dev.streamWaitEvent(border.inStream(), start);
 }
 
 void BorderCall::join(Stream caller) {
-  d.streamWaitEvent(caller, event(b.outStream()));
-  d.streamWaitEvent(caller, event(b.inStream()));
+  dev.streamWaitEvent(caller, event(border.outStream()));
+  dev.streamWaitEvent(caller, event(border.inStream()));
   markEnd(caller);
 }
 
 void BorderCall::watch(Stream caller, const char* what, size_t bytes, uint64_t firstSeq, int writer, bool results) {
-  const uint64_t lastSeq = b.seq() > firstSeq ? b.seq() : 0;
+  const uint64_t lastSeq = border.seq() > firstSeq ? border.seq() : 0;
   LOG_TRACE(kColl, "device border %s of %zu bytes, border sequence %llu..%llu", what, bytes,
             static_cast<unsigned long long>(firstSeq + 1), static_cast<unsigned long long>(lastSeq));
-  DeviceBorder& border = b;
   if (!readReady.empty() || !readDone.empty()) {  // the peers this rank waited on, each at its last read
-    watch(caller, what, bytes, [&border, ready = readReady, done = readDone](bool* poisoned) {
+    watch(caller, what, bytes, [&border = border, ready = readReady, done = readDone](bool* poisoned) {
       const int q = border.behindReads(ready, done, poisoned);
       return q < 0 ? -1 : border.peerRank(q);
     });
     return;
   }
-  watch(caller, what, bytes, [&border, lastSeq, writer, results](bool* poisoned) {
+  watch(caller, what, bytes, [&border = border, lastSeq, writer, results](bool* poisoned) {
     *poisoned = false;
     const int q = lastSeq ? border.behind(lastSeq, results, poisoned, writer) : -1;
     return q < 0 ? -1 : border.peerRank(q);
@@ -148,21 +147,19 @@ void BorderCall::watch(Stream caller, const char* what, size_t bytes, uint64_t f
 }
 
 void BorderCall::watch(Stream caller, const char* what, size_t bytes, std::function<int(bool*)> behind) {
-  StagingState& ds = *c.stagingState();
+  StagingState& ds = *comm.stagingState();
   if (timedStart && !timedEnd) markEnd(caller);
   const Event start = timedStart, stop = timedEnd, callFrom = callStart;
   if (callFrom) {
     callEnd = ds.events().takeTimed();
-    d.recordEvent(callEnd, caller);
+    dev.recordEvent(callEnd, caller);
   }
   const Event callTo = callEnd;
   Event end = event(caller);
-  Comm& comm = c;
-  DeviceBorder& border = b;
   std::string name = what;
-  c.watch(
-      [&comm, &border, start, stop, callFrom, callTo, end, behind = std::move(behind), name, bytes, sent = sent,
-       weight = weight] {
+  comm.watch(
+      [&comm = comm, &border = border, start, stop, callFrom, callTo, end, behind = std::move(behind), name, bytes,
+       sent = sent, weight = weight] {
         try {
           waitEvent(comm.device(), end, comm.options().timeoutS, &comm.abortFlag(),
                     ("waiting for a device border " + name).c_str());

@@ -28,23 +28,23 @@ constexpr uint64_t kTimedSampleEvery = 64;
 
 struct BorderCall {
   // `callBytes`: the call's largest buffer, whether it is timed.
-  BorderCall(Comm& comm, DataType type, RedKind k, size_t callBytes);
+  BorderCall(Comm& owner, DataType type, RedKind k, size_t callBytes);
   // Gives back the events that no watch() took (a call that threw before
   // its watch), and commits the slot uses taken (DeviceBorder::commit).
   ~BorderCall();
   BorderCall(const BorderCall&) = delete;
   BorderCall& operator=(const BorderCall&) = delete;
 
-  Comm& c;
-  DeviceBorder& b;
-  DeviceRuntime& d;
-  const hetcclKernelsApi_t& kn;
+  Comm& comm;
+  DeviceBorder& border;
+  DeviceRuntime& dev;
+  const hetcclKernelsApi_t& kernels;
   DataType dt;
   RedKind kind;
-  size_t es;
+  size_t elemBytes;
   std::vector<Event> events;  // given back when the call is over
   // Per border peer, the last sequence whose ready / done flag this call's
-  // streams waited on through fetch() (0: none): whom a timeout names.
+  // streams waited on through readFromPeer() (0: none): whom a timeout names.
   std::vector<uint64_t> readReady, readDone;
   // The border's first and last work on the caller's stream (timed events;
   // watch() hands them to the watcher, which counts the time between them).
@@ -63,36 +63,36 @@ struct BorderCall {
   double weight = 1;
   size_t sent = 0;  // bytes this rank stored for the other groups (watch() counts them)
 
-  int G() const { return b.peers(); }
-  int me() const { return b.me(); }
+  int peers() const { return border.peers(); }
+  int me() const { return border.me(); }
   // The global rank of the border peer of group g with this rank's index
   // `i` in its group (or another index).
-  int rankOf(int g) const { return b.peerRank(g); }
+  int rankOf(int g) const { return border.peerRank(g); }
   // Where peer g's part lies in device scratch (g != me).
-  uint8_t* scratchOf(int g) { return b.scratch(g < me() ? g : g - 1); }
+  uint8_t* scratchOf(int g) { return border.scratch(g < me() ? g : g - 1); }
 
   // A copy into this rank's border area (bytes leaving for the other groups).
   void put(void* dst, const void* src, size_t n, Stream s) {
     sent += n;
-    d.copy(dst, src, n, s);
+    dev.copy(dst, src, n, s);
   }
   // On stream st: waits until border peer q stored its ready flag (results:
   // its done flag) of `slot` for `seq`, then copies n bytes from `from` (in
   // q's segment) to `to`. A peer on another host: the relay brings them
   // into its mirror first.
-  void fetch(Stream st, int q, uint64_t seq, int slot, bool results, void* to, const void* from, size_t n) {
+  void readFromPeer(Stream st, int q, uint64_t seq, int slot, bool results, void* to, const void* from, size_t n) {
     std::vector<uint64_t>& read = results ? readDone : readReady;
-    if (read.empty()) read.assign(G(), 0);
+    if (read.empty()) read.assign(peers(), 0);
     read[q] = std::max(read[q], seq);
-    b.want(q, seq, results, from, n);
-    d.streamWaitValue(st, results ? b.done(q, slot) : b.ready(q, slot), seq);
-    d.copy(to, from, n, st);
+    border.announceRead(q, seq, results, from, n);
+    dev.streamWaitValue(st, results ? border.done(q, slot) : border.ready(q, slot), seq);
+    dev.copy(to, from, n, st);
   }
   // Throws naming the kernel and the plugin's text on a nonzero return.
   void check(int rc, const char* what);
   // dst[0, n) = src[0, n) x scalar (a PreMulSum's inputs), on stream st.
   void scale(uint8_t* dst, const uint8_t* src, size_t n, double scalar, Stream st) {
-    check(kn.scale(dst, src, n, static_cast<int>(dt), scalar, st), "scale");
+    check(kernels.scale(dst, src, n, static_cast<int>(dt), scalar, st), "scale");
   }
   // An event recorded on s now (from the pool; back when the call is over).
   Event event(Stream s);
@@ -127,15 +127,15 @@ struct BorderCall {
   void swapParts(size_t len, From from, To to, bool afterOwn = false) {
     int slot = 0;
     const uint64_t seq = take(&slot);
-    Stream o = b.outStream(), in = b.inStream();
+    Stream o = border.outStream(), in = border.inStream();
     waitSlotFree(seq, slot, o);
-    for (int p = 0; p < G(); ++p)
-      if (p != me()) put(b.out(me(), slot, p), from(p), len, o);
-    d.streamWriteValue(o, b.ready(me(), slot), seq);
-    if (afterOwn) d.streamWaitValue(in, b.ready(me(), slot), seq);
-    for (int q = 0; q < G(); ++q) {
+    for (int p = 0; p < peers(); ++p)
+      if (p != me()) put(border.out(me(), slot, p), from(p), len, o);
+    dev.streamWriteValue(o, border.ready(me(), slot), seq);
+    if (afterOwn) dev.streamWaitValue(in, border.ready(me(), slot), seq);
+    for (int q = 0; q < peers(); ++q) {
       if (q == me()) continue;
-      fetch(in, q, seq, slot, false, to(q), b.out(q, slot, me()), len);
+      readFromPeer(in, q, seq, slot, false, to(q), border.out(q, slot, me()), len);
     }
     ackReads(seq, slot, in);
   }

@@ -78,8 +78,8 @@ std::vector<CollArgs> enqueueBorderPairs(Comm& c, std::vector<CollArgs> calls) {
   size_t largest = 0;
   for (const CollArgs& a : mine) largest = std::max(largest, a.count * dataTypeSize(a.dt));
   BorderCall bc(c, mine[0].dt, RedKind::kSum, largest);
-  DeviceBorder& b = bc.b;
-  DeviceRuntime& d = bc.d;
+  DeviceBorder& b = bc.border;
+  DeviceRuntime& d = bc.dev;
   const Stream o = b.outStream(), in = b.inStream();
   const Stream caller = mine.front().stream;  // every call's, since IssueOrder (enqueue.cc)
   bc.fork(caller);

@@ -13,17 +13,17 @@ namespace {
 
 // What both collectives name: the carrying lane, the groups and the piece.
 struct RootLane {
-  explicit RootLane(BlockCall& bc) : bc(bc), c(bc.c) {
-    const int m = bc.b.shares();
+  explicit RootLane(BlockCall& bc) : bc(bc), c(bc.comm) {
+    const int m = bc.border.shares();
     mine = c.topo().groupOf[c.rank()];
     rootGroup = bc.rootGroup();
     rootIndex = bc.rootIndex();
     lane = rootIndex < m ? rootIndex : 0;
-    isRoot = c.rank() == bc.a.root;
-    carrier = bc.i() == lane;
+    isRoot = c.rank() == bc.args.root;
+    carrier = bc.groupIndex() == lane;
     int kmax = 1;
     for (int g = 0; g < c.topo().ngroups(); ++g) kmax = std::max(kmax, size(g));
-    piece = std::max(bc.es, bc.b.partBytes() / static_cast<size_t>(kmax) / bc.es * bc.es);
+    piece = std::max(bc.elemBytes, bc.border.partBytes() / static_cast<size_t>(kmax) / bc.elemBytes * bc.elemBytes);
   }
   int size(int g) const { return groupSizeOf(c, g); }
   // Global rank of group g's rank j.
@@ -35,23 +35,23 @@ struct RootLane {
   // (puts(slot), on the out stream) ...
   template <typename F>
   void putOut(F puts) {
-    bc.fork(bc.s);
+    bc.fork(bc.caller);
     int slot = 0;
     const uint64_t seq = bc.take(&slot);
-    bc.waitSlotFree(seq, slot, bc.o);
+    bc.waitSlotFree(seq, slot, bc.outStream);
     puts(slot);
-    bc.d.streamWriteValue(bc.o, bc.b.ready(bc.me(), slot), seq);
-    bc.ackReads(seq, slot, bc.in);
+    bc.dev.streamWriteValue(bc.outStream, bc.border.ready(bc.me(), slot), seq);
+    bc.ackReads(seq, slot, bc.inStream);
   }
   // ... or fetches the peers' (fetches(seq, slot), on the in stream), once
   // the last piece's hand-over has read the scratch.
   template <typename F>
   void fetchIn(F fetches) {
-    bc.fork(bc.s);
+    bc.fork(bc.caller);
     int slot = 0;
     const uint64_t seq = bc.take(&slot);
     fetches(seq, slot);
-    bc.ackReads(seq, slot, bc.in);
+    bc.ackReads(seq, slot, bc.inStream);
   }
 
   BlockCall& bc;
@@ -70,17 +70,17 @@ struct RootLane {
 // while the root gathers its own group's pieces.
 void enqueueUnequalGather(BlockCall& bc) {
   RootLane r(bc);
-  Comm& c = bc.c;
-  DeviceBorder& b = bc.b;
-  const int groups = c.topo().ngroups(), k = r.size(r.mine), i = bc.i();
+  Comm& c = bc.comm;
+  DeviceBorder& b = bc.border;
+  const int groups = c.topo().ngroups(), k = r.size(r.mine), i = bc.groupIndex();
   const bool rootSide = r.mine == r.rootGroup;
   uint8_t* gathered = r.carrier && !rootSide ? b.outgoing(0) : nullptr;
-  for (size_t off = 0; off < bc.blk; off += r.piece) {
-    const size_t len = std::min(r.piece, bc.blk - off), cnt = len / bc.es;
+  for (size_t off = 0; off < bc.blockBytes; off += r.piece) {
+    const size_t len = std::min(r.piece, bc.blockBytes - off), cnt = len / bc.elemBytes;
     if (!rootSide) {
       if (r.carrier) {
-        if (off) bc.d.streamWaitEvent(bc.s, bc.event(bc.o));  // the last piece is out of `gathered`
-        bc.d.copy(gathered + i * len, bc.send + off, len, bc.s);
+        if (off) bc.dev.streamWaitEvent(bc.caller, bc.event(bc.outStream));  // the last piece is out of `gathered`
+        bc.dev.copy(gathered + i * len, bc.send + off, len, bc.caller);
       }
       if (k > 1) {
         Backend& be = bc.groupBackend();
@@ -88,47 +88,48 @@ void enqueueUnequalGather(BlockCall& bc) {
         for (int j = 0; j < k; ++j) {
           if (j == i || (!r.carrier && j != r.lane)) continue;
           if (r.carrier)
-            be.recv(gathered + j * len, cnt, bc.dt, j, bc.s);
+            be.recv(gathered + j * len, cnt, bc.dt, j, bc.caller);
           else
-            be.send(bc.send + off, cnt, bc.dt, j, bc.s);
+            be.send(bc.send + off, cnt, bc.dt, j, bc.caller);
         }
         be.groupEnd();
       }
-      if (r.carrier) r.putOut([&](int slot) { bc.put(b.out(bc.me(), slot), gathered, k * len, bc.o); });
+      if (r.carrier) r.putOut([&](int slot) { bc.put(b.out(bc.me(), slot), gathered, k * len, bc.outStream); });
       continue;
     }
     if (r.carrier) {
       r.fetchIn([&](uint64_t seq, int slot) {
         for (int q = 0; q < groups; ++q)
-          if (q != bc.me()) bc.fetch(bc.in, q, seq, slot, false, bc.scratchOf(q), b.out(q, slot), r.size(q) * len);
+          if (q != bc.me())
+            bc.readFromPeer(bc.inStream, q, seq, slot, false, bc.scratchOf(q), b.out(q, slot), r.size(q) * len);
       });
       for (int q = 0; q < groups && r.isRoot; ++q)
         for (int j = 0; j < r.size(q) && q != bc.me(); ++j)
-          bc.d.copy(bc.block(r.at(q, j)) + off, bc.scratchOf(q) + j * len, len, bc.in);
-      bc.join(bc.s);
+          bc.dev.copy(bc.block(r.at(q, j)) + off, bc.scratchOf(q) + j * len, len, bc.inStream);
+      bc.join(bc.caller);
     }
-    if (r.isRoot) bc.d.copy(bc.block(c.rank()) + off, bc.send + off, len, bc.s);  // nothing where in place
+    if (r.isRoot) bc.dev.copy(bc.block(c.rank()) + off, bc.send + off, len, bc.caller);  // nothing where in place
     if (k == 1) continue;
     Backend& be = bc.groupBackend();
     be.groupStart();
     for (int j = 0; j < k; ++j) {
       if (j == i || (!r.isRoot && j != r.rootIndex)) continue;
       if (r.isRoot)
-        be.recv(bc.block(r.at(r.mine, j)) + off, cnt, bc.dt, j, bc.s);
+        be.recv(bc.block(r.at(r.mine, j)) + off, cnt, bc.dt, j, bc.caller);
       else
-        be.send(bc.send + off, cnt, bc.dt, j, bc.s);
+        be.send(bc.send + off, cnt, bc.dt, j, bc.caller);
     }
     // The other groups' pieces, from the lane's rank (in group order).
     for (int q = 0; q < groups && r.relayed() && (r.isRoot || r.carrier); ++q)
       for (int j = 0; j < r.size(q) && q != r.mine; ++j) {
         if (r.isRoot)
-          be.recv(bc.block(r.at(q, j)) + off, cnt, bc.dt, r.lane, bc.s);
+          be.recv(bc.block(r.at(q, j)) + off, cnt, bc.dt, r.lane, bc.caller);
         else
-          be.send(bc.scratchOf(q) + j * len, cnt, bc.dt, r.rootIndex, bc.s);
+          be.send(bc.scratchOf(q) + j * len, cnt, bc.dt, r.rootIndex, bc.caller);
       }
     be.groupEnd();
   }
-  if (r.carrier) bc.join(bc.s);
+  if (r.carrier) bc.join(bc.caller);
 }
 
 // The root's group: the root hands its group's ranks their pieces (vendor)
@@ -139,52 +140,53 @@ void enqueueUnequalGather(BlockCall& bc) {
 // their pieces.
 void enqueueUnequalScatter(BlockCall& bc) {
   RootLane r(bc);
-  Comm& c = bc.c;
-  DeviceBorder& b = bc.b;
-  const int groups = c.topo().ngroups(), k = r.size(r.mine), i = bc.i();
+  Comm& c = bc.comm;
+  DeviceBorder& b = bc.border;
+  const int groups = c.topo().ngroups(), k = r.size(r.mine), i = bc.groupIndex();
   const bool rootSide = r.mine == r.rootGroup;
-  auto src = [&](int g, int j, size_t off) { return bc.send + r.at(g, j) * bc.blk + off; };
-  for (size_t off = 0; off < bc.blk; off += r.piece) {
-    const size_t len = std::min(r.piece, bc.blk - off), cnt = len / bc.es;
+  auto src = [&](int g, int j, size_t off) { return bc.send + r.at(g, j) * bc.blockBytes + off; };
+  for (size_t off = 0; off < bc.blockBytes; off += r.piece) {
+    const size_t len = std::min(r.piece, bc.blockBytes - off), cnt = len / bc.elemBytes;
     if (rootSide) {
-      const bool handsOver = r.carrier && r.relayed();                   // this rank takes the other groups' pieces
-      if (handsOver && off) bc.d.streamWaitEvent(bc.s, bc.event(bc.o));  // the last piece is out of scratch
+      const bool handsOver = r.carrier && r.relayed();  // this rank takes the other groups' pieces
+      if (handsOver && off)
+        bc.dev.streamWaitEvent(bc.caller, bc.event(bc.outStream));  // the last piece is out of scratch
       if (k > 1) {
         Backend& be = bc.groupBackend();
         be.groupStart();
         for (int j = 0; j < k; ++j) {
           if (j == i || (!r.isRoot && j != r.rootIndex)) continue;
           if (r.isRoot)
-            be.send(src(r.mine, j, off), cnt, bc.dt, j, bc.s);
+            be.send(src(r.mine, j, off), cnt, bc.dt, j, bc.caller);
           else
-            be.recv(bc.recv + off, cnt, bc.dt, j, bc.s);
+            be.recv(bc.recv + off, cnt, bc.dt, j, bc.caller);
         }
         for (int q = 0; q < groups && r.relayed() && (r.isRoot || r.carrier); ++q)
           for (int j = 0; j < r.size(q) && q != r.mine; ++j) {
             if (r.isRoot)
-              be.send(src(q, j, off), cnt, bc.dt, r.lane, bc.s);
+              be.send(src(q, j, off), cnt, bc.dt, r.lane, bc.caller);
             else
-              be.recv(bc.outgoingOf(q) + j * len, cnt, bc.dt, r.rootIndex, bc.s);
+              be.recv(bc.outgoingOf(q) + j * len, cnt, bc.dt, r.rootIndex, bc.caller);
           }
         be.groupEnd();
       }
-      if (r.isRoot) bc.d.copy(bc.recv + off, src(r.mine, i, off), len, bc.s);  // nothing where in place
+      if (r.isRoot) bc.dev.copy(bc.recv + off, src(r.mine, i, off), len, bc.caller);  // nothing where in place
       if (r.carrier)
         r.putOut([&](int slot) {
           for (int h = 0; h < groups; ++h)
             for (int j = 0; j < r.size(h) && h != bc.me(); ++j)
               bc.put(b.out(bc.me(), slot, h) + j * len, r.isRoot ? src(h, j, off) : bc.outgoingOf(h) + j * len, len,
-                     bc.o);
+                     bc.outStream);
         });
       continue;
     }
     uint8_t* got = r.carrier ? bc.scratchOf(r.rootGroup) : nullptr;
     if (r.carrier) {
       r.fetchIn([&](uint64_t seq, int slot) {
-        bc.fetch(bc.in, r.rootGroup, seq, slot, false, got, b.out(r.rootGroup, slot, bc.me()), k * len);
+        bc.readFromPeer(bc.inStream, r.rootGroup, seq, slot, false, got, b.out(r.rootGroup, slot, bc.me()), k * len);
       });
-      bc.join(bc.s);
-      bc.d.copy(bc.recv + off, got + i * len, len, bc.s);
+      bc.join(bc.caller);
+      bc.dev.copy(bc.recv + off, got + i * len, len, bc.caller);
     }
     if (k == 1) continue;
     Backend& be = bc.groupBackend();
@@ -192,13 +194,13 @@ void enqueueUnequalScatter(BlockCall& bc) {
     for (int j = 0; j < k; ++j) {
       if (j == i || (!r.carrier && j != r.lane)) continue;
       if (r.carrier)
-        be.send(bc.scratchOf(r.rootGroup) + j * len, cnt, bc.dt, j, bc.s);
+        be.send(bc.scratchOf(r.rootGroup) + j * len, cnt, bc.dt, j, bc.caller);
       else
-        be.recv(bc.recv + off, cnt, bc.dt, j, bc.s);
+        be.recv(bc.recv + off, cnt, bc.dt, j, bc.caller);
     }
     be.groupEnd();
   }
-  if (r.carrier) bc.join(bc.s);
+  if (r.carrier) bc.join(bc.caller);
 }
 
 }  // namespace hetccl

@@ -49,11 +49,11 @@ std::string Tracer::sized(const char* what, size_t count, DataType dt) {
 
 double Tracer::steadyUs() { return clockUs(); }
 
-Tracer::Tracer(FILE* f, int rank, bool streamOrdered)
-    : f_(f), rank_(rank), streamOrdered_(streamOrdered), steady0_(steadyUs()), wall0_(wallUs()) {}
+Tracer::Tracer(FILE* f, int rank, bool gpuRank)
+    : f_(f), rank_(rank), gpuRank_(gpuRank), steady0_(steadyUs()), wall0_(wallUs()) {}
 
 std::unique_ptr<Tracer> Tracer::open(const std::string& pattern, int rank, int nranks, const std::string& what,
-                                     bool streamOrdered) {
+                                     bool gpuRank) {
   const std::string path = withRank(pattern, rank);
   FILE* f = fopen(path.c_str(), "w");
   if (!f) {
@@ -61,7 +61,7 @@ std::unique_ptr<Tracer> Tracer::open(const std::string& pattern, int rank, int n
              strerror(errno));
     return nullptr;
   }
-  std::unique_ptr<Tracer> t(new Tracer(f, rank, streamOrdered));
+  std::unique_ptr<Tracer> t(new Tracer(f, rank, gpuRank));
   const std::string pid = std::to_string(rank);
   fprintf(f, "[\n");
   t->event("{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": " + pid + ", \"args\": {\"name\": " +
@@ -112,8 +112,8 @@ void Tracer::call(const FlightRecorder::Record& r, double originUs) {
            "{\"ph\": \"X\", \"cat\": \"call\", \"name\": \"%s %s\", \"pid\": %d, \"tid\": %d, \"ts\": %.1f, "
            "\"dur\": %.1f, \"args\": {\"seq\": %llu, \"count\": %zu, \"dtype\": \"%s\", \"op\": \"%s\", "
            "\"root\": %d, \"result\": %d}}",
-           kind, formatBytes(r.count * dataTypeSize(r.dt)).c_str(), rank_, streamOrdered_ ? kGpuCalls : kCalls, start,
-           dur, static_cast<unsigned long long>(r.seq), r.count, dataTypeName(r.dt), redOpName(r.op), r.root,
+           kind, formatBytes(r.count * dataTypeSize(r.dt)).c_str(), rank_, gpuRank_ ? kGpuCalls : kCalls, start, dur,
+           static_cast<unsigned long long>(r.seq), r.count, dataTypeName(r.dt), redOpName(r.op), r.root,
            static_cast<int>(r.result));
   event(b);
 }

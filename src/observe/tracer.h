@@ -36,7 +36,7 @@ class Tracer {
   // Opens pattern with %r replaced by rank; null (after a warning) where it
   // cannot be written.
   static std::unique_ptr<Tracer> open(const std::string& pattern, int rank, int nranks, const std::string& what,
-                                      bool streamOrdered);
+                                      bool gpuRank);
   ~Tracer();
   Tracer(const Tracer&) = delete;
   Tracer& operator=(const Tracer&) = delete;
@@ -48,7 +48,7 @@ class Tracer {
   // A step [startUs, now) of the steady clock: cat "group" or "border".
   void step(const char* cat, const std::string& name, double startUs);
   // The track steps go to: kCalls for host ranks, kProxy for GPU ranks.
-  int stepTrack() const { return streamOrdered_ ? kProxy : kCalls; }
+  int stepTrack() const { return gpuRank_ ? kProxy : kCalls; }
   static double steadyUs();
   // "AllReduce 1.5 MiB"
   static std::string sized(const char* what, size_t count, DataType dt);
@@ -56,13 +56,13 @@ class Tracer {
   static std::string formatBytes(size_t b);
 
  private:
-  Tracer(FILE* f, int rank, bool streamOrdered);
+  Tracer(FILE* f, int rank, bool gpuRank);
   void event(const std::string& json);
   double wallOf(double steady) const { return wall0_ + (steady - steady0_); }
   std::mutex mu_;
   FILE* f_;
   int rank_;
-  bool streamOrdered_;
+  bool gpuRank_;
   bool failed_ = false;  // a write failed: nothing more is written
   double steady0_, wall0_;
 };
