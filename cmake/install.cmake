@@ -1,13 +1,13 @@
 # What `cmake --install` puts under the prefix: the C API header, libhetccl,
 # the NCCL-ABI drop-ins (lib/hetccl-dropin), the plugins beside libhetccl
 # (device kernels, the emulated GPU), the tools, a CMake package
-# (find_package(hetccl), target hetccl::hetccl) and hetccl.pc for
-# pkg-config. Both package files find the prefix from where they lie, so
-# the installed tree can be moved.
+# (find_package(hetccl): the exported target hetccl::hetccl in
+# hetcclTargets.cmake) and hetccl.pc for pkg-config. Both package files find
+# the prefix from where they lie, so the installed tree can be moved.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-install(TARGETS hetccl LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(TARGETS hetccl EXPORT hetcclTargets LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(DIRECTORY include/hetccl DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(TARGETS nccl_dropin rccl_dropin LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/hetccl-dropin)
 install(TARGETS hetccl-perf hetccl-info RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
@@ -19,11 +19,12 @@ install(FILES tools/grafana/hetccl.json DESTINATION ${CMAKE_INSTALL_DATADIR}/het
 set(_cmake_dir ${CMAKE_INSTALL_LIBDIR}/cmake/hetccl)
 configure_package_config_file(cmake/hetcclConfig.cmake.in ${CMAKE_BINARY_DIR}/package/hetcclConfig.cmake
                               INSTALL_DESTINATION ${_cmake_dir}
-                              PATH_VARS CMAKE_INSTALL_LIBDIR CMAKE_INSTALL_INCLUDEDIR)
+                              PATH_VARS CMAKE_INSTALL_LIBDIR)
 write_basic_package_version_file(${CMAKE_BINARY_DIR}/package/hetcclConfigVersion.cmake
                                  COMPATIBILITY SameMinorVersion)  # 0.x: minor releases may break
 install(FILES ${CMAKE_BINARY_DIR}/package/hetcclConfig.cmake ${CMAKE_BINARY_DIR}/package/hetcclConfigVersion.cmake
         DESTINATION ${_cmake_dir})
+install(EXPORT hetcclTargets NAMESPACE hetccl:: DESTINATION ${_cmake_dir})
 
 file(RELATIVE_PATH HETCCL_PC_TO_PREFIX /prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig /prefix)
 configure_file(cmake/hetccl.pc.in ${CMAKE_BINARY_DIR}/package/hetccl.pc @ONLY)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the build tree into a scratch prefix, moves it (both package files
 # find the prefix from where they lie), and builds and runs a small C program
-# against it twice: through find_package(hetccl) and through pkg-config.
+# against it twice: through find_package(hetccl) (the exported target
+# hetccl::hetccl) and through pkg-config.
 # Usage: check_install.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
 build=$1 src=$2
@@ -20,8 +21,19 @@ libdir=$(dirname "$(find "$prefix" -name 'libhetccl.so.0' | head -1)")
 # The installed tools find the installed library (their rpath), not the build tree's.
 env -u LD_LIBRARY_PATH "$prefix/bin/hetccl-info" >/dev/null
 
+# The CMake package: hetccl::hetccl exported by install(EXPORT), its include
+# directory the moved prefix's (never the source or build tree).
+pkgdir="$libdir/cmake/hetccl"
+[ -e "$pkgdir/hetcclTargets.cmake" ] || { echo "check_install: hetcclTargets.cmake was not installed" >&2; exit 1; }
+if grep -rqF -e "$(cd "$src" && pwd)" -e "$(cd "$build" && pwd)" "$pkgdir"; then
+  echo "check_install: the CMake package names the source or build tree:" >&2
+  grep -rnF -e "$(cd "$src" && pwd)" -e "$(cd "$build" && pwd)" "$pkgdir" >&2
+  exit 1
+fi
 cmake -S "$src/tests/install/consumer" -B "$work/cm" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build "$work/cm" >/dev/null
+grep -qF "$prefix/include" "$work/cm/CMakeFiles/consumer.dir/flags.make" ||
+  { echo "check_install: the consumer was not compiled with $prefix/include" >&2; exit 1; }
 "$work/cm/consumer"
 
 flags=$(PKG_CONFIG_PATH="$libdir/pkgconfig" pkg-config --cflags --libs hetccl)
