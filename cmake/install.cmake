@@ -10,6 +10,10 @@ include(CMakePackageConfigHelpers)
 install(TARGETS hetccl EXPORT hetcclTargets LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(DIRECTORY include/hetccl DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(TARGETS nccl_dropin rccl_dropin LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/hetccl-dropin)
+# The emulated GPU's group library and kernels (src/emu) need libhetccl and
+# libhetccl-emu, beside them: also when a drop-in, which holds its own copy
+# of hetccl's code, loads them.
+set_target_properties(hetccl-emu-nccl hetccl-emu-kernels PROPERTIES INSTALL_RPATH "$ORIGIN")
 install(TARGETS hetccl-perf hetccl-info RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 set_target_properties(hetccl-perf hetccl-info PROPERTIES INSTALL_RPATH "$ORIGIN/../${CMAKE_INSTALL_LIBDIR}")
 install(PROGRAMS tools/hetccl-torch-run tools/hetccl-doctor tools/hetccl-trace tools/hetccl-dashboard tools/hetccl-top

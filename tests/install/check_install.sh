@@ -20,6 +20,14 @@ libdir=$(dirname "$(find "$prefix" -name 'libhetccl.so.0' | head -1)")
 [ -e "$libdir/libhetccl-emu.so" ] || { echo "check_install: the emulated GPU was not installed beside libhetccl" >&2; exit 1; }
 # The installed tools find the installed library (their rpath), not the build tree's.
 env -u LD_LIBRARY_PATH "$prefix/bin/hetccl-info" >/dev/null
+# So do the plugins that need it (a drop-in, which is not libhetccl, loads them).
+for f in "$libdir"/libhetccl-emu-*.so; do
+  if env -u LD_LIBRARY_PATH ldd "$f" | grep -q 'not found'; then
+    echo "check_install: $f does not find what it needs in $libdir:" >&2
+    env -u LD_LIBRARY_PATH ldd "$f" >&2
+    exit 1
+  fi
+done
 
 # The CMake package: hetccl::hetccl exported by install(EXPORT), its include
 # directory the moved prefix's (never the source or build tree).
