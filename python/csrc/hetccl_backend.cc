@@ -43,8 +43,6 @@ hetcclUniqueId exchangeId(const c10::intrusive_ptr<c10d::Store>& store, int rank
   return id;
 }
 
-std::atomic<uint64_t> gBackendCount{0};
-
 }  // namespace
 
 HetcclBackend::HetcclBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
@@ -59,9 +57,15 @@ HetcclBackend::HetcclBackend(const c10::intrusive_ptr<c10d::Store>& store, int r
     gpu_ = impl.getDevice();
     stream_ = impl.getStreamFromGlobalPool(*gpu_, /*isHighPriority=*/true);
   }
-  // Each process group of a job needs its own id: the store handed to a group
-  // is already prefixed by torch, the counter separates groups made on one store.
-  const uint64_t n = gBackendCount++;
+  // Each process group of a job needs its own id. torch hands each group a
+  // store of its own (prefixed by the group's name); backends made on one
+  // store take turns: every member adds 1 to a counter in the store, and the
+  // turn is the count before it over the group's size, the same on every
+  // member, since no member makes its next backend on the store before this
+  // one's init, which all of them join, is done. (A per-process count went
+  // out of step where a process was left out of a group: new_group(ranks)
+  // makes no backend on the others.)
+  const uint64_t n = static_cast<uint64_t>(store->add("hetccl_backends", 1) - 1) / static_cast<uint64_t>(size);
   hetcclUniqueId id = exchangeId(store, rank, "hetccl_id_" + std::to_string(n));
   store_ = store;
   storePrefix_ = "hetccl_" + std::to_string(n) + "_";

@@ -205,6 +205,22 @@ def run_checks(rank, world, dev):
     x = torch.ones(10, device=dev)
     dist.all_reduce(x)
     check(bool((x == world).all()), "all_reduce after errors")
+    subgroups(rank, world, dev)
+
+
+def subgroups(rank, world, dev):
+    """Groups that leave a rank out (new_group makes no backend there), then
+    groups of every rank and of other members: each works, in order."""
+    if world < 3:
+        return
+    for members in ([0, 1], list(range(world)), [1, world - 1], [0, 1]):
+        g = dist.new_group(members)
+        if rank in members:
+            t = torch.full((8,), float(rank + 1), device=dev)
+            dist.all_reduce(t, group=g)
+            want = sum(r + 1 for r in members)
+            check(bool((t == want).all()), f"all_reduce in new_group({members}) gives {t[0].item()} (want {want})")
+    dist.barrier()
 
 
 def ddp_step(rank, world, dev):
