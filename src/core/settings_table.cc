@@ -131,7 +131,7 @@ const std::vector<VarSpec>& settingsTable() {
        "emulated GPU's group library: a non-blocking init stays in progress this long (a slow vendor init)", 0,
        10000000},
       {"HETCCL_GPU_BORDER", VarType::kChoice, "auto", nullptr,
-       "GPU ranks' collectives (the README lists the few that stage) and send/recv between ranks of different "
+       "GPU ranks' collectives (docs/c-api.md lists the few that stage) and send/recv between ranks of different "
        "groups (on other hosts through hetccl's pair relay), across groups through the device border: each group's "
        "vendor library "
        "works inside the group in device memory, and only each rank's share crosses to the other groups, by "
