@@ -14,9 +14,9 @@ namespace hetccl {
 namespace {
 
 // The border step: after it, every owner holds the final value of what it
-// owns. Where the transport folds (host memory), my parts are received with
-// receive-reduce; otherwise (device memory, HETCCL_PLAN_FOLDS) each round's
-// parts arrive whole in scratch and are folded there, in the same order.
+// owns. Where the transport folds (the default), my parts are received with
+// receive-reduce; with HETCCL_PLAN_FOLDS each round's parts arrive whole in
+// scratch and are folded there, in the same order.
 void borderReduce(const PlanContext& pc, LocalOps& lo, const BorderAssignment& ba, uint8_t* buf, DataType dt,
                   const ReduceOp& op) {
   Comm& c = pc.comm;

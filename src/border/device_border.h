@@ -255,6 +255,21 @@ class DeviceBorder {
 
  private:
   DeviceBorder() = default;
+  // create()'s steps (device_border_setup.cc), in order.
+  struct Agreed {        // what every rank published
+    size_t part = 0;     // the smallest part every rank can afford (0: none)
+    uint64_t jobId = 0;  // the segments' names
+    std::vector<int32_t> pids;
+  };
+  void layOut();
+  size_t segmentBytesFor(size_t part) const;
+  size_t partThatFits(const Setup& s, size_t myLinks) const;
+  Agreed agree(const Setup& s, size_t part);
+  void mapSegments(const Setup& s, const Agreed& a, const std::vector<std::vector<int>>& linkLists, size_t myLinks);
+  void startRelays(const Setup& s);
+  void registerAndAllocate(const Setup& s, size_t myLinks);
+  // Host index of global rank r (0 where every rank is on one host).
+  static int hostOf(const Setup& s, int r) { return s.hostOf.empty() ? 0 : s.hostOf[r]; }
   volatile uint64_t* flag(int owner, int slot, int which);
   volatile uint64_t* pairFlag(int owner, int reader, int slot, int which);
   uint8_t* data(int owner, int slot);

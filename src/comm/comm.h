@@ -263,11 +263,27 @@ class Comm : public MetricsSource {
   };
   std::vector<PreMul> premul_;
   std::vector<uint8_t> scratch_;
+  // init after the bootstrap ring is up: topology, transport, backend,
+  // device state (comm_setup.cc), in these steps:
+  void setUp(const PeerInfo& me, const std::string& group);
+  // The peer records (the group map checked) and the topology.
+  std::vector<PeerInfo> readPeers(const PeerInfo& me);
+  // Each link class's transport and which links are encrypted.
+  void chooseTransports(const std::vector<PeerInfo>& peers, const PeerInfo& me);
+  // One allgather: the settings every rank must share, checked; returns
+  // this rank's wall-clock offset to rank 0's (the timeline).
+  double agreeAcrossRanks(double wallNowUs);
+  void openTracer(const std::string& group, double clockOffsetUs);
+  // The transports (observed where metrics or a trace are on); returns the
+  // unobserved one the group's host backend and the link probe use.
+  Transport& makeTransports(const std::vector<PeerInfo>& peers, const PeerInfo& me);
+  // The bandwidth cut, and the cost model's HETCCL_SMALL_BYTES where unset.
+  void planCuts(const std::vector<PeerInfo>& peers, Transport& groupTransport);
+  // The group's backend (its vendor library joined) and its observed wrapper.
+  void makeBackend(Transport& groupTransport, size_t settingSmallBytes);
   // The device border where HETCCL_GPU_BORDER and the topology allow
   // (collective: every rank of a multi-group GPU communicator calls it).
   void setUpDeviceBorder();
-  // init after the bootstrap ring is up: topology, transport, backend, device state.
-  void setUp(const PeerInfo& me, const std::string& group);
   // Last members: their threads stop before the rest is destroyed (the
   // proxy's first, as its jobs hand work to the watcher).
   Proxy watcher_;

@@ -1,5 +1,5 @@
 // The one typed registry of HETCCL_* settings. Every variable the library
-// reads is declared once, in config.cc's table, with its type, default,
+// reads is declared once, in settings_table.cc's table, with its type, default,
 // allowed values and meaning; hetccl-info prints the table with the values
 // in force. Code reads a setting through its typed handle in settings.h
 // (settings::kTimeoutS.get()), so a misspelt name fails the build, and a

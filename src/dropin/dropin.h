@@ -5,7 +5,8 @@
 //
 // Rules the entry points follow:
 // - each is written once, as nccl*; its pnccl* twin is an alias
-//   (dropin_twins.cc), so profilers that wrap the API find both;
+//   (linker aliases from src/dropin/exports.txt), so profilers that wrap the
+//   API find both;
 // - none calls another nccl* export (that would go through the process's
 //   symbol lookup): they share static helpers and hetccl's internals;
 // - in a communicator of one group whose backend is an NCCL-ABI library,

@@ -2,7 +2,11 @@
 // drives (Op) and the RMA path's per-transfer state (Rma).
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
+#include <deque>
+#include <span>
 #include <vector>
 
 #include "secure/record.h"
@@ -28,6 +32,12 @@ constexpr const char* kFailedAuth =
 constexpr uint32_t kMaxParts = 65533;
 constexpr uint32_t kRtrPart = 0xFFFE;
 constexpr uint32_t kFinPart = 0xFFFF;
+
+// Parts of a message: at most kMaxParts, each a multiple of 8 bytes but the last.
+inline size_t partBytes(size_t bytes) {
+  size_t p = std::max(kPartBytes, (bytes + kMaxParts - 1) / kMaxParts);
+  return (p + 7) & ~size_t{7};
+}
 
 inline uint64_t makeTag(int sender, uint64_t msg, uint32_t part) {
   return (static_cast<uint64_t>(sender) << 48) | ((msg & 0xFFFFFFFFu) << 16) | part;
@@ -85,6 +95,21 @@ struct UcxTransport::Rma {
     if (packed) api->rkeyBufferRelease(packed);
     if (memh) api->memUnmap(context, memh);
   }
+};
+
+// One run(): its transfers and the requests it drives. ops is reserved up
+// front (headers first, parts appended as headers complete): their
+// addresses stay put.
+struct UcxTransport::Run {
+  std::span<Xfer> xfers;
+  std::vector<Op> ops;
+  std::vector<Rma> rma;  // by transfer: registrations and rkeys of the RMA path, released on return
+  std::vector<MsgTag> headers;
+  std::vector<std::array<uint8_t, ucx::kSealedHeader>> sealedHeaders;
+  std::deque<size_t> waitSlot;  // receive-reduce and encrypted receive parts waiting for a receive slot
+  std::deque<size_t> waitSend;  // encrypted send parts waiting for a send slot
+  std::vector<int> freeSlots, freeSendSlots;
+  explicit Run(std::span<Xfer> x) : xfers(x), rma(x.size()), headers(x.size()) {}
 };
 
 }  // namespace hetccl

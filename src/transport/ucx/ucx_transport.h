@@ -39,6 +39,7 @@
 #include <memory>
 #include <vector>
 
+#include "transport/progress.h"
 #include "transport/transport.h"
 #include "transport/ucx/ucx_api.h"
 
@@ -64,7 +65,26 @@ class UcxTransport : public Transport {
  private:
   struct Op;
   struct Rma;
+  struct Run;
   void post(Op& op);
+  // run()'s steps (ucx_run.cc): every header posted (and a send's parts or
+  // its wait for the receiver's offer), then progress until every op is
+  // done, handling each as it completes.
+  void postHeaders(Run& r);
+  void progressUntilDone(Run& r);
+  // Sent after the receiver's offer (the RMA path; never on an encrypted link).
+  bool offered(const Xfer& x) const { return rmaMin_ && x.bytes >= rmaMin_ && !sealed(x.peer); }
+  // Appends (and posts, or queues for a staging slot) the payload parts of x.
+  void addParts(Run& r, Xfer& x, uint64_t msg);
+  // What a completed op leads to: a received header checked and its
+  // payload's parts or offer, an offer's parts, a staging slot returned.
+  bool afterCompletion(Run& r, Op& op);
+  // Parts waiting for a slot take the slots free now (encrypted sends are sealed then).
+  bool fillSlots(Run& r);
+  bool allDone(const Run& r) const;
+  // No progress: a peer that died or failed, or the timeout, ends the run.
+  void checkPeers(const Run& r, const Xfer& pending, std::chrono::steady_clock::time_point* lastAliveCheck,
+                  ProgressWatch& watch);
   // RMA path (ucx_rma.cc): the receiver's offer after a good header, the
   // sender's put once the offer arrives, the refusal of a mismatched one.
   void offerBuffer(Xfer& x, uint64_t msg, Rma& rma, std::vector<Op>& ops);
