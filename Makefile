@@ -5,7 +5,7 @@
 #               multi-process suite (CHECK_SAMPLE below)
 #   make test   install what is missing, build, run every CPU test (what CI runs: .ci/run)
 # Others: make build, make test-full (make test with the emulated-GPU matrices on every data type, not a
-# sample), make bench (hetccl vs Open MPI and Gloo), make perf-doc (docs/performance.md from the benchmark
+# sample), make bench (hetccl vs Open MPI and Gloo), make perf-doc (docs/performance*.md from the benchmark
 # records), make asan, make tsan, make fuzz, make clean.
 BUILD ?= build
 JOBS ?= $(shell nproc)
@@ -87,7 +87,7 @@ bench: build
 	bash scripts/install-deps.sh
 	HETCCL_PERF=$(BUILD)/tools/hetccl-perf bash bench/allreduce_vs_peers.sh -n 100 -w 10
 
-# docs/performance.md and its plots from the records in docs/perf/data.
+# docs/performance.md, docs/performance-cpu.md and their plots from the records in docs/perf/data.
 perf-doc:
 	bash scripts/install-deps.sh python3-matplotlib
 	/usr/bin/python3 docs/perf/make_performance.py build

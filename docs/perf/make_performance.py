@@ -1,4 +1,4 @@
-"""docs/performance.md from the benchmarks' results in docs/perf/data/*.json.
+"""docs/performance.md and docs/performance-cpu.md from the benchmarks' results in docs/perf/data/*.json.
 
   make_performance.py add --name N --title T --machine M --command C [--date D]
                           [--text T] [--columns a,b] [--plot NAME:Y1,Y2] [--order N] SOURCE
@@ -7,15 +7,17 @@
       bench/allreduce_vs_peers.sh print them) or the JSON that
       bench/allreduce_report.py writes; the record goes to
       docs/perf/data/N.json (its plot to docs/perf/N.png).
-  make_performance.py build   writes docs/performance.md and one PNG plot per
-                              record that asks for one (needs matplotlib)
-  make_performance.py check   exits 1 when docs/performance.md is not what
+  make_performance.py build   writes docs/performance.md (the GPU machines'
+                              records) and docs/performance-cpu.md (the
+                              others), and one PNG plot per record that
+                              asks for one (needs matplotlib)
+  make_performance.py check   exits 1 when either page is not what
                               build would write, or a plot it links is missing
 
 Each record is one run of one command on one machine: its rows are the
 numbers that command printed, nothing computed here but the layout. Runs
 kept from before the records existed are prose in docs/perf/earlier.md,
-appended as they are.
+which both pages link.
 """
 import argparse
 import datetime
@@ -26,12 +28,15 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.join(HERE, "data")
-OUT = os.path.join(os.path.dirname(HERE), "performance.md")
-EARLIER = os.path.join(HERE, "earlier.md")
+DOCS = os.path.dirname(HERE)
+# Two pages, each under the docs' length limit: the records of the GPU
+# machines (the machine names an H100 or H200) and the rest (the CPU
+# machines, the cost model). Runs kept from before the records existed are
+# prose in perf/earlier.md, linked from both.
+PAGES = (("gpu", "performance.md", "Performance: GPU machines"),
+         ("cpu", "performance-cpu.md", "Performance: CPU machines and the model"))
 
-INTRO = """# Performance
-
-Every table below is one run of the command named above it, on the machine
+ABOUT = """Every table below is one run of the command named above it, on the machine
 named there, as that command printed it; made by `make perf-doc`
 (docs/perf/make_performance.py) from the records in docs/perf/data. The
 machines are shared and noisy: each benchmark prints ratios against a peer
@@ -39,6 +44,10 @@ or a bound measured in the same run, and those ratios are what to compare.
 To add a run: `python3 docs/perf/make_performance.py add --title ... SOURCE`,
 then `make perf-doc`.
 """
+
+
+def page_of(rec):
+    return "gpu" if re.search(r"H100|H200", rec["machine"]) else "cpu"
 
 
 def fail(msg):
@@ -135,9 +144,16 @@ def plot_spec(rec):
     return name, ys.split(",")
 
 
-def render(records):
-    out = [INTRO]
+def render(records, page):
+    """The page `page` ("gpu" or "cpu") of docs/, from its records."""
+    titles = {key: (name, title) for key, name, title in PAGES}
+    name, title = titles[page]
+    others = ", ".join(f"[{n}]({n})" for key, n, _ in PAGES if key != page)
+    out = [f"# {title}\n", f"The other machines' runs: {others}; runs kept from before the records existed: "
+           "[perf/earlier.md](perf/earlier.md).\n", ABOUT]
     for rec in records:
+        if page_of(rec) != page:
+            continue
         out.append(f"## {rec['title']}\n")
         out.append(f"{rec['machine']}, {rec['date']}: `{rec['command']}`\n")
         if rec.get("text"):
@@ -145,9 +161,6 @@ def render(records):
         out.append(table(rec) + "\n")
         if plot_spec(rec):
             out.append(f"![{rec['title']}](perf/{rec['_file']}.png)\n")
-    if os.path.exists(EARLIER):
-        with open(EARLIER) as f:
-            out.append(f.read().strip() + "\n")
     return "\n".join(out)
 
 
@@ -251,22 +264,24 @@ def main():
     if args.cmd == "add":
         return cmd_add(args)
     records = load_records()
-    text = render(records)
+    pages = {name: render(records, key) for key, name, _ in PAGES}
     if args.cmd == "build":
         for rec in records:
             if plot_spec(rec):
                 draw(rec)
-        with open(OUT, "w") as f:
-            f.write(text)
-        print(f"make_performance: wrote {OUT} from {len(records)} records")
+        for name, text in pages.items():
+            with open(os.path.join(DOCS, name), "w") as f:
+                f.write(text)
+        print(f"make_performance: wrote {', '.join(pages)} from {len(records)} records")
         return
-    with open(OUT) as f:
-        if f.read() != text:
-            fail("docs/performance.md is not what docs/perf/data makes: run `make perf-doc`")
+    for name, text in pages.items():
+        path = os.path.join(DOCS, name)
+        if not os.path.exists(path) or open(path).read() != text:
+            fail(f"docs/{name} is not what docs/perf/data makes: run `make perf-doc`")
     for rec in records:
         if plot_spec(rec) and not os.path.exists(os.path.join(HERE, rec["_file"] + ".png")):
             fail(f"docs/perf/{rec['_file']}.png is missing: run `make perf-doc`")
-    print(f"make_performance: docs/performance.md matches {len(records)} records")
+    print(f"make_performance: {', '.join(pages)} match {len(records)} records")
 
 
 if __name__ == "__main__":
