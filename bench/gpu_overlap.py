@@ -36,11 +36,11 @@ mode and variant, the times (ms, us) and the ratios:
                                  [--variant NAME:VAR=VALUE,...]...
 
 Without --variant: `default` (the build's defaults: hetccl's streams at the
-device's greatest priority), `normal` (hetccl's streams at the default
-priority: HETCCL_GPU_STREAM_PRIORITY=default) and `conn32` (the defaults
-with CUDA_DEVICE_MAX_CONNECTIONS=32: streams that share one of the runtime's
-hardware queues with a waiting stream wait too, and 32 queues make that
-rarer than the default 8).
+device's greatest priority, and 32 hardware queues, which hetccl asks CUDA
+for when it is loaded), `queues8` (HETCCL_CUDA_CONNECTIONS=0: the runtime's
+8 hardware queues, where a stream that shares one with the border's waiting
+streams waits with them) and `normal` (hetccl's streams at the default
+priority: HETCCL_GPU_STREAM_PRIORITY=default).
 """
 import argparse
 import os
@@ -57,8 +57,8 @@ import torch.multiprocessing as mp
 GROUPS = ("g0", "g1")
 DEFAULT_VARIANTS = [
     ("default", {}),
+    ("queues8", {"HETCCL_CUDA_CONNECTIONS": "0"}),
     ("normal", {"HETCCL_GPU_STREAM_PRIORITY": "default"}),
-    ("conn32", {"CUDA_DEVICE_MAX_CONNECTIONS": "32"}),
 ]
 
 
@@ -240,6 +240,8 @@ def run(a, env):
     port = free_port()
     saved = dict(os.environ)
     os.environ.update(child)  # the spawned interpreters start with it (LD_PRELOAD, CUDA_* before CUDA starts)
+    if "CUDA_DEVICE_MAX_CONNECTIONS" not in env:  # what hetccl sets where the job sets none
+        os.environ.pop("CUDA_DEVICE_MAX_CONNECTIONS", None)
     try:
         procs = [ctx.Process(target=worker, args=(r, port, a, child, q)) for r in range(2)]
         for p in procs:

@@ -42,7 +42,7 @@ __attribute__((constructor)) void raiseHardwareQueues() {
     return;
   }
   s.set = queuesToSet(now, wanted);
-  if (s.set > 0) setenv("CUDA_DEVICE_MAX_CONNECTIONS", std::to_string(s.set).c_str(), 0);
+  if (s.set > 0) setenv("CUDA_DEVICE_MAX_CONNECTIONS", std::to_string(s.set).c_str(), 1);  // unset or empty
 }
 
 }  // namespace

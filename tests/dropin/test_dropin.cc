@@ -100,6 +100,7 @@ TEST(DropInLoad, SetsCudaHardwareQueuesWhereTheJobSetsNone) {
   EXPECT_EQ(run("CUDA_DEVICE_MAX_CONNECTIONS=1 "), "[1]\n");
   EXPECT_EQ(run("HETCCL_CUDA_CONNECTIONS=16 "), "[16]\n");
   EXPECT_EQ(run("HETCCL_CUDA_CONNECTIONS=0 "), "[]\n");
+  EXPECT_EQ(run("CUDA_DEVICE_MAX_CONNECTIONS= "), "[32]\n");  // set but empty: none
 }
 
 TEST_F(DropIn, ExportsEverythingPyTorchImports) {
