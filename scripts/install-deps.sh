@@ -14,6 +14,9 @@ pkgs+=(hipcc libamdhip64-dev)
 # hetccl_torch (python/) tests and the Gloo peer of the benchmarks: Debian's torch,
 # its headers and pybind11 (the extension builds against them).
 pkgs+=(python3-torch libtorch-dev pybind11-dev python3-setuptools)
+# The pip package's test (torch_pip_package): a virtual environment over that
+# torch, where pip builds a wheel (python3-wheel) of python/.
+pkgs+=(python3-venv python3-wheel)
 # The ucx transport: UCX's headers to build it, libucp to run it.
 pkgs+=(libucx-dev)
 # The metrics endpoint: civetweb's header to build it, libcivetweb1 to run
