@@ -215,6 +215,8 @@ def main():
     ap.add_argument("--skip-tag", action="append", default=[], help="leave out runnable blocks with this tag")
     ap.add_argument("--only-tag", help="run only the runnable blocks with this tag")
     ap.add_argument("--no-links", action="store_true", help="run the blocks only")
+    ap.add_argument("--no-blocks", action="store_true",
+                    help="check the pages only (a sanitizer build's library cannot be loaded by the blocks' programs)")
     ap.add_argument("--python", help="the python3 that runnable blocks find first on PATH")
     ap.add_argument("--pythonpath", help="a folder put first on PYTHONPATH for runnable blocks")
     args = ap.parse_args()
@@ -229,6 +231,9 @@ def main():
         errors += check_shape(source)
     ran = 0
     for page, lineno, lang, tags, body in runnable_blocks(source):
+        if args.no_blocks:
+            print(f"left out {page}:{lineno} (--no-blocks)")
+            continue
         if tags & set(args.skip_tag) or (args.only_tag and args.only_tag not in tags):
             print(f"left out {page}:{lineno} (tags: {' '.join(sorted(tags))})")
             continue
