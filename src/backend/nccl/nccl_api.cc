@@ -30,8 +30,7 @@ Flavor flavorOf(const std::string& flavor) {
   if (flavor == "nccl") return {"NCCL", settings::kNcclLib, settings::kNcclLib.name, "libnccl.so.2"};
   if (flavor == "rccl") return {"RCCL", settings::kRcclLib, settings::kRcclLib.name, "librccl.so.1"};
   if (flavor == "emu")
-    return {"emulated GPU's group", settings::kEmuNcclLib, settings::kEmuNcclLib.name,
-            "libhetccl-emu-nccl.so"};
+    return {"emulated GPU's group", settings::kEmuNcclLib, settings::kEmuNcclLib.name, "libhetccl-emu-nccl.so"};
   throwError(hetcclInternalError, "NCCL-ABI flavor '" + flavor + "' is none of nccl, rccl, emu");
 }
 
