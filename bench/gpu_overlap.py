@@ -46,13 +46,14 @@ import argparse
 import os
 import socket
 import statistics
-import subprocess
 import sys
 import time
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gpu_jobs import Mps, ddp_step, run_ranks  # noqa: E402
 
 GROUPS = ("g0", "g1")
 DEFAULT_VARIANTS = [
@@ -193,15 +194,7 @@ def ddp_steps(ranks, a):
     ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[0])
     opt = torch.optim.SGD(ddp.parameters(), lr=1e-4)
     x = torch.randn(a.batch, 2048, device="cuda:0")
-
-    def step(sync):
-        opt.zero_grad(set_to_none=True)
-        if sync:
-            ddp(x).square().mean().backward()
-        else:
-            with ddp.no_sync():
-                ddp(x).square().mean().backward()
-        opt.step()
+    step = ddp_step(ddp, opt, x)
 
     out = {"params": sum(p.numel() for p in model.parameters())}
     for name, sync in (("ddp_sync", True), ("ddp_nosync", False)):
@@ -235,48 +228,10 @@ def run(a, env):
     child["LD_PRELOAD"] = a.dropin + (":" + os.environ["LD_PRELOAD"] if os.environ.get("LD_PRELOAD") else "")
     child.setdefault("NCCL_NVLS_ENABLE", "0")
     child.setdefault("HETCCL_TIMEOUT_S", "60")  # a stall fails the run within the timeout below
-    ctx = mp.get_context("spawn")
-    q = ctx.Queue()
     port = free_port()
-    saved = dict(os.environ)
-    os.environ.update(child)  # the spawned interpreters start with it (LD_PRELOAD, CUDA_* before CUDA starts)
-    if "CUDA_DEVICE_MAX_CONNECTIONS" not in env:  # what hetccl sets where the job sets none
-        os.environ.pop("CUDA_DEVICE_MAX_CONNECTIONS", None)
-    try:
-        procs = [ctx.Process(target=worker, args=(r, port, a, child, q)) for r in range(2)]
-        for p in procs:
-            p.start()
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-    try:
-        res = q.get(timeout=a.timeout)
-    finally:
-        for p in procs:
-            p.join(timeout=60)
-            if p.is_alive():
-                p.kill()
-    if any(p.exitcode != 0 for p in procs):
-        raise SystemExit(f"a worker exited with {[p.exitcode for p in procs]}")
-    return res
-
-
-class Mps:
-    """The MPS control daemon for the runs inside (own pipe and log folders); quit after."""
-
-    def __init__(self):
-        self.env = {"CUDA_MPS_PIPE_DIRECTORY": "/tmp/hetccl-overlap-mps-pipe",
-                    "CUDA_MPS_LOG_DIRECTORY": "/tmp/hetccl-overlap-mps-log"}
-
-    def __enter__(self):
-        for d in self.env.values():
-            os.makedirs(d, exist_ok=True)
-        subprocess.run(["nvidia-cuda-mps-control", "-d"], check=True, env={**os.environ, **self.env})
-        return self
-
-    def __exit__(self, *exc):
-        subprocess.run(["nvidia-cuda-mps-control"], input=b"quit\n", env={**os.environ, **self.env})
-        time.sleep(1)
+    # CUDA_DEVICE_MAX_CONNECTIONS: what hetccl sets where the variant sets none.
+    unset = () if "CUDA_DEVICE_MAX_CONNECTIONS" in env else ("CUDA_DEVICE_MAX_CONNECTIONS",)
+    return run_ranks(worker, lambda r: (r, port, a, child), child, a.timeout, unset=unset)
 
 
 def report(mode, name, r):
@@ -321,7 +276,7 @@ def main():
     for mode in a.modes.split(","):
         for name, env in variants:
             if mode == "mps":
-                with Mps() as m:
+                with Mps("overlap") as m:
                     r = run(a, {**env, **m.env, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "50"})
             elif mode == "sliced":
                 r = run(a, env)

@@ -46,10 +46,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests", "train"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "pyutil"))
+sys.path.insert(0, HERE)
 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 import torch.multiprocessing as mp  # noqa: E402
+from gpu_jobs import Mps  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from spawn_ranks import collect  # noqa: E402
@@ -209,23 +211,6 @@ def run(cfg, parts, split, env):
     return next(r[2] for r in results if r[0] == 0)
 
 
-class Mps:
-    """The MPS control daemon for the runs inside (own pipe and log folders); quit after."""
-
-    env = {"CUDA_MPS_PIPE_DIRECTORY": "/tmp/hetccl-hetero-mps-pipe",
-           "CUDA_MPS_LOG_DIRECTORY": "/tmp/hetccl-hetero-mps-log"}
-
-    def __enter__(self):
-        for d in self.env.values():
-            os.makedirs(d, exist_ok=True)
-        subprocess.run(["nvidia-cuda-mps-control", "-d"], check=True, env={**os.environ, **self.env})
-        return self
-
-    def __exit__(self, *exc):
-        subprocess.run(["nvidia-cuda-mps-control"], input=b"quit\n", env={**os.environ, **self.env})
-        time.sleep(1)
-
-
 def prepare(a, need_dropin):
     """Builds libhetccl (and the drop-in) into --build and hetccl_torch into BUILD/pysite where missing."""
     if not os.path.exists(os.path.join(a.build, "libhetccl.so")) or (need_dropin and not os.path.exists(a.dropin)):
@@ -291,10 +276,10 @@ def main():
     cfg = dict(backend=backend, model=model, steps=a.steps, warmup=a.warmup, nosync_steps=a.nosync_steps,
                replan_every=a.replan_every, tf32=a.tf32, deadline=a.deadline)
     batch, seq = model["batch"], model["seq"]
-    mps = Mps() if a.layout == "mps" else None
+    mps = Mps("hetero") if a.layout == "mps" else None
     if mps:
         mps.__enter__()
-        env.update(Mps.env)
+        env.update(mps.env)
     try:
         alone = []
         for p in parts:

@@ -29,10 +29,10 @@ import time
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gpu_gloo_allreduce import pinned_bandwidth  # noqa: E402
+from gpu_jobs import ddp_step, run_ranks  # noqa: E402
 
 GROUPS = ("g0", "g1")
 
@@ -75,15 +75,7 @@ def time_ddp(steps, warmup, width, layers, batch):
     ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[0])
     opt = torch.optim.SGD(ddp.parameters(), lr=1e-4)
     x = torch.randn(batch, width, device="cuda:0")
-
-    def step(sync):
-        opt.zero_grad(set_to_none=True)
-        if sync:
-            ddp(x).square().mean().backward()
-        else:
-            with ddp.no_sync():
-                ddp(x).square().mean().backward()
-        opt.step()
+    step = ddp_step(ddp, opt, x)
 
     out = {}
     for name, sync in (("step", True), ("compute", False)):
@@ -126,30 +118,12 @@ def worker(rank, backend, port, a, q):
 
 
 def run(backend, a):
-    env_before = os.environ.get("LD_PRELOAD")
+    env = {}
     if backend == "nccl":
-        os.environ["LD_PRELOAD"] = a.dropin + (":" + env_before if env_before else "")
-        os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
-    ctx = mp.get_context("spawn")
-    q = ctx.Queue()
+        env["LD_PRELOAD"] = a.dropin + (":" + os.environ["LD_PRELOAD"] if os.environ.get("LD_PRELOAD") else "")
+        env["NCCL_NVLS_ENABLE"] = os.environ.get("NCCL_NVLS_ENABLE", "0")
     port = free_port()
-    procs = [ctx.Process(target=worker, args=(r, backend, port, a, q)) for r in range(2)]
-    for p in procs:
-        p.start()
-    if env_before is None:
-        os.environ.pop("LD_PRELOAD", None)
-    else:
-        os.environ["LD_PRELOAD"] = env_before
-    try:
-        res = q.get(timeout=a.timeout)
-    finally:
-        for p in procs:
-            p.join(timeout=60)
-            if p.is_alive():
-                p.kill()
-    if any(p.exitcode != 0 for p in procs):
-        raise SystemExit(f"{backend}: a worker exited with {[p.exitcode for p in procs]}")
-    return res
+    return run_ranks(worker, lambda r: (r, backend, port, a), env, a.timeout)
 
 
 def main():
