@@ -155,8 +155,8 @@ INSTANTIATE_TEST_SUITE_P(Calls, NetPluginFailingCall,
                          });
 
 // Every rank's init fails with `word` in its error.
-void expectInitFails(const std::vector<std::pair<std::string, std::string>>& env,
-                     const std::vector<std::string>& words, const std::string& transport = "net") {
+void expectInitFails(const std::vector<std::pair<std::string, std::string>>& env, const std::vector<std::string>& words,
+                     const std::string& transport = "net") {
   JobOptions opt;
   opt.transport = transport;
   opt.initMayFail = true;
