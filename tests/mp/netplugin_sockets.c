@@ -17,6 +17,8 @@
  *                               iflush returns a request that completes on its second test
  *   NETPLUGIN_TEST_BUSY=1       isend and irecv turn every other call away (request NULL)
  *   NETPLUGIN_TEST_RECORD=FILE  each init appends "init vN" (the ABI version called) to FILE
+ *   NETPLUGIN_TEST_FLIP=N       the Nth receive of the process to complete has one byte
+ *                               flipped (a link that alters data)
  *   NCCL_SOCKET_IFNAME, HETCCL_SOCKET_IFNAME: the interface (prefix) to listen on;
  *                               else the first non-loopback IPv4 one, else loopback. */
 #define _GNU_SOURCE
@@ -272,6 +274,11 @@ static int progress(struct comm* c) {
       r->moved += (size_t)n;
     }
     r->done = 1;
+    if (!r->send && want > 0) {
+      static long received = 0;
+      const char* flip = getenv("NETPLUGIN_TEST_FLIP");
+      if (flip && ++received == atol(flip)) r->data[want / 2] ^= 0x20;
+    }
     return kOk;
   }
   return kOk;

@@ -2,7 +2,7 @@
 // HETCCL_NET_PLUGIN set for every mp test by CMake): every collective on each
 // ABI version the plugin exports (the version picked checked through what the
 // plugin records), with flushed receives, a plugin that turns requests away,
-// encrypted links; every plugin call failing in turn (the error names it); a
+// encrypted links (and one that alters a byte in flight); every plugin call failing in turn (the error names it); a
 // plugin of unknown versions, a missing one and a bad version cap refused
 // with errors that say what was wrong. A peer killed with SIGKILL:
 // fault.PeerDeath (tests/fault); bad input, a peer that exits or goes
@@ -165,6 +165,33 @@ INSTANTIATE_TEST_SUITE_P(Calls, NetPluginFailingCall,
                          [](const ::testing::TestParamInfo<std::string>& i) {
                            return i.param.substr(0, i.param.find(':'));
                          });
+
+// On an encrypted link, a byte the plugin alters in flight (the 3rd receive
+// of rank 0: a header or a part) fails rank 0's call naming the sender
+// instead of completing it with that data.
+TEST(NetPlugin, AlteredDataOnAnEncryptedLinkFailsAuthentication) {
+  JobOptions opt;
+  opt.transport = "net";
+  opt.env = {{"HETCCL_ENCRYPT", "all"}, {"HETCCL_TIMEOUT_S", "5"}};
+  opt.beforeInit = [](int rank) {
+    if (rank == 0) setenv("NETPLUGIN_TEST_FLIP", "3", 1);
+  };
+  runJob("a,b", opt, [](Rank& r) {
+    std::vector<float> buf(300000, 1.0f);
+    hetcclResult_t res = hetcclAllReduce(buf.data(), buf.data(), buf.size(), hetcclFloat32, hetcclSum, r.comm, nullptr);
+    const std::string text = hetcclGetLastError(r.comm);
+    if (r.rank == 0) {
+      EXPECT_EQ(res, hetcclRemoteError) << text;
+      EXPECT_NE(text.find("failed authentication"), std::string::npos) << text;
+      EXPECT_NE(text.find("from rank 1"), std::string::npos) << text;
+    } else if (res == hetcclSuccess) {  // its part may have been done: the next call meets rank 0's failure
+      res = hetcclAllReduce(buf.data(), buf.data(), buf.size(), hetcclFloat32, hetcclSum, r.comm, nullptr);
+      EXPECT_NE(res, hetcclSuccess) << "rank 1 should fail once rank 0 has";
+    }
+    HC_EXPECT_OK(hetcclCommAbort(r.comm), nullptr);
+    r.comm = nullptr;
+  });
+}
 
 // Every rank's init fails with `word` in its error.
 void expectInitFails(const std::vector<std::pair<std::string, std::string>>& env, const std::vector<std::string>& words,
