@@ -2,9 +2,10 @@
 // HETCCL_NET_PLUGIN set for every mp test by CMake): every collective on each
 // ABI version the plugin exports (the version picked checked through what the
 // plugin records), with flushed receives, a plugin that turns requests away,
-// encrypted links (and one that alters a byte in flight); every plugin call failing in turn (the error names it); a
-// plugin of unknown versions, a missing one and a bad version cap refused
-// with errors that say what was wrong. A peer killed with SIGKILL:
+// encrypted links (and one that alters a byte in flight); every plugin call
+// failing in turn (the error names it); a plugin of unknown versions, a
+// missing one and a bad version cap refused with errors that say what was
+// wrong. A peer killed with SIGKILL:
 // fault.PeerDeath (tests/fault); bad input, a peer that exits or goes
 // silent, mismatched calls: mp.*/NetPlugin.* of the transport suites.
 //
