@@ -123,6 +123,29 @@ TEST(NetPlugin, NewestVersionByDefault) {
   EXPECT_EQ(got.find("init v8"), std::string::npos) << got;
 }
 
+// With HETCCL_NET_PLUGIN unset, NCCL_NET_PLUGIN names the plugin.
+TEST(NetPlugin, NcclNetPluginIsTheFallback) {
+  const char* path = getenv("HETCCL_NET_PLUGIN");
+  ASSERT_TRUE(path && *path) << "CMake sets HETCCL_NET_PLUGIN for the mp tests";
+  const std::string plugin = path;
+  const std::string record = scratchFile("fallback");
+  JobOptions opt;
+  opt.transport = "net";
+  opt.env = {{"NETPLUGIN_TEST_RECORD", record}};
+  opt.beforeInit = [plugin](int) {
+    unsetenv("HETCCL_NET_PLUGIN");
+    setenv("NCCL_NET_PLUGIN", plugin.c_str(), 1);
+  };
+  runJob("a,b", opt, [](Rank& r) {
+    int32_t in = r.rank + 1, out = 0;
+    HC_ASSERT_OK(hetcclAllReduce(&in, &out, 1, hetcclInt32, hetcclSum, r.comm, nullptr), r.comm);
+    EXPECT_EQ(out, 3);
+  });
+  const std::string got = readFile(record);
+  unlink(record.c_str());
+  EXPECT_NE(got.find("init v11"), std::string::npos) << "the plugin was not loaded through NCCL_NET_PLUGIN: " << got;
+}
+
 // Each plugin call fails once on rank 0 (its Nth call); rank 0's error, at
 // init or in the AllReduce after it, names the call and the plugin, and rank
 // 1 fails too instead of hanging.

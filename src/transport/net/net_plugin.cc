@@ -287,8 +287,10 @@ std::shared_ptr<NetPlugin> NetPlugin::load() {
   void* lib = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     const char* why = dlerror();
-    throwError(hetcclInvalidUsage, "net transport: cannot load the net plugin '" + file + "' (HETCCL_NET_PLUGIN='" +
-                                       setting + "'): " + (why ? why : "dlopen failed") +
+    const std::string from = setting.empty() ? "neither HETCCL_NET_PLUGIN nor NCCL_NET_PLUGIN is set"
+                                             : "HETCCL_NET_PLUGIN, else NCCL_NET_PLUGIN, is '" + setting + "'";
+    throwError(hetcclInvalidUsage, "net transport: cannot load the net plugin '" + file + "' (" + from +
+                                       "): " + (why ? why : "dlopen failed") +
                                        "; set HETCCL_NET_PLUGIN (or NCCL_NET_PLUGIN) to a plugin's path or name");
   }
   // Every ncclNetPlugin_v* symbol is looked up by name (1 to 99), for the
