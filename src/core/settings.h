@@ -37,6 +37,8 @@ inline constexpr IntSetting kHostThreads{"HETCCL_HOST_THREADS"};
 inline constexpr IntSetting kSpinUs{"HETCCL_SPIN_US"};
 inline constexpr BytesSetting kSocketBuffer{"HETCCL_SOCKET_BUFFER"};
 inline constexpr BytesSetting kUcxRmaMin{"HETCCL_UCX_RMA_MIN"};
+inline constexpr StringSetting kNetPlugin{"HETCCL_NET_PLUGIN"};
+inline constexpr IntSetting kNetPluginAbi{"HETCCL_NET_PLUGIN_ABI"};
 // Algorithms
 inline constexpr BytesSetting kChunkBytes{"HETCCL_CHUNK_BYTES"};
 inline constexpr BytesSetting kSmallBytes{"HETCCL_SMALL_BYTES"};

@@ -17,9 +17,10 @@ const std::vector<VarSpec>& settingsTable() {
       {"HETCCL_TIMEOUT_S", VarType::kInt, "300", nullptr,
        "seconds a wait may go without progress before it fails with a remote error naming the peer", 1, 31536000},
       {"HETCCL_TRANSPORT", VarType::kString, "auto", nullptr,
-       "border and host-group transport, per link class: intra=<auto|shm|tcp|ucx>,inter=<auto|tcp|ucx> (intra: "
-       "peers on this host, auto shm; inter: peers on other hosts, auto ucx where every rank has UCX and an RDMA "
-       "device, else tcp); or one of auto, shm, tcp, ucx for every link (shm: every rank on one host)"},
+       "border and host-group transport, per link class: intra=<auto|shm|tcp|ucx|net>,inter=<auto|tcp|ucx|net> "
+       "(intra: peers on this host, auto shm; inter: peers on other hosts, auto ucx where every rank has UCX and an "
+       "RDMA device, else tcp; net, an NCCL net plugin's links, only when named); or one of auto, shm, tcp, ucx, net "
+       "for every link (shm: every rank on one host)"},
       {"HETCCL_GROUP", VarType::kString, "", nullptr,
        "this rank's group name (default: its device kind: host, cuda, hip)"},
       {"HETCCL_GROUP_MAP", VarType::kString, "", nullptr,
@@ -108,6 +109,12 @@ const std::vector<VarSpec>& settingsTable() {
        "ucx transport: plain receives of this size and up take the payload by RMA put into their registered buffer "
        "(0: never, tagged parts only; every rank must set the same)",
        0, kTiB},
+      {"HETCCL_NET_PLUGIN", VarType::kString, "", "NCCL_NET_PLUGIN",
+       "net transport: the NCCL net plugin to load, a path or a name X for libnccl-net-X.so (unset: libnccl-net.so); "
+       "every rank must load a plugin whose links reach the others"},
+      {"HETCCL_NET_PLUGIN_ABI", VarType::kInt, "0", nullptr,
+       "net transport: the newest ncclNetPlugin_vN ABI version to use (8 to 11; 0: the newest the plugin exports)", 0,
+       11},
       {"HETCCL_KERNELS_LIB", VarType::kString, "", nullptr,
        "path of the device reduction kernels plugin (default: libhetccl-<kind>-kernels.so beside libhetccl)"},
       {"HETCCL_EMU_LIB", VarType::kString, "", nullptr,

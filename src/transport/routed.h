@@ -18,8 +18,8 @@
 namespace hetccl {
 
 struct TransportChoice {
-  std::string intra = "auto";  // auto, shm, tcp, ucx
-  std::string inter = "auto";  // auto, tcp, ucx
+  std::string intra = "auto";  // auto, shm, tcp, ucx, net
+  std::string inter = "auto";  // auto, tcp, ucx, net
 };
 
 // Parses the setting's text; throws InvalidArgument naming `what` (the

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "transport/net/net_transport.h"
 #include "transport/progress.h"
 #include "transport/shm/shm_transport.h"
 #include "transport/tcp/tcp_transport.h"
@@ -79,7 +80,7 @@ bool ucxRdmaAvailable() {
 #endif
 }
 
-std::vector<std::string> transportNames() { return {"tcp", "shm", "ucx"}; }
+std::vector<std::string> transportNames() { return {"tcp", "shm", "ucx", "net"}; }
 
 std::unique_ptr<Transport> createTransport(const std::string& name, const TransportContext& ctx) {
   if (name == "tcp") return std::make_unique<TcpTransport>(ctx);
@@ -91,7 +92,8 @@ std::unique_ptr<Transport> createTransport(const std::string& name, const Transp
     throwError(hetcclInvalidUsage, "transport ucx: this hetccl was built without UCX's headers (libucx-dev)");
 #endif
   }
-  throwError(hetcclInvalidArgument, "unknown transport '" + name + "' (known: tcp, shm, ucx)");
+  if (name == "net") return std::make_unique<NetTransport>(ctx);
+  throwError(hetcclInvalidArgument, "unknown transport '" + name + "' (known: tcp, shm, ucx, net)");
 }
 
 }  // namespace hetccl

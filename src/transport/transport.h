@@ -11,8 +11,9 @@
 // its peer gets an error naming both sides instead of wrong data.
 //
 // Implementations: tcp/ (sockets; any hosts), shm/ (shared-memory rings; one
-// host), ucx/ (UCX: its shared-memory, tcp, InfiniBand/RoCE transports). Each folder has the same file set:
-// <name>_transport.{h,cc}.
+// host), ucx/ (UCX: its shared-memory, tcp, InfiniBand/RoCE transports),
+// net/ (an installed NCCL net plugin's links). Each folder has the same file
+// set: <name>_transport.{h,cc}.
 #pragma once
 
 #include <atomic>
@@ -91,7 +92,7 @@ class Transport {
   virtual void poison(const std::string& why) { (void)why; }
 };
 
-// Creates a transport by name ("tcp", "shm"). Collective over ctx.bootstrap:
+// Creates a transport by name ("tcp", "shm", "ucx", "net"). Collective over ctx.bootstrap:
 // every rank must call it with the same name. Throws InvalidArgument on an
 // unknown name, listing the known ones.
 std::unique_ptr<Transport> createTransport(const std::string& name, const TransportContext& ctx);

@@ -155,7 +155,9 @@ TEST_P(PeerDeath, KillNineMidAllReduce) {
   EXPECT_GE(namedVictim, 1) << "no survivor named the killed rank " << dc.victim << "\n" << job.describe();
 }
 
-INSTANTIATE_TEST_SUITE_P(Fault, PeerDeath, ::testing::Values(DeathCase{"shm", 2, true}, DeathCase{"tcp", 1, false}),
+INSTANTIATE_TEST_SUITE_P(Fault, PeerDeath,
+                         ::testing::Values(DeathCase{"shm", 2, true}, DeathCase{"tcp", 1, false},
+                                           DeathCase{"net", 3, false}),
                          [](const ::testing::TestParamInfo<DeathCase>& i) {
                            return std::string(i.param.transport) + "_victim" + std::to_string(i.param.victim);
                          });

@@ -171,6 +171,8 @@ TEST_P(BadInput, CollectiveArguments) {
 
 INSTANTIATE_TEST_SUITE_P(Transports, BadInput, ::testing::ValuesIn(transportsWithUcx()),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+INSTANTIATE_TEST_SUITE_P(NetPlugin, BadInput, ::testing::Values("net"),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 }  // namespace
 }  // namespace hmp

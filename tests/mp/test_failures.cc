@@ -237,6 +237,9 @@ TEST(BufferTooSmall, ACountLargerThanThePeersBufferIsNamedAsThat) {
 
 INSTANTIATE_TEST_SUITE_P(Transports, Failures, ::testing::ValuesIn(transportsWithUcx()),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+// The net transport over the tests' sockets plugin (test_net_plugin.cc).
+INSTANTIATE_TEST_SUITE_P(NetPlugin, Failures, ::testing::Values("net"),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 // Count 0 with NULL buffers passes the argument checks (as in NCCL); the
 // calls must then complete. One job per call, since a hang poisons the

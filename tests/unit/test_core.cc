@@ -68,9 +68,9 @@ TEST(Config, EveryVariableIsDeclaredOnceWithTypeDefaultAllowedValuesAndHelp) {
 TEST(Config, EveryHandleReadsItsEntry) {
   using namespace settings;
   for (const StringSetting& s : {kDebugSubsys, kCommId, kJobSecret, kSocketIfname, kGroup, kGroupMap, kCudaLib, kHipLib,
-                                 kNcclLib, kRcclLib, kUcxLib, kKernelsLib, settings::kTransport})
+                                 kNcclLib, kRcclLib, kUcxLib, kKernelsLib, settings::kTransport, kNetPlugin})
     EXPECT_NO_THROW(s.get()) << s.name;
-  for (const IntSetting& s : {kTimeoutS, kHostThreads, kSpinUs}) EXPECT_NO_THROW(s.get()) << s.name;
+  for (const IntSetting& s : {kTimeoutS, kHostThreads, kSpinUs, kNetPluginAbi}) EXPECT_NO_THROW(s.get()) << s.name;
   for (const BytesSetting& s : {kBuffSize, kShmSlotBytes, kShmMax, kSocketBuffer, kUcxRmaMin, kChunkBytes, kSmallBytes,
                                 kGpuBorderMin, kGpuBorderChunk, kStagingMax, kDeviceScratchMax})
     EXPECT_NO_THROW(s.get()) << s.name;

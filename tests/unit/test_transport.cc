@@ -15,6 +15,7 @@
 
 #include "elements/lowp.h"
 #include "bootstrap/bootstrap.h"
+#include "transport/net/net_plugin.h"
 #include "transport/routed.h"
 #include "transport/transport.h"
 #include "unit_util.h"
@@ -424,6 +425,9 @@ TEST(TransportChoice, ParsesEveryFormAndNamesWhatIsWrong) {
   c = parseTransportChoice("inter=tcp", "X");
   EXPECT_EQ(c.intra, "auto");
   EXPECT_EQ(c.inter, "tcp");
+  c = parseTransportChoice("inter=net", "X");
+  EXPECT_EQ(c.intra, "auto");
+  EXPECT_EQ(c.inter, "net");
   for (const char* bad : {"", "rdma", "intra=shm,inter=shm", "intra=shm,,inter=tcp", "intra=shm,intra=tcp", "near=shm",
                           "intra", "intra=tcp,inter=tcp,"}) {
     try {
@@ -435,6 +439,15 @@ TEST(TransportChoice, ParsesEveryFormAndNamesWhatIsWrong) {
           << e.what();
     }
   }
+}
+
+// The file a HETCCL_NET_PLUGIN value names.
+TEST(NetPlugin, FileForSetting) {
+  EXPECT_EQ(NetPlugin::fileFor(""), "libnccl-net.so");
+  EXPECT_EQ(NetPlugin::fileFor("ofi"), "libnccl-net-ofi.so");
+  EXPECT_EQ(NetPlugin::fileFor("libnccl-net-gIB.so"), "libnccl-net-gIB.so");
+  EXPECT_EQ(NetPlugin::fileFor("/opt/x/libnccl-net.so"), "/opt/x/libnccl-net.so");
+  EXPECT_EQ(NetPlugin::fileFor("./plugin"), "./plugin");
 }
 
 }  // namespace
