@@ -113,8 +113,8 @@ const std::vector<VarSpec>& settingsTable() {
        "net transport: the NCCL net plugin to load, a path or a name X for libnccl-net-X.so (unset: libnccl-net.so); "
        "every rank must load a plugin whose links reach the others"},
       {"HETCCL_NET_PLUGIN_ABI", VarType::kInt, "0", nullptr,
-       "net transport: the newest ncclNetPlugin_vN ABI version to use (8 to 11; 0: the newest the plugin exports)", 0,
-       11},
+       "net transport: the newest ncclNetPlugin_vN ABI version to use (8 to 12; 0: the newest the plugin exports)", 0,
+       12},
       {"HETCCL_KERNELS_LIB", VarType::kString, "", nullptr,
        "path of the device reduction kernels plugin (default: libhetccl-<kind>-kernels.so beside libhetccl)"},
       {"HETCCL_EMU_LIB", VarType::kString, "", nullptr,

@@ -1,7 +1,7 @@
 /* A network plugin of NCCL's ABI over TCP sockets, built by the tests so that
  * hetccl's net transport runs against a plugin it did not write for itself.
- * It exports ncclNetPlugin_v8, _v9, _v10 and _v11 (the loader picks the
- * newest, HETCCL_NET_PLUGIN_ABI a lower one), one device, host memory only.
+ * It exports ncclNetPlugin_v8 to _v12 (the loader picks the newest,
+ * HETCCL_NET_PLUGIN_ABI a lower one), one device, host memory only.
  *
  * A connection is one socket; every message is [u64 size][i32 tag][u32 0]
  * then the bytes. Requests of a comm complete in the order posted; test()
@@ -17,6 +17,10 @@
  *                               iflush returns a request that completes on its second test
  *   NETPLUGIN_TEST_BUSY=1       isend and irecv turn every other call away (request NULL)
  *   NETPLUGIN_TEST_RECORD=FILE  each init appends "init vN" (the ABI version called) to FILE
+ *   NETPLUGIN_TEST_MAXP2P=N     the properties (v9 and up) declare N as the largest
+ *                               transfer, and an isend of more fails (v12's longer
+ *                               virtual-NIC list moves that field: a loader reading
+ *                               another version's layout sends too much)
  *   NETPLUGIN_TEST_FLIP=N       the Nth receive of the process to complete has one byte
  *                               flipped (a link that alters data)
  *   NCCL_SOCKET_IFNAME, HETCCL_SOCKET_IFNAME: the interface (prefix) to listen on;
@@ -30,6 +34,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -283,8 +288,16 @@ static int progress(struct comm* c) {
   }
   return kOk;
 }
+static size_t maxP2p(void) {
+  const char* s = getenv("NETPLUGIN_TEST_MAXP2P");
+  return s && *s ? (size_t)strtoull(s, NULL, 10) : (size_t)1 << 30;
+}
 static int pIsend(void* sendComm, void* data, size_t size, int tag, void* mhandle, void** request) {
   INJECT("isend");
+  if (size > maxP2p()) {
+    WARN("isend of %zu bytes: more than maxP2pBytes (%zu)", size, maxP2p());
+    return kInvalidArgument;
+  }
   return post(sendComm, 1, data, size, tag, mhandle, request);
 }
 static int pIrecv(void* recvComm, int n, void** data, size_t size, int* tags, void** mhandles, void** request) {
@@ -370,6 +383,21 @@ struct propsV11 {
   struct propsV9 v9;
   int maxMultiRequestSize;
 };
+struct propsV12 { /* v11's with up to 8 devices per virtual NIC, then rail and plane */
+  char* name;
+  char* pciPath;
+  uint64_t guid;
+  int ptrSupport, regIsGlobal, forceFlush, speed, port;
+  float latency;
+  int maxComms, maxRecvs, netDeviceType, netDeviceVersion;
+  struct {
+    int ndevs;
+    int devs[8];
+  } vProps;
+  size_t maxP2pBytes, maxCollBytes;
+  int maxMultiRequestSize;
+  int16_t railId, planeId;
+};
 static char kName[] = "hetccl-test-sockets";
 static int pPropsV8(int dev, struct propsV8* p) {
   INJECT("getProperties");
@@ -391,12 +419,23 @@ static int pPropsV9(int dev, struct propsV9* p) {
   p->maxComms = 65536;
   p->maxRecvs = 1;
   p->vProps.ndevs = 1;
-  p->maxP2pBytes = (size_t)1 << 30;
+  p->maxP2pBytes = maxP2p();
   p->maxCollBytes = (size_t)1 << 30;
   return kOk;
 }
 static int pPropsV11(int dev, struct propsV11* p) {
   int rc = pPropsV9(dev, &p->v9);
+  p->maxMultiRequestSize = 1;
+  return rc;
+}
+static int pPropsV12(int dev, struct propsV12* p) {
+  struct propsV11 v11;
+  int rc = pPropsV11(dev, &v11);
+  memset(p, 0, sizeof(*p));
+  memcpy(p, &v11, offsetof(struct propsV9, vProps)); /* the fields before vProps are alike */
+  p->vProps.ndevs = 1;
+  p->maxP2pBytes = v11.v9.maxP2pBytes;
+  p->maxCollBytes = v11.v9.maxCollBytes;
   p->maxMultiRequestSize = 1;
   return rc;
 }
@@ -439,6 +478,11 @@ static int v11Connect(void* ctx, int dev, void* h, void** sc, void** devComm) {
   return ctx == &v11Ctx ? pConnect(dev, h, sc) : kInvalidArgument;
 }
 static int v11Finalize(void* ctx) { return kOk; }
+static int v12Init(void** ctx, uint64_t commId, void* config, logger_t log, void* prof) {
+  int rc = pInit(log, 12);
+  *ctx = &v11Ctx; /* listen and connect are v11's */
+  return rc;
+}
 
 struct {
   const char* name;
@@ -514,7 +558,7 @@ struct {
                        pRegMr, pRegMrDmaBuf, pDeregMr, v10Isend, v10Irecv, pIflush,    pTest,
                        pClose, pClose,       pClose,   NULL,     NULL,     NULL};
 
-struct {
+struct tableV11 {
   const char* name;
   int (*init)(void**, uint64_t, void*, logger_t, void*);
   int (*devices)(int*);
@@ -540,3 +584,11 @@ struct {
 } ncclNetPlugin_v11 = {kName,        v11Init,  pDevices, pPropsV11, v11Listen,   v11Connect, v8Accept, pRegMr,
                        pRegMrDmaBuf, pDeregMr, v10Isend, v10Irecv,  pIflush,     pTest,      pClose,   pClose,
                        pClose,       NULL,     NULL,     NULL,      v11Finalize, NULL};
+
+/* v12's table is v11's; its properties are longer (the loader reads them as v12's). */
+struct tableV11 ncclNetPlugin_v12 = {kName,        v12Init,    pDevices, (int (*)(int, struct propsV11*))pPropsV12,
+                                     v11Listen,    v11Connect, v8Accept, pRegMr,
+                                     pRegMrDmaBuf, pDeregMr,   v10Isend, v10Irecv,
+                                     pIflush,      pTest,      pClose,   pClose,
+                                     pClose,       NULL,       NULL,     NULL,
+                                     v11Finalize,  NULL};

@@ -91,7 +91,7 @@ TEST_P(NetPluginCollectives, EveryCollective) {
   unlink(record.c_str());
   const std::string want = "init v" + std::to_string(v.abi);
   EXPECT_NE(got.find(want), std::string::npos) << "the plugin's record: " << got;
-  for (int other : {8, 9, 10, 11})
+  for (int other : {8, 9, 10, 11, 12})
     if (other != v.abi)
       EXPECT_EQ(got.find("init v" + std::to_string(other)), std::string::npos) << "the plugin's record: " << got;
 }
@@ -103,6 +103,10 @@ INSTANTIATE_TEST_SUITE_P(
                       Variant{"v9_flush", 9, {{"NETPLUGIN_TEST_FLUSH", "1"}}},
                       Variant{"v10_busy", 10, {{"NETPLUGIN_TEST_BUSY", "1"}}},
                       Variant{"v11_flush_busy", 11, {{"NETPLUGIN_TEST_FLUSH", "1"}, {"NETPLUGIN_TEST_BUSY", "1"}}},
+                      // v12's properties place maxP2pBytes further on: a loader
+                      // reading v11's layout would send parts the plugin refuses.
+                      Variant{
+                          "v12_flush_maxp2p", 12, {{"NETPLUGIN_TEST_FLUSH", "1"}, {"NETPLUGIN_TEST_MAXP2P", "131072"}}},
                       Variant{"v10_encrypted", 10, {{"HETCCL_ENCRYPT", "all"}, {"HETCCL_ENCRYPT_REKEY_RECORDS", "2"}}}),
     [](const ::testing::TestParamInfo<Variant>& i) { return i.param.name; });
 
@@ -119,7 +123,8 @@ TEST(NetPlugin, NewestVersionByDefault) {
   });
   const std::string got = readFile(record);
   unlink(record.c_str());
-  EXPECT_NE(got.find("init v11"), std::string::npos) << got;
+  EXPECT_NE(got.find("init v12"), std::string::npos) << got;
+  EXPECT_EQ(got.find("init v11"), std::string::npos) << got;
   EXPECT_EQ(got.find("init v8"), std::string::npos) << got;
 }
 
@@ -143,7 +148,7 @@ TEST(NetPlugin, NcclNetPluginIsTheFallback) {
   });
   const std::string got = readFile(record);
   unlink(record.c_str());
-  EXPECT_NE(got.find("init v11"), std::string::npos) << "the plugin was not loaded through NCCL_NET_PLUGIN: " << got;
+  EXPECT_NE(got.find("init v12"), std::string::npos) << "the plugin was not loaded through NCCL_NET_PLUGIN: " << got;
 }
 
 // Each plugin call fails once on rank 0 (its Nth call); rank 0's error, at
@@ -242,7 +247,7 @@ TEST(NetPlugin, MissingPluginRefused) {
 
 TEST(NetPlugin, VersionCapBelowEveryExportRefused) {
   expectInitFails({{"HETCCL_NET_PLUGIN_ABI", "7"}},
-                  {"at or below HETCCL_NET_PLUGIN_ABI=7", "ncclNetPlugin_v11, ncclNetPlugin_v10"});
+                  {"at or below HETCCL_NET_PLUGIN_ABI=7", "ncclNetPlugin_v12, ncclNetPlugin_v11"});
 }
 
 TEST(NetPlugin, BadTransportNameListsNet) {

@@ -80,6 +80,20 @@ void bindOptional(void* h, NcclApi* api) {
   bind(h, "ncclSignal", api->signal, nullptr);
   bind(h, "ncclWaitSignal", api->waitSignal, nullptr);
   bind(h, "ncclResetDebugInit", api->resetDebugInit, nullptr);
+  bind(h, "ncclParamBind", api->paramBind, nullptr);
+  bind(h, "ncclParamGetI8", api->paramGetI8, nullptr);
+  bind(h, "ncclParamGetI16", api->paramGetI16, nullptr);
+  bind(h, "ncclParamGetI32", api->paramGetI32, nullptr);
+  bind(h, "ncclParamGetI64", api->paramGetI64, nullptr);
+  bind(h, "ncclParamGetU8", api->paramGetU8, nullptr);
+  bind(h, "ncclParamGetU16", api->paramGetU16, nullptr);
+  bind(h, "ncclParamGetU32", api->paramGetU32, nullptr);
+  bind(h, "ncclParamGetU64", api->paramGetU64, nullptr);
+  bind(h, "ncclParamGetStr", api->paramGetStr, nullptr);
+  bind(h, "ncclParamGet", api->paramGet, nullptr);
+  bind(h, "ncclParamGetParameter", api->paramGetParameter, nullptr);
+  bind(h, "ncclParamGetAllParameterKeys", api->paramGetAllParameterKeys, nullptr);
+  bind(h, "ncclParamDumpAll", api->paramDumpAll, nullptr);
   dlerror();
 }
 

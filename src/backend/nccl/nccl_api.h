@@ -133,6 +133,22 @@ struct NcclApi {
   ncclResult_t (*signal)(int peer, int sigIdx, int ctx, unsigned flags, ncclComm_t comm, cudaStream_t stream) = nullptr;
   ncclResult_t (*waitSignal)(int nDesc, void* signalDescs, ncclComm_t comm, cudaStream_t stream) = nullptr;
   void (*resetDebugInit)() = nullptr;
+  // Optional (2.30+): the Parameter API; handles are opaque here. The drop-in
+  // forwards keys that are not hetccl's to these.
+  ncclResult_t (*paramBind)(void** out, const char* key) = nullptr;
+  ncclResult_t (*paramGetI8)(void* h, int8_t* out) = nullptr;
+  ncclResult_t (*paramGetI16)(void* h, int16_t* out) = nullptr;
+  ncclResult_t (*paramGetI32)(void* h, int32_t* out) = nullptr;
+  ncclResult_t (*paramGetI64)(void* h, int64_t* out) = nullptr;
+  ncclResult_t (*paramGetU8)(void* h, uint8_t* out) = nullptr;
+  ncclResult_t (*paramGetU16)(void* h, uint16_t* out) = nullptr;
+  ncclResult_t (*paramGetU32)(void* h, uint32_t* out) = nullptr;
+  ncclResult_t (*paramGetU64)(void* h, uint64_t* out) = nullptr;
+  ncclResult_t (*paramGetStr)(void* h, const char** out) = nullptr;
+  ncclResult_t (*paramGet)(void* h, void* out, int maxLen, int* len) = nullptr;
+  ncclResult_t (*paramGetParameter)(const char* key, const char** value, int* valueLen) = nullptr;
+  ncclResult_t (*paramGetAllParameterKeys)(const char*** table, int* tableLen) = nullptr;
+  void (*paramDumpAll)() = nullptr;
 };
 
 // The library of `flavor` ("nccl" or "rccl"): HETCCL_NCCL_LIB / HETCCL_RCCL_LIB

@@ -1,6 +1,6 @@
 // The C ABI of NCCL's network plugins (libnccl-net-<name>.so exporting
-// ncclNetPlugin_vN), as far as the net transport uses it: versions 8 to 11.
-// Written from what NCCL's public plugin headers (net_v8.h .. net_v11.h)
+// ncclNetPlugin_vN), as far as the net transport uses it: versions 8 to 12.
+// Written from what NCCL's public plugin headers (net_v8.h .. net_v12.h)
 // state about each version: the order and types of the table's entries and
 // of the properties a plugin fills. Entries hetccl never calls (device
 // offload, virtual NICs, attributes) keep their place as untyped pointers.
@@ -13,6 +13,8 @@
 //       isend and irecv take profiler handles.
 //   v11 init returns a context per communicator (listen and connect take
 //       it; finalize ends it); properties gain maxMultiRequestSize.
+//   v12 (NCCL 2.30) the same table; a virtual NIC holds up to 8 devices (not
+//       4), and properties end with the device's rail and plane (int16_t).
 #pragma once
 
 #include <cstddef>
@@ -37,7 +39,8 @@ constexpr size_t kHandleBytes = 128;  // the most a listen handle holds
 constexpr int kPtrHost = 0x1;         // regMr's memory type: host memory
 constexpr int kPtrCuda = 0x2;
 constexpr int kPtrDmaBuf = 0x4;
-constexpr int kMaxDevsPerNic = 4;
+constexpr int kMaxDevsPerNic = 4;  // v9 to v11
+constexpr int kMaxDevsPerNicV12 = 8;
 constexpr int kTrafficClassUndef = -1;
 // Log levels a plugin passes to the logger.
 enum LogLevel : int { kLogNone = 0, kLogVersion = 1, kLogWarn = 2, kLogInfo = 3, kLogAbort = 4, kLogTrace = 5 };
@@ -51,7 +54,12 @@ struct VDeviceProps {
   int devs[kMaxDevsPerNic];
 };
 
-struct CommConfig {  // v10, v11
+struct VDevicePropsV12 {
+  int ndevs;
+  int devs[kMaxDevsPerNicV12];
+};
+
+struct CommConfig {  // v10 to v12
   int trafficClass;
 };
 
@@ -107,6 +115,28 @@ struct PropertiesV11 {
   size_t maxP2pBytes;
   size_t maxCollBytes;
   int maxMultiRequestSize;
+};
+
+struct PropertiesV12 {
+  char* name;
+  char* pciPath;
+  uint64_t guid;
+  int ptrSupport;
+  int regIsGlobal;
+  int forceFlush;
+  int speed;
+  int port;
+  float latency;
+  int maxComms;
+  int maxRecvs;
+  int netDeviceType;
+  int netDeviceVersion;
+  VDevicePropsV12 vProps;
+  size_t maxP2pBytes;
+  size_t maxCollBytes;
+  int maxMultiRequestSize;
+  int16_t railId;
+  int16_t planeId;
 };
 
 struct NetV8 {
@@ -183,6 +213,32 @@ struct NetV11 {
   int (*init)(void** ctx, uint64_t commId, CommConfig* config, Logger log, ProfilerCallback prof);
   int (*devices)(int* ndev);
   int (*getProperties)(int dev, PropertiesV11* props);
+  int (*listen)(void* ctx, int dev, void* handle, void** listenComm);
+  int (*connect)(void* ctx, int dev, void* handle, void** sendComm, void** sendDevComm);
+  int (*accept)(void* listenComm, void** recvComm, void** recvDevComm);
+  int (*regMr)(void* comm, void* data, size_t size, int type, void** mhandle);
+  int (*regMrDmaBuf)(void* comm, void* data, size_t size, int type, uint64_t offset, int fd, void** mhandle);
+  int (*deregMr)(void* comm, void* mhandle);
+  int (*isend)(void* sendComm, void* data, size_t size, int tag, void* mhandle, void* phandle, void** request);
+  int (*irecv)(void* recvComm, int n, void** data, size_t* sizes, int* tags, void** mhandles, void** phandles,
+               void** request);
+  int (*iflush)(void* recvComm, int n, void** data, int* sizes, void** mhandles, void** request);
+  int (*test)(void* request, int* done, int* sizes);
+  int (*closeSend)(void* sendComm);
+  int (*closeRecv)(void* recvComm);
+  int (*closeListen)(void* listenComm);
+  void* getDeviceMr;
+  void* irecvConsumed;
+  void* makeVDevice;
+  int (*finalize)(void* ctx);
+  void* setNetAttr;
+};
+
+struct NetV12 {  // NetV11 but for the properties
+  const char* name;
+  int (*init)(void** ctx, uint64_t commId, CommConfig* config, Logger log, ProfilerCallback prof);
+  int (*devices)(int* ndev);
+  int (*getProperties)(int dev, PropertiesV12* props);
   int (*listen)(void* ctx, int dev, void* handle, void** listenComm);
   int (*connect)(void* ctx, int dev, void* handle, void** sendComm, void** sendDevComm);
   int (*accept)(void* listenComm, void** recvComm, void** recvDevComm);

@@ -80,6 +80,12 @@ struct TableOf<11> {
   using Props = netabi::PropertiesV11;
 };
 
+template <>
+struct TableOf<12> {
+  using T = netabi::NetV12;
+  using Props = netabi::PropertiesV12;
+};
+
 template <int V>
 class VersionedPlugin : public NetPlugin {
   using Table = typename TableOf<V>::T;
@@ -147,6 +153,9 @@ class VersionedPlugin : public NetPlugin {
     } else {
       out.maxP2pBytes = kIntMax;
     }
+    if constexpr (V >= 12)
+      LOG_INFO(kTransport, "net plugin '%s': device %d (%s) is on rail %d, plane %d", name_.c_str(), dev,
+               out.name.c_str(), u.p.railId, u.p.planeId);
     return out;
   }
 
@@ -241,14 +250,15 @@ class VersionedPlugin : public NetPlugin {
   const Table* t_;
 };
 
-constexpr int kKnown[] = {11, 10, 9, 8};  // newest first
+constexpr int kKnown[] = {12, 11, 10, 9, 8};  // newest first
 
 std::shared_ptr<NetPlugin> make(int v, const void* table, const std::string& file) {
   switch (v) {
     case 8: return std::make_shared<VersionedPlugin<8>>(static_cast<const netabi::NetV8*>(table), file);
     case 9: return std::make_shared<VersionedPlugin<9>>(static_cast<const netabi::NetV9*>(table), file);
     case 10: return std::make_shared<VersionedPlugin<10>>(static_cast<const netabi::NetV10*>(table), file);
-    default: return std::make_shared<VersionedPlugin<11>>(static_cast<const netabi::NetV11*>(table), file);
+    case 11: return std::make_shared<VersionedPlugin<11>>(static_cast<const netabi::NetV11*>(table), file);
+    default: return std::make_shared<VersionedPlugin<12>>(static_cast<const netabi::NetV12*>(table), file);
   }
 }
 
@@ -262,7 +272,8 @@ bool complete(int v, const void* table) {
     case 8: return has(static_cast<const netabi::NetV8*>(table));
     case 9: return has(static_cast<const netabi::NetV9*>(table));
     case 10: return has(static_cast<const netabi::NetV10*>(table));
-    default: return has(static_cast<const netabi::NetV11*>(table));
+    case 11: return has(static_cast<const netabi::NetV11*>(table));
+    default: return has(static_cast<const netabi::NetV12*>(table));
   }
 }
 
@@ -312,7 +323,7 @@ std::shared_ptr<NetPlugin> NetPlugin::load() {
                "net transport: the net plugin '" + file + "' exports no ABI version hetccl knows" +
                    (cap ? " at or below HETCCL_NET_PLUGIN_ABI=" + std::to_string(cap) : std::string()) + " (it has " +
                    (found.empty() ? std::string("no ncclNetPlugin_v* symbol") : found) +
-                   "; hetccl knows ncclNetPlugin_v8, _v9, _v10 and _v11)");
+                   "; hetccl knows ncclNetPlugin_v8, _v9, _v10, _v11 and _v12)");
   }
   if (!complete(picked, table)) {
     dlclose(lib);
