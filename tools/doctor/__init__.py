@@ -1,0 +1,1 @@
+"""hetccl-doctor --node: checks of one node's RDMA, GPU and system setup."""
