@@ -11,6 +11,18 @@ def shown(value):
     return f"{value // 1024} KiB" if value >= 1024 else f"{value} B"
 
 
+def limits_conf_says_unlimited(node, item):
+    """Whether /etc/security/limits.conf (or limits.d) gives everyone an unlimited item."""
+    files = ["/etc/security/limits.conf"] + [f"/etc/security/limits.d/{f}"
+                                             for f in node.root.listdir("/etc/security/limits.d")]
+    for path in files:
+        for line in (node.root.read(path, "") or "").splitlines():
+            fields = line.split("#")[0].split()
+            if len(fields) == 4 and fields[2] == item and fields[3] in ("unlimited", "infinity", "-1"):
+                return True
+    return False
+
+
 def check_memlock(node):
     lim = node.limit("Max locked memory")
     if lim is None:
@@ -19,11 +31,16 @@ def check_memlock(node):
     soft, hard = lim
     if soft is None:
         return Result("memlock", OK, "locked memory unlimited")
-    return Result("memlock", FAIL, f"locked memory limited to {shown(soft)} (hard {shown(hard)}): RDMA cannot pin "
-                  "the buffers it registers",
-                  "set it unlimited: '* soft memlock unlimited' and '* hard memlock unlimited' in "
-                  "/etc/security/limits.conf (a new login), LimitMEMLOCK=infinity in a systemd unit, "
-                  "docker run --ulimit memlock=-1:-1")
+    found = f"locked memory limited to {shown(soft)} (hard {shown(hard)}): RDMA cannot pin the buffers it registers"
+    fix = ("set it unlimited: '* soft memlock unlimited' and '* hard memlock unlimited' in "
+           "/etc/security/limits.conf (a new login), LimitMEMLOCK=infinity in a systemd unit, "
+           "docker run --ulimit memlock=-1:-1")
+    if limits_conf_says_unlimited(node, "memlock"):
+        found += "; limits.conf says unlimited, so this process did not start from a PAM login"
+        fix = ("limits.conf applies to PAM logins only: for a container use docker run --ulimit memlock=-1:-1 "
+               "(Kubernetes: the runtime's default ulimits), for a service LimitMEMLOCK=infinity; under Slurm "
+               "LimitMEMLOCK=infinity in slurmd's unit and PropagateResourceLimitsExcept=MEMLOCK in slurm.conf")
+    return Result("memlock", FAIL, found, fix)
 
 
 def check_open_files(node):
