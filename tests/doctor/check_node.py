@@ -118,6 +118,25 @@ BROKEN = [
      "intra=<name>,inter=<name>", 1),
 ]
 
+def add_efa(root):
+    port = "/sys/class/infiniband/efa_0/ports/1"
+    nt.write(root, port + "/state", "4: ACTIVE\n")
+    nt.write(root, port + "/phys_state", "5: LinkUp\n")
+    nt.write(root, port + "/link_layer", "Unknown\n")
+
+
+def slingshot_only(root):
+    rm(root, "/sys/class/infiniband", "/dev/infiniband")
+    nt.write(root, "/sys/class/cxi/cxi0/device/vendor", "0x17db\n")
+
+
+# Fabrics the checks must know as they are (case, change, check, status, what the report must say)
+KNOWN = [
+    ("EFA's Unknown link layer", add_efa, "rdma-link-layer", "OK", "efa_0/1 EFA"),
+    ("Slingshot without verbs devices", slingshot_only, "rdma-devices", "OK", "cxi0 (Slingshot"),
+    ("Slingshot without verbs devices", slingshot_only, "rdma-uverbs", "SKIP", "no verbs device"),
+]
+
 INFO = "/commands/hetccl-info_--settings.txt"
 # (case, change, environment, the inter-host choice the report must name)
 CHOICES = [
@@ -207,6 +226,17 @@ def check_choices(healthy, scratch):
             print(f"ok  choice, {name}: {checks['transport-choice']['found']}")
 
 
+def check_known(healthy, scratch):
+    for name, change, check, status, said in KNOWN:
+        root = copy_of(healthy, scratch, name + " " + check)
+        change(root)
+        _, checks, _ = report(root)
+        if checks[check]["status"] != status or said not in checks[check]["found"]:
+            fail(f"{name}: {check} {checks[check]} (want {status}, '{said}')")
+        else:
+            print(f"ok  {name}: {check} {status}: {checks[check]['found']}")
+
+
 def check_unreadable(healthy, scratch):
     """Config space past 64 bytes takes root: ACS is then not known, not OK."""
     root = copy_of(healthy, scratch, "acs unreadable")
@@ -260,6 +290,7 @@ def main():
         check_broken(healthy, scratch)
         check_choices(healthy, scratch)
         check_unreadable(healthy, scratch)
+        check_known(healthy, scratch)
         check_usage(scratch)
     check_this_machine()
     if failures:

@@ -29,7 +29,7 @@ def relation(gpu, nic):
 
 
 def rdma_nics(node):
-    rdma = set(node.rdma_devices())
+    rdma = set(node.rdma_devices() + node.cxi_devices())
     return [n for n in node.nics() if rdma.intersection(n.names)]
 
 

@@ -9,8 +9,16 @@ IB_MTUS = (256, 512, 1024, 2048, 4096)
 ROCE_HEADERS = 96  # what RoCE's headers take from the interface's MTU (GRH, UDP, BTH, extensions, ICRC)
 
 
+def is_efa(node, dev):
+    """An AWS EFA device: its ports' link layer reads Unknown, and libfabric's efa provider drives it."""
+    return dev.startswith("efa") or node.root.read(f"/sys/class/infiniband/{dev}/device/vendor") == "0x1d0f"
+
+
 def check_rdma_devices(node):
-    devs = node.rdma_devices()
+    devs, cxi = node.rdma_devices(), node.cxi_devices()
+    if cxi:
+        return Result("rdma-devices", OK, f"{len(devs) + len(cxi)} RDMA device(s): " +
+                      ", ".join(devs + [f"{c} (Slingshot, through libfabric's cxi provider)" for c in cxi]))
     if not devs:
         return Result("rdma-devices", FAIL, "no RDMA device in /sys/class/infiniband: links to other hosts "
                       "fall back to tcp",
@@ -22,7 +30,8 @@ def check_rdma_devices(node):
 
 def check_uverbs(node):
     if not node.rdma_devices():
-        return Result("rdma-uverbs", SKIP, NO_DEVICE)
+        return Result("rdma-uverbs", SKIP, "no verbs device (Slingshot's cxi devices have none)"
+                      if node.cxi_devices() else NO_DEVICE)
     nodes = [e for e in node.root.listdir("/dev/infiniband") if e.startswith("uverbs")]
     if not nodes:
         return Result("rdma-uverbs", FAIL, "no /dev/infiniband/uverbs*: this process cannot open the RDMA "
@@ -64,6 +73,9 @@ def check_link_layer(node):
     seen, odd = [], []
     for dev, port, base in ports:
         layer = node.root.read(base + "/link_layer", "unreadable")
+        if layer == "Unknown" and is_efa(node, dev):
+            seen.append(f"{dev}/{port} EFA (its own fabric, through libfabric's efa provider)")
+            continue
         (seen if layer in ("InfiniBand", "Ethernet") else odd).append(
             f"{dev}/{port} {layer}" + (" (RoCE)" if layer == "Ethernet" else ""))
     if odd:

@@ -43,6 +43,10 @@ class Node:
     def rdma_devices(self):
         return self.root.listdir("/sys/class/infiniband")
 
+    def cxi_devices(self):
+        """HPE Slingshot NICs: not verbs devices; libfabric's cxi provider drives them."""
+        return self.root.listdir("/sys/class/cxi")
+
     def ports(self):
         """(device, port number, the port's sysfs folder) of every RDMA port."""
         out = []
@@ -66,6 +70,7 @@ class Node:
         if self._nics is None:
             found = {}
             links = [f"/sys/class/infiniband/{d}" for d in self.rdma_devices()]
+            links += [f"/sys/class/cxi/{d}" for d in self.cxi_devices()]
             links += [f"/sys/class/net/{n}" for n in self.root.listdir("/sys/class/net")]
             for link in links:
                 if not self.root.exists(link + "/device"):
