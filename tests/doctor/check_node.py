@@ -109,8 +109,6 @@ BROKEN = [
      {}, "libfabric", "WARN", "libfabric-bin", 0),
     ("UCX without RDMA", lambda r: nt.write(r, "/commands/ucx_info_-d.txt", nt.ucx_info(rdma=False)), {}, "ucx",
      "WARN", "UCX_TLS", 0),
-    ("UCX without GPU memory", lambda r: nt.write(r, "/commands/ucx_info_-d.txt", nt.ucx_info(cuda=False)), {}, "ucx",
-     "WARN", "--with-cuda", 0),
     ("net asked without a plugin", None, {"HETCCL_TRANSPORT": "inter=net"}, "transport-choice", "FAIL",
      "HETCCL_NET_PLUGIN", 1),
     ("shm for every link", None, {"HETCCL_TRANSPORT": "shm"}, "transport-choice", "WARN", "intra=shm,inter=auto", 0),
@@ -135,6 +133,8 @@ KNOWN = [
     ("EFA's Unknown link layer", add_efa, "rdma-link-layer", "OK", "efa_0/1 EFA"),
     ("Slingshot without verbs devices", slingshot_only, "rdma-devices", "OK", "cxi0 (Slingshot"),
     ("Slingshot without verbs devices", slingshot_only, "rdma-uverbs", "SKIP", "no verbs device"),
+    ("UCX without GPU memory", lambda r: nt.write(r, "/commands/ucx_info_-d.txt", nt.ucx_info(cuda=False)), "ucx",
+     "OK", "GPU memory: none (hetccl hands UCX host memory only"),
 ]
 
 INFO = "/commands/hetccl-info_--settings.txt"

@@ -1,5 +1,6 @@
 """The communication libraries RDMA goes through: libfabric's providers
 (fi_info) and UCX's transports and memory types (ucx_info)."""
+import ctypes
 import re
 
 from doctor.report import OK, WARN, Result
@@ -41,6 +42,14 @@ def check_libfabric(node):
                   "libfabric built with rdma-core); if FI_PROVIDER is set, it must name that provider")
 
 
+def loadable(lib):
+    try:
+        ctypes.CDLL(lib)
+        return True
+    except OSError:
+        return False
+
+
 def ucx_devices(text):
     """{transport: [devices]} and the memory types of ucx_info -d's output."""
     transports, memtypes, current = {}, set(), None
@@ -59,7 +68,10 @@ def ucx_devices(text):
 def check_ucx(node):
     found, text = node.command(["ucx_info", "-d"])
     if not found:
-        return Result("ucx", WARN, "ucx_info not found: UCX's transports unknown",
+        lib = node.env.get("HETCCL_UCX_LIB") or "libucp.so.0"
+        loads = node.root.real and loadable(lib)
+        return Result("ucx", WARN, f"ucx_info not found: UCX's transports unknown ({lib} "
+                      + ("loads" if loads else "does not load" if node.root.real else "not looked for") + ")",
                       "install UCX and its tools (Debian: libucx0 ucx-utils) for hetccl's ucx transport")
     transports, memtypes = ucx_devices(text)
     rdma = {t: d for t, d in transports.items() if UCX_RDMA.match(t)}
@@ -67,13 +79,11 @@ def check_ucx(node):
     found_text = ("RDMA: " + ", ".join(f"{t} ({' '.join(d)})" for t, d in sorted(rdma.items())) if rdma
                   else "no RDMA transport") + f"; transports: {', '.join(sorted(transports)) or 'none'}" + \
         f"; memory types: {', '.join(sorted(memtypes)) or 'none'}"
-    problems = []
+    if node.gpus():  # informational: hetccl hands UCX host memory only (src/transport/ucx/ucx_transport.cc)
+        found_text += ("; GPU memory: " + (", ".join(gpu_mem) if gpu_mem else "none") +
+                       " (hetccl hands UCX host memory only; GPU data crosses through the device border or staging)")
     if not rdma:
-        problems.append("install UCX with its InfiniBand/RoCE module (Debian's libucx0 has it; a UCX built from "
-                        "source needs rdma-core's headers) and leave rc/ud/dc in UCX_TLS")
-    if node.gpus() and not gpu_mem:
-        problems.append("this UCX moves no GPU memory: one built --with-cuda or --with-rocm does; otherwise hetccl "
-                        "stages GPU data through host memory")
-    if problems:
-        return Result("ucx", WARN, found_text, "; ".join(problems))
+        return Result("ucx", WARN, found_text,
+                      "install UCX with its InfiniBand/RoCE module (Debian's libucx0 has it; a UCX built from source "
+                      "needs rdma-core's headers) and leave rc/ud/dc in UCX_TLS")
     return Result("ucx", OK, found_text)

@@ -6,14 +6,13 @@ first transport of the order that this node can use (every rank of a job
 must be able to: the job takes a transport only where all can), and tcp
 last. HETCCL_TRANSPORT names a transport per link class instead. One entry
 per transport below: adding a transport is one entry."""
-import ctypes
 import os
 import re
 import shutil
 from dataclasses import dataclass
 from typing import Callable
 
-from doctor.checks_stack import rdm_tagged_providers
+from doctor.checks_stack import loadable, rdm_tagged_providers
 from doctor.report import FAIL, OK, WARN, Result
 
 DEFAULT_AUTO_INTER = "ucx,ofi,tcp"  # HETCCL_AUTO_INTER's default, where the library has that setting
@@ -25,11 +24,7 @@ def ucx_usable(node):
         return False, "no RDMA device"
     lib = node.env.get("HETCCL_UCX_LIB") or "libucp.so.0"
     if node.root.real:
-        try:
-            ctypes.CDLL(lib)
-        except OSError:
-            return False, f"{lib} does not load"
-        return True, f"RDMA device and {lib}"
+        return (True, f"RDMA device and {lib}") if loadable(lib) else (False, f"{lib} does not load")
     found, _ = node.command(["ucx_info", "-d"])  # a recorded tree: UCX is there where ucx_info is
     return (True, "RDMA device and UCX") if found else (False, "no UCX (ucx_info not recorded)")
 
