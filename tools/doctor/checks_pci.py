@@ -90,7 +90,7 @@ def check_acs(node):
     if redirect:
         return Result("pcie-acs", WARN, "ACS redirects peer traffic up to the CPU on " + ", ".join(redirect),
                       "on bare metal turn ACS redirection off on those bridges (BIOS: ACS off, or setpci -s BDF "
-                      "ECAP_ACS+6.w=0000 at boot); keep it where it isolates devices passed into VMs")
+                      "ECAP_ACS+0x6.w=0000 at boot); keep it where it isolates devices passed into VMs")
     if not clear:
         return Result("pcie-acs", SKIP, "ACS not readable on " + ", ".join(unread) + " (needs root)")
     tail = f"; not readable on {', '.join(unread)} (needs root)" if unread else ""
