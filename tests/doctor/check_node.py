@@ -133,6 +133,10 @@ KNOWN = [
     ("EFA's Unknown link layer", add_efa, "rdma-link-layer", "OK", "efa_0/1 EFA"),
     ("Slingshot without verbs devices", slingshot_only, "rdma-devices", "OK", "cxi0 (Slingshot"),
     ("Slingshot without verbs devices", slingshot_only, "rdma-uverbs", "SKIP", "no verbs device"),
+    ("a NIC on the GPU's NUMA node but not its switch", lambda r: (
+        rm(r, "/sys/class/infiniband/mlx5_0"), nt.write(r, f"/sys/bus/pci/devices/{nt.NIC1}/numa_node", "0\n"),
+        nt.write(r, f"/sys/bus/pci/devices/{nt.GPU1}/numa_node", "0\n")), "gpu-nic-affinity", "OK",
+     f"GPU ({nt.GPU0}) -> mlx5_1/ens2 ({nt.NIC1}): same NUMA node 0, through the CPU"),
     ("UCX without GPU memory", lambda r: nt.write(r, "/commands/ucx_info_-d.txt", nt.ucx_info(cuda=False)), "ucx",
      "OK", "GPU memory: none (hetccl hands UCX host memory only"),
 ]
@@ -175,7 +179,8 @@ def check_healthy(healthy):
         fail(f"healthy: exit status {rc}")
     if "mlx5_0/1 4096 (ibv_devinfo)" not in checks["rdma-mtu"]["found"]:
         fail(f"healthy: MTU read as {checks['rdma-mtu']['found']}")
-    if "same PCIe switch" not in checks["gpu-nic-affinity"]["found"]:
+    if f"GPU ({nt.GPU0}) -> mlx5_0 ({nt.NIC0}): same PCIe switch, mlx5_1/ens2 ({nt.NIC1}): across NUMA nodes" \
+            not in checks["gpu-nic-affinity"]["found"]:
         fail(f"healthy: affinity {checks['gpu-nic-affinity']['found']}")
     if "verbs;ofi_rxm" not in checks["libfabric"]["found"] or "tcp;ofi_rxm" in checks["libfabric"]["found"]:
         fail(f"healthy: libfabric {checks['libfabric']['found']}")

@@ -42,9 +42,10 @@ def check_gpu_nic(node):
         return Result("gpu-nic-affinity", SKIP, f"{len(gpus)} GPU(s) but no NIC on the PCI bus")
     parts, far = [], []
     for g in gpus:
-        rank, words, nic = min((relation(g, n) + (n,) for n in nics), key=lambda t: t[0])
-        parts.append(f"{g.label()} -> {nic.label()}: {words}")
-        if rank == 3:
+        # Every NIC, nearest first: the nearest decides.
+        ranked = sorted((relation(g, n) + (n,) for n in nics), key=lambda t: t[0])
+        parts.append(f"{g.label()} -> " + ", ".join(f"{n.label()}: {words}" for _, words, n in ranked))
+        if ranked[0][0] == 3:
             far.append(g.label())
     if far:
         return Result("gpu-nic-affinity", WARN, "; ".join(parts),
