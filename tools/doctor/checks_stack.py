@@ -72,6 +72,7 @@ def check_ucx(node):
         loads = node.root.real and loadable(lib)
         return Result("ucx", WARN, f"ucx_info not found: UCX's transports unknown ({lib} "
                       + ("loads" if loads else "does not load" if node.root.real else "not looked for") + ")",
+                      "install ucx_info (Debian: ucx-utils) to see them" if loads else
                       "install UCX and its tools (Debian: libucx0 ucx-utils) for hetccl's ucx transport")
     transports, memtypes = ucx_devices(text)
     rdma = {t: d for t, d in transports.items() if UCX_RDMA.match(t)}
