@@ -18,6 +18,9 @@ install(TARGETS hetccl-perf hetccl-info RUNTIME DESTINATION ${CMAKE_INSTALL_BIND
 set_target_properties(hetccl-perf hetccl-info PROPERTIES INSTALL_RPATH "$ORIGIN/../${CMAKE_INSTALL_LIBDIR}")
 install(PROGRAMS tools/hetccl-torch-run tools/hetccl-doctor tools/hetccl-trace tools/hetccl-dashboard tools/hetccl-top
         DESTINATION ${CMAKE_INSTALL_BINDIR})
+# hetccl-doctor --node's checks: bin/hetccl-doctor looks for them in ../share/hetccl/doctor.
+install(DIRECTORY tools/doctor DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/hetccl FILES_MATCHING PATTERN "*.py"
+        PATTERN "__pycache__" EXCLUDE)
 install(FILES tools/grafana/hetccl.json DESTINATION ${CMAKE_INSTALL_DATADIR}/hetccl/grafana)
 
 set(_cmake_dir ${CMAKE_INSTALL_LIBDIR}/cmake/hetccl)

@@ -28,6 +28,15 @@ for f in "$libdir"/libhetccl-emu-*.so; do
     exit 1
   fi
 done
+# The installed doctor finds its node checks (share/hetccl/doctor) and the
+# installed hetccl-info; exit 0 or 1 is the node's state, 2 would be its own failure.
+rc=0
+doctor_out=$(cd "$work" && env -u LD_LIBRARY_PATH -u HETCCL_TRANSPORT PATH=/usr/bin:/bin "$prefix/bin/hetccl-doctor" --node) || rc=$?
+if [ "$rc" -gt 1 ] || ! grep -q 'transport-choice  intra -> shm' <<<"$doctor_out" || grep -q 'hetccl-info not found' <<<"$doctor_out"; then
+  echo "check_install: the installed hetccl-doctor --node exited $rc:" >&2
+  echo "$doctor_out" >&2
+  exit 1
+fi
 
 # The CMake package: hetccl::hetccl exported by install(EXPORT), its include
 # directory the moved prefix's (never the source or build tree).
