@@ -7,7 +7,7 @@
 namespace hetccl {
 namespace {
 
-bool known(const std::string& t) { return t == "auto" || t == "shm" || t == "tcp" || t == "ucx"; }
+bool known(const std::string& t) { return t == "auto" || t == "shm" || t == "tcp" || t == "ucx" || t == "ofi"; }
 
 std::string errorText(const std::exception_ptr& e) {
   try {
@@ -26,8 +26,9 @@ TransportChoice parseTransportChoice(const std::string& given, const char* what)
   std::string text = given;  // names match in any case, as the other choices do
   for (char& ch : text) ch = static_cast<char>(tolower(static_cast<unsigned char>(ch)));
   auto bad = [&](const std::string& why) {
-    throwError(hetcclInvalidArgument, std::string(what) + "='" + given + "': " + why +
-                                          " (auto, shm, tcp, ucx, or intra=<auto|shm|tcp|ucx>,inter=<auto|tcp|ucx>)");
+    throwError(hetcclInvalidArgument,
+               std::string(what) + "='" + given + "': " + why +
+                   " (auto, shm, tcp, ucx, ofi, or intra=<auto|shm|tcp|ucx|ofi>,inter=<auto|tcp|ucx|ofi>)");
   };
   if (text.find('=') == std::string::npos) {
     if (!known(text)) bad("unknown transport");
