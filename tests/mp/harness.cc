@@ -117,6 +117,13 @@ struct Child {
     setenv("HETCCL_CHUNK_BYTES", "1M", 1);
     r.transport = "shm";
   }
+  // "ofi_tcp", "ofi_shm": the ofi transport over that libfabric provider
+  // (tcp on the loopback only: never the machine's own interfaces).
+  if (r.transport.rfind("ofi_", 0) == 0) {
+    setenv("FI_PROVIDER", r.transport.substr(4).c_str(), 1);
+    setenv("FI_TCP_IFACE", "lo", 1);
+    r.transport = "ofi";
+  }
   if (r.transport.rfind("ucx_", 0) == 0) {
     setenv("UCX_TLS", r.transport.substr(4).c_str(), 1);
     r.transport = "ucx";

@@ -17,6 +17,9 @@
 #include "bootstrap/bootstrap.h"
 #include "transport/routed.h"
 #include "transport/transport.h"
+#if HETCCL_HAVE_OFI
+#include "transport/ofi/ofi_api.h"
+#endif
 #include "unit_util.h"
 
 namespace hetccl {
@@ -424,6 +427,10 @@ TEST(TransportChoice, ParsesEveryFormAndNamesWhatIsWrong) {
   c = parseTransportChoice("inter=tcp", "X");
   EXPECT_EQ(c.intra, "auto");
   EXPECT_EQ(c.inter, "tcp");
+  c = parseTransportChoice("intra=shm,inter=OFI", "X");
+  EXPECT_EQ(c.inter, "ofi");
+  c = parseTransportChoice("ofi", "X");
+  EXPECT_EQ(c.intra, "ofi");
   for (const char* bad : {"", "rdma", "intra=shm,inter=shm", "intra=shm,,inter=tcp", "intra=shm,intra=tcp", "near=shm",
                           "intra", "intra=tcp,inter=tcp,"}) {
     try {
@@ -438,4 +445,16 @@ TEST(TransportChoice, ParsesEveryFormAndNamesWhatIsWrong) {
 }
 
 }  // namespace
+#if HETCCL_HAVE_OFI
+// The providers HETCCL_TRANSPORT=auto does not count as a fabric for ofi:
+// libfabric's emulations over sockets and shared memory, alone or under
+// its ofi_rxm/ofi_rxd layers; hardware providers count, layered or not.
+TEST(OfiProviders, SoftwareProvidersAreToldFromHardware) {
+  for (const char* soft : {"tcp", "tcp;ofi_rxm", "sockets", "udp;ofi_rxd", "shm", "net", "ofi_rxm"})
+    EXPECT_TRUE(ofi::softwareProvider(soft)) << soft;
+  for (const char* hard : {"efa", "cxi", "verbs;ofi_rxm", "psm3", "opx", "verbs"})
+    EXPECT_FALSE(ofi::softwareProvider(hard)) << hard;
+}
+#endif
+
 }  // namespace hetccl
