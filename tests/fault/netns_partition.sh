@@ -62,6 +62,12 @@ for ns in "$NS_A" "$NS_B"; do ip -n "$ns" link set lo up; done
 ip -n "$NS_A" link set "$IF_A" up
 ip -n "$NS_B" link set "$IF_B" up
 set +e
+# libfabric's tcp provider lists an interface only once it is running
+# (carrier on both ends); before that FI_TCP_IFACE falls back to another.
+for i in $(seq 50); do
+  ip -n "$NS_A" link show "$IF_A" | grep -q LOWER_UP && ip -n "$NS_B" link show "$IF_B" | grep -q LOWER_UP && break
+  sleep 0.1
+done
 echo "transport $TRANSPORT; namespaces $NS_A ($IF_A $ADDR_A, ranks 0-1) and $NS_B ($IF_B $ADDR_B, ranks 2-3)"
 
 for rank in 0 1 2 3; do

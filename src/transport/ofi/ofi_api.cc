@@ -1,6 +1,7 @@
 #include "transport/ofi/ofi_api.h"
 
 #include <dlfcn.h>
+#include <netinet/in.h>
 
 #include <cstring>
 #include <memory>
@@ -84,6 +85,18 @@ fi_info* findRdmProviders(const OfiApi& api, const std::string& provider) {
                    (provider.empty() ? std::string() : " under the name '" + provider + "' (HETCCL_OFI_PROVIDER)") +
                    " (fi_getinfo: " + api.strerror(-rc) +
                    "); fi_info -l lists the providers, FI_PROVIDER narrows them");
+  return list;
+}
+
+const fi_info* preferredInfo(const fi_info* list) {
+  for (const fi_info* i = list; i; i = i->next) {
+    bool linkLocal = false;
+    if (i->addr_format == FI_SOCKADDR_IN6 && i->src_addr && i->src_addrlen >= sizeof(sockaddr_in6)) {
+      const auto* a = static_cast<const sockaddr_in6*>(i->src_addr);
+      linkLocal = a->sin6_addr.s6_addr[0] == 0xfe && (a->sin6_addr.s6_addr[1] & 0xc0) == 0x80;
+    }
+    if (!linkLocal) return i;
+  }
   return list;
 }
 

@@ -37,6 +37,12 @@ constexpr uint32_t kApiVersion = FI_VERSION(1, 10);
 // hetcclSystemError with libfabric's reason where none fits.
 fi_info* findRdmProviders(const OfiApi& api, const std::string& provider);
 
+// The entry of `list` the transport opens: libfabric lists the best first,
+// but a socket provider also lists each interface's IPv6 link-local
+// address (fe80::/10), which peers on other hosts cannot reach without a
+// scope: such entries are taken only where nothing else is listed.
+const fi_info* preferredInfo(const fi_info* list);
+
 // Whether a provider name ("efa", "verbs;ofi_rxm", "tcp;ofi_rxm") is one of
 // libfabric's emulations over plain networking or shared memory (tcp,
 // sockets, udp, shm, net and their ofi_rxm/ofi_rxd forms), rather than

@@ -41,7 +41,7 @@ void OfiTransport::openEndpoint() {
                  std::string("libfabric: ") + what + " failed on provider " + provider_ + ": " + api_.strerror(-rc));
   };
   fi_info* list = ofi::findRdmProviders(api_, settings::kOfiProvider.get());
-  info_ = api_.dupinfo(list);  // the first: libfabric lists the best first
+  info_ = api_.dupinfo(ofi::preferredInfo(list));
   api_.freeinfo(list);
   if (!info_) throwError(hetcclSystemError, "libfabric: fi_dupinfo failed");
   provider_ = info_->fabric_attr->prov_name ? info_->fabric_attr->prov_name : "?";
@@ -132,12 +132,15 @@ void OfiTransport::exchangeAddresses() {
     if (!sendStaging_.empty()) sendStagingMr_ = registerMemory(sendStaging_.data(), sendStaging_.size());
   }
   ctx_.bootstrap->barrier();
+  char where[128] = "?";
+  size_t whereLen = sizeof(where);
+  fi_av_straddr(av_, name.data(), where, &whereLen);
   size_t nSealed = 0;
   for (const auto& c : sealTo_) nSealed += c ? 1 : 0;
   LOG_INFO(kTransport,
-           "ofi transport: rank %d, %zu peers (%zu encrypted), provider %s (fabric %s, domain %s), libfabric %u.%u, "
-           "parts of %zu bytes, registration %s%s",
-           ctx_.rank, ctx_.peers.size(), nSealed, provider_.c_str(),
+           "ofi transport: rank %d at %s, %zu peers (%zu encrypted), provider %s (fabric %s, domain %s), libfabric "
+           "%u.%u, parts of %zu bytes, registration %s%s",
+           ctx_.rank, where, ctx_.peers.size(), nSealed, provider_.c_str(),
            info_->fabric_attr->name ? info_->fabric_attr->name : "?",
            info_->domain_attr->name ? info_->domain_attr->name : "?", FI_MAJOR(api_.version), FI_MINOR(api_.version),
            partBytes_, mrLocal_ ? "of every buffer (FI_MR_LOCAL)" : "not needed",
