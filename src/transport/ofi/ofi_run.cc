@@ -275,19 +275,24 @@ void OfiTransport::cancelAll(Run& r) {
   for (Op& op : r.ops)
     if (op.posted && !op.done) {
       fi_cancel(&ep_->fid, &op);
-      ++live;
+      if (!op.sends()) ++live;
     }
-  // Reap what completes or reports its cancellation, at most 2 s: the
-  // provider must not write into buffers the caller gets back.
+  // Reap the receives' cancellations, at most 2 s: the provider must not
+  // write into buffers the caller gets back. Sends only read, and one to a
+  // dead peer may never complete: it is not waited for.
   auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
   while (live > 0 && std::chrono::steady_clock::now() < until) {
     fi_cq_tagged_entry done[16];
     const ssize_t n = fi_cq_read(cq_, done, 16);
+    auto reaped = [&](void* context) {
+      const Op* op = static_cast<const Op*>(context);
+      if (op >= r.ops.data() && op < r.ops.data() + r.ops.size() && !op->sends() && live > 0) --live;
+    };
     if (n > 0) {
-      live -= std::min<size_t>(live, static_cast<size_t>(n));
+      for (ssize_t i = 0; i < n; ++i) reaped(done[i].op_context);
     } else if (n == -FI_EAVAIL) {
       fi_cq_err_entry err{};
-      if (fi_cq_readerr(cq_, &err, 0) > 0 && live > 0) --live;
+      if (fi_cq_readerr(cq_, &err, 0) > 0) reaped(err.op_context);
     } else if (n != -FI_EAGAIN) {
       break;
     }
