@@ -115,6 +115,9 @@ const std::vector<VarSpec>& settingsTable() {
       {"HETCCL_OFI_PROVIDER", VarType::kString, "", nullptr,
        "libfabric provider the ofi transport uses, e.g. efa, cxi, tcp, shm (default: libfabric's first reliable "
        "tagged provider, which FI_PROVIDER narrows)"},
+      {"HETCCL_OFI_REGISTER", VarType::kBool, "0", nullptr,
+       "ofi transport: register every buffer with the provider, also where it does not ask for it (FI_MR_LOCAL "
+       "asks, as EFA does); for trying the registration path on providers that do not need it"},
       {"HETCCL_UCX_RMA_MIN", VarType::kBytes, "0", nullptr,
        "ucx transport: plain receives of this size and up take the payload by RMA put into their registered buffer "
        "(0: never, tagged parts only; every rank must set the same)",

@@ -46,7 +46,7 @@ void OfiTransport::openEndpoint() {
   if (!info_) throwError(hetcclSystemError, "libfabric: fi_dupinfo failed");
   provider_ = info_->fabric_attr->prov_name ? info_->fabric_attr->prov_name : "?";
   const uint64_t mr = info_->domain_attr->mr_mode;
-  mrLocal_ = mr & FI_MR_LOCAL;
+  mrLocal_ = (mr & FI_MR_LOCAL) || settings::kOfiRegister.get();
   mrEndpoint_ = mr & FI_MR_ENDPOINT;
   mrProvKey_ = mr & FI_MR_PROV_KEY;
   // Encrypted parts grow by their records' framing: keep them within the provider's largest message.
@@ -143,7 +143,10 @@ void OfiTransport::exchangeAddresses() {
            ctx_.rank, where, ctx_.peers.size(), nSealed, provider_.c_str(),
            info_->fabric_attr->name ? info_->fabric_attr->name : "?",
            info_->domain_attr->name ? info_->domain_attr->name : "?", FI_MAJOR(api_.version), FI_MINOR(api_.version),
-           partBytes_, mrLocal_ ? "of every buffer (FI_MR_LOCAL)" : "not needed",
+           partBytes_,
+           !mrLocal_                                     ? "not needed"
+           : (info_->domain_attr->mr_mode & FI_MR_LOCAL) ? "of every buffer (FI_MR_LOCAL)"
+                                                         : "of every buffer (HETCCL_OFI_REGISTER)",
            mrEndpoint_ ? ", on the endpoint" : "");
 }
 
