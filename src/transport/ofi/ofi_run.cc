@@ -10,10 +10,13 @@
 #include <cstring>
 #include <thread>
 
+#include <poll.h>
+
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "elements/host_reduce.h"
 #include "secure/message_cipher.h"
@@ -51,6 +54,7 @@ void OfiTransport::run(std::span<Xfer> xfers) {
     postHeaders(r);
     ProgressWatch watch(ctx_.abort, ctx_.timeoutS, "ofi");
     auto lastAliveCheck = std::chrono::steady_clock::now();
+    double lastProgressUs = clockUs();
     for (;;) {
       bool progress = false;
       readCompletions(r, &progress);
@@ -61,11 +65,12 @@ void OfiTransport::run(std::span<Xfer> xfers) {
       if (r.doneOps == r.ops.size()) return;
       if (progress) {
         watch.madeProgress();
+        lastProgressUs = clockUs();
         continue;
       }
       const auto pending = std::find_if(r.ops.begin(), r.ops.end(), [](const Op& o) { return !o.done; });
       checkPeers(*pending->x, &lastAliveCheck, watch);
-      std::this_thread::yield();
+      idle(r, clockUs() - lastProgressUs);
     }
   } catch (const std::exception& e) {
     failed_ = e.what();
@@ -255,6 +260,17 @@ void OfiTransport::checkHeader(Run& r, Op& op) {
   // check, its timeout or when this rank's endpoint closes.
   if (!got.sameCall(x.tag) || got.bytes != x.bytes) throwMismatch("ofi", ctx_.rank, x, got);
   addParts(r, x, op.msg);
+}
+
+void OfiTransport::idle(const Run& r, double sinceProgressUs) {
+  if (waitFd_ < 0 || sinceProgressUs < spinUs_ || !r.backlog.empty()) {
+    std::this_thread::yield();
+    return;
+  }
+  fid* queue = &cq_->fid;
+  if (fi_trywait(fabric_, &queue, 1) != FI_SUCCESS) return;  // completions are there: read them
+  pollfd p{waitFd_, POLLIN, 0};
+  ::poll(&p, 1, 100);  // bounded: the peers and the timeout are checked at least every 100 ms
 }
 
 void OfiTransport::checkPeers(const Xfer& pending, std::chrono::steady_clock::time_point* lastAliveCheck,

@@ -57,10 +57,20 @@ void OfiTransport::openEndpoint() {
                                       std::to_string(maxMsg) + " bytes, too few for hetccl's parts");
   check(api_.fabric(info_->fabric_attr, &fabric_, nullptr), "fi_fabric");
   check(fi_domain(fabric_, info_, &domain_, nullptr), "fi_domain");
+  // A queue with a file descriptor where the provider has one: run() sleeps
+  // in poll() on it once it has spun HETCCL_SPIN_US without progress,
+  // leaving the cores to the ranks that share them. Else it only polls.
   fi_cq_attr cqAttr{};
   cqAttr.format = FI_CQ_FORMAT_TAGGED;
-  cqAttr.wait_obj = FI_WAIT_NONE;  // run() polls; nothing sleeps in libfabric
-  check(fi_cq_open(domain_, &cqAttr, &cq_, nullptr), "fi_cq_open");
+  cqAttr.wait_obj = FI_WAIT_FD;
+  if (fi_cq_open(domain_, &cqAttr, &cq_, nullptr) != 0 || fi_control(&cq_->fid, FI_GETWAIT, &waitFd_) != 0) {
+    if (cq_) fi_close(&cq_->fid);
+    cq_ = nullptr;
+    waitFd_ = -1;
+    cqAttr.wait_obj = FI_WAIT_NONE;
+    check(fi_cq_open(domain_, &cqAttr, &cq_, nullptr), "fi_cq_open");
+  }
+  spinUs_ = static_cast<double>(settings::kSpinUs.get());
   fi_av_attr avAttr{};
   avAttr.type = info_->domain_attr->av_type == FI_AV_UNSPEC ? FI_AV_TABLE : info_->domain_attr->av_type;
   avAttr.count = static_cast<size_t>(ctx_.nranks);
@@ -139,11 +149,11 @@ void OfiTransport::exchangeAddresses() {
   for (const auto& c : sealTo_) nSealed += c ? 1 : 0;
   LOG_INFO(kTransport,
            "ofi transport: rank %d at %s, %zu peers (%zu encrypted), provider %s (fabric %s, domain %s), libfabric "
-           "%u.%u, parts of %zu bytes, registration %s%s",
+           "%u.%u, parts of %zu bytes, %s, registration %s%s",
            ctx_.rank, where, ctx_.peers.size(), nSealed, provider_.c_str(),
            info_->fabric_attr->name ? info_->fabric_attr->name : "?",
            info_->domain_attr->name ? info_->domain_attr->name : "?", FI_MAJOR(api_.version), FI_MINOR(api_.version),
-           partBytes_,
+           partBytes_, waitFd_ >= 0 ? "waits in poll() after spinning" : "waits by polling (no wait descriptor)",
            !mrLocal_                                     ? "not needed"
            : (info_->domain_attr->mr_mode & FI_MR_LOCAL) ? "of every buffer (FI_MR_LOCAL)"
                                                          : "of every buffer (HETCCL_OFI_REGISTER)",

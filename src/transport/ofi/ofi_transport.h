@@ -85,6 +85,9 @@ class OfiTransport : public Transport {
   [[noreturn]] void failCompletion(Run& r);
   void checkPeers(const Xfer& pending, std::chrono::steady_clock::time_point* lastAliveCheck, ProgressWatch& watch);
   void cancelAll(Run& r);
+  // Nothing moved: sleep on the queue's descriptor (at most 100 ms) once
+  // run() has spun spinUs_, where nothing waits for room; else yield.
+  void idle(const Run& r, double sinceProgressUs);
   // Registration (FI_MR_LOCAL): the descriptor of [p, p + n), registered
   // for this run where no registration of the run covers it yet.
   void* descFor(Run& r, const void* p, size_t n);
@@ -104,6 +107,8 @@ class OfiTransport : public Transport {
   fid_av* av_ = nullptr;
   fid_cq* cq_ = nullptr;
   fid_ep* ep_ = nullptr;
+  int waitFd_ = -1;    // the completion queue's wait descriptor (FI_WAIT_FD), or -1: poll only
+  double spinUs_ = 0;  // HETCCL_SPIN_US: how long run() spins before it sleeps on waitFd_
   bool mrLocal_ = false, mrEndpoint_ = false, mrProvKey_ = false;
   uint64_t nextKey_ = 1;  // requested keys where the provider does not choose them
   size_t partBytes_ = size_t{4} << 20;
