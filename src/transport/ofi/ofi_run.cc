@@ -141,10 +141,14 @@ void OfiTransport::addParts(Run& r, Xfer& x, uint64_t msg) {
 bool OfiTransport::post(Run& r, Op& op) {
   const int peer = op.x->peer;
   void* desc = nullptr;
-  if (mrLocal_) {  // the whole transfer's buffer, once per run (or the header, or a staging slot)
+  if (mrLocal_) {  // once per run: every header, or the whole transfer's buffer; staging from init
     const Xfer& x = *op.x;
-    if (op.slot >= 0 || op.kind == Op::kHeaderSend || op.kind == Op::kHeaderRecv)
+    if (op.slot >= 0)
       desc = descFor(r, op.buf, op.len);
+    else if (op.sealedHeader || ((op.kind == Op::kHeaderSend) && sealed(x.peer)))
+      desc = descFor(r, r.sealedHeaders.data(), r.sealedHeaders.size() * sizeof(r.sealedHeaders[0]));
+    else if (op.kind == Op::kHeaderSend || op.kind == Op::kHeaderRecv)
+      desc = descFor(r, r.headers.data(), r.headers.size() * sizeof(MsgTag));
     else
       desc = descFor(r, op.sends() ? x.src : x.dst, x.bytes);
   }
