@@ -75,7 +75,17 @@ void OfiTransport::openEndpoint() {
   avAttr.type = info_->domain_attr->av_type == FI_AV_UNSPEC ? FI_AV_TABLE : info_->domain_attr->av_type;
   avAttr.count = static_cast<size_t>(ctx_.nranks);
   check(fi_av_open(domain_, &avAttr, &av_, nullptr), "fi_av_open");
-  check(fi_endpoint(domain_, info_, &ep_, nullptr), "fi_endpoint");
+  // A send completes once the peer's provider has the data
+  // (FI_TRANSMIT_COMPLETE), not once it is buffered here: with manual
+  // progress, data buffered by a rank that returns and closes its endpoint
+  // would never leave. Providers that refuse it get their default.
+  info_->tx_attr->op_flags |= FI_TRANSMIT_COMPLETE;
+  if (fi_endpoint(domain_, info_, &ep_, nullptr) != 0) {
+    info_->tx_attr->op_flags &= ~FI_TRANSMIT_COMPLETE;
+    LOG_INFO(kTransport, "ofi: provider %s takes no FI_TRANSMIT_COMPLETE: sends complete as it defines",
+             provider_.c_str());
+    check(fi_endpoint(domain_, info_, &ep_, nullptr), "fi_endpoint");
+  }
   check(fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind (completion queue)");
   check(fi_ep_bind(ep_, &av_->fid, 0), "fi_ep_bind (address vector)");
   check(fi_enable(ep_), "fi_enable");
