@@ -19,6 +19,9 @@ pkgs+=(python3-torch libtorch-dev pybind11-dev python3-setuptools)
 pkgs+=(python3-venv python3-wheel)
 # The ucx transport: UCX's headers to build it, libucp to run it.
 pkgs+=(libucx-dev)
+# The ofi transport: libfabric's headers to build it, libfabric1 to run it, and
+# fi_info (libfabric-bin) to list the providers a machine offers.
+pkgs+=(libfabric-dev libfabric-bin)
 # The metrics endpoint: civetweb's header to build it, libcivetweb1 to run
 # it; its tests drive a real Prometheus server and headless chromium.
 pkgs+=(libcivetweb-dev prometheus chromium)

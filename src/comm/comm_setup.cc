@@ -13,6 +13,7 @@
 #include <mutex>
 
 #include "border/border_choice.h"
+#include "comm/auto_transport.h"
 #include "comm/comm.h"
 #include "comm/comm_model.h"
 #include "comm/link_security.h"
@@ -80,20 +81,15 @@ std::vector<PeerInfo> Comm::readPeers(const PeerInfo& me) {
 
 void Comm::chooseTransports(const std::vector<PeerInfo>& peers, const PeerInfo& me) {
   // A transport per link class: peers on this host (intra) and on others
-  // (inter). auto: intra shm; inter ucx when every rank has UCX and an RDMA
-  // device, else tcp (every rank decides alike from the same facts).
+  // (inter). auto: intra shm; inter the first of HETCCL_AUTO_INTER that fits
+  // every rank (comm/auto_transport.h; every rank decides alike from the same facts).
   const TransportChoice choice = opts_.transport.empty()
                                      ? parseTransportChoice(settings::kTransport.get(), "HETCCL_TRANSPORT")
                                      : parseTransportChoice(opts_.transport, "hetcclConfig_t.transport");
   intraName_ = choice.intra == "auto" ? "shm" : choice.intra;
   interName_ = choice.inter;
-  if (!topo_.singleHost && interName_ == "auto") {
-    std::vector<uint8_t> rdma(nranks_, 0);
-    rdma[rank_] = ucxRdmaAvailable() ? 1 : 0;
-    bootstrap_->allGather(rdma.data(), 1);
-    bool all = std::all_of(rdma.begin(), rdma.end(), [](uint8_t v) { return v != 0; });
-    interName_ = all ? "ucx" : "tcp";
-  }
+  if (!topo_.singleHost && interName_ == "auto")
+    interName_ = chooseInterTransport(*bootstrap_, rank_, nranks_, parseAutoInter(settings::kAutoInter.get())).name;
   security_ = planLinkSecurity(peers, rank_, intraName_, interName_, bootstrap_->id().weakSecret);
   site_ = me.site;
   transportName_ = topo_.singleHost || intraName_ == interName_ ? intraName_ : intraName_ + "+" + interName_;

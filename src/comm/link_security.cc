@@ -24,7 +24,7 @@ LinkSecurity planLinkSecurity(const std::vector<PeerInfo>& peers, int rank, cons
   for (int r = 0; r < n; ++r) {
     if (!wants(rank, r)) continue;
     const std::string& t = sameHost(rank, r) ? intra : inter;
-    if (t == "tcp" || t == "ucx" || t == "net") {
+    if (t == "tcp" || t == "ucx" || t == "ofi" || t == "net") {
       s.encrypt[r] = 1;
       ++s.encryptedPeers;
     } else {
@@ -41,7 +41,8 @@ LinkSecurity planLinkSecurity(const std::vector<PeerInfo>& peers, int rank, cons
                      "random value on every rank (e.g. openssl rand -hex 32)");
     secure::requireCrypto();
   }
-  LOG_INFO(kTransport, "encryption %s, site '%s': %d of %d peer link(s) encrypted (AES-256-GCM over tcp, ucx and net)",
+  LOG_INFO(kTransport,
+           "encryption %s, site '%s': %d of %d peer link(s) encrypted (AES-256-GCM over tcp, ucx, ofi and net)",
            s.mode.c_str(), peers[rank].site, s.encryptedPeers, n - 1);
   return s;
 }

@@ -29,6 +29,9 @@ inline constexpr ChoiceSetting kDevice{"HETCCL_DEVICE"};
 inline constexpr ChoiceSetting kBackend{"HETCCL_BACKEND"};
 // Transports
 inline constexpr StringSetting kTransport{"HETCCL_TRANSPORT"};
+inline constexpr StringSetting kAutoInter{"HETCCL_AUTO_INTER"};
+inline constexpr StringSetting kOfiProvider{"HETCCL_OFI_PROVIDER"};
+inline constexpr BoolSetting kOfiRegister{"HETCCL_OFI_REGISTER"};
 inline constexpr BytesSetting kBuffSize{"HETCCL_BUFFSIZE"};
 inline constexpr BytesSetting kShmSlotBytes{"HETCCL_SHM_SLOT_BYTES"};
 inline constexpr BytesSetting kShmMax{"HETCCL_SHM_MAX"};
@@ -69,6 +72,7 @@ inline constexpr StringSetting kHipLib{"HETCCL_HIP_LIB"};
 inline constexpr StringSetting kNcclLib{"HETCCL_NCCL_LIB"};
 inline constexpr StringSetting kRcclLib{"HETCCL_RCCL_LIB"};
 inline constexpr StringSetting kUcxLib{"HETCCL_UCX_LIB"};
+inline constexpr StringSetting kOfiLib{"HETCCL_OFI_LIB"};
 inline constexpr StringSetting kCivetwebLib{"HETCCL_CIVETWEB_LIB"};
 inline constexpr StringSetting kKernelsLib{"HETCCL_KERNELS_LIB"};
 // The emulated GPU (device kind emu)

@@ -17,10 +17,15 @@ const std::vector<VarSpec>& settingsTable() {
       {"HETCCL_TIMEOUT_S", VarType::kInt, "300", nullptr,
        "seconds a wait may go without progress before it fails with a remote error naming the peer", 1, 31536000},
       {"HETCCL_TRANSPORT", VarType::kString, "auto", nullptr,
-       "border and host-group transport, per link class: intra=<auto|shm|tcp|ucx|net>,inter=<auto|tcp|ucx|net> "
-       "(intra: peers on this host, auto shm; inter: peers on other hosts, auto ucx where every rank has UCX and an "
-       "RDMA device, else tcp; net, an NCCL net plugin's links, only when named); or one of auto, shm, tcp, ucx, net "
+       "border and host-group transport, per link class: intra=<auto|shm|tcp|ucx|ofi|net>,inter=<auto|tcp|ucx|ofi|net> "
+       "(intra: peers on this host, auto shm; inter: peers on other hosts, auto the first of HETCCL_AUTO_INTER that "
+       "fits every rank; net, an NCCL net plugin's links, only when named); or one of auto, shm, tcp, ucx, ofi, net "
        "for every link (shm: every rank on one host)"},
+      {"HETCCL_AUTO_INTER", VarType::kString, "ucx,ofi,tcp", nullptr,
+       "the order in which HETCCL_TRANSPORT=auto tries transports between hosts, a comma list of ucx, ofi, tcp: ucx "
+       "fits where every rank has UCX and an RDMA device, ofi where every rank's libfabric offers a reliable tagged "
+       "provider other than tcp, sockets, udp, shm and net, tcp always (and is taken where none fits); every rank "
+       "must set the same"},
       {"HETCCL_GROUP", VarType::kString, "", nullptr,
        "this rank's group name (default: its device kind: host, cuda, hip)"},
       {"HETCCL_GROUP_MAP", VarType::kString, "", nullptr,
@@ -35,7 +40,8 @@ const std::vector<VarSpec>& settingsTable() {
        "file holding the job secret for hetcclCommInitFromEnv (its first line); it must belong to this user and be "
        "readable by no one else (chmod 600), else init fails"},
       {"HETCCL_ENCRYPT", VarType::kChoice, "cross-site", nullptr,
-       "which tcp and ucx links carry AES-256-GCM records (keys from the job secret): off, cross-site (links between "
+       "which tcp, ucx and ofi links carry AES-256-GCM records (keys from the job secret): off, cross-site (links "
+       "between "
        "ranks of different HETCCL_SITE; with no sites set, none) or all; same-host shm is never encrypted; every rank "
        "must set the same",
        0, 0, "off|cross-site|all"},
@@ -105,6 +111,14 @@ const std::vector<VarSpec>& settingsTable() {
       {"HETCCL_RCCL_LIB", VarType::kString, "", nullptr, "path of the RCCL library the rccl backend loads"},
       {"HETCCL_UCX_LIB", VarType::kString, "libucp.so.0", nullptr,
        "path of UCX's libucp the ucx transport loads; UCX_TLS, UCX_NET_DEVICES pass through"},
+      {"HETCCL_OFI_LIB", VarType::kString, "libfabric.so.1", nullptr,
+       "path of libfabric the ofi transport loads; FI_* variables (FI_PROVIDER, FI_TCP_IFACE...) pass through"},
+      {"HETCCL_OFI_PROVIDER", VarType::kString, "", nullptr,
+       "libfabric provider the ofi transport uses, e.g. efa, cxi, tcp, shm (default: libfabric's first reliable "
+       "tagged provider, which FI_PROVIDER narrows)"},
+      {"HETCCL_OFI_REGISTER", VarType::kBool, "0", nullptr,
+       "ofi transport: register every buffer with the provider, also where it does not ask for it (FI_MR_LOCAL "
+       "asks, as EFA does); for trying the registration path on providers that do not need it"},
       {"HETCCL_UCX_RMA_MIN", VarType::kBytes, "0", nullptr,
        "ucx transport: plain receives of this size and up take the payload by RMA put into their registered buffer "
        "(0: never, tagged parts only; every rank must set the same)",

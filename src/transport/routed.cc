@@ -7,7 +7,9 @@
 namespace hetccl {
 namespace {
 
-bool known(const std::string& t) { return t == "auto" || t == "shm" || t == "tcp" || t == "ucx" || t == "net"; }
+bool known(const std::string& t) {
+  return t == "auto" || t == "shm" || t == "tcp" || t == "ucx" || t == "ofi" || t == "net";
+}
 
 std::string errorText(const std::exception_ptr& e) {
   try {
@@ -26,9 +28,10 @@ TransportChoice parseTransportChoice(const std::string& given, const char* what)
   std::string text = given;  // names match in any case, as the other choices do
   for (char& ch : text) ch = static_cast<char>(tolower(static_cast<unsigned char>(ch)));
   auto bad = [&](const std::string& why) {
-    throwError(hetcclInvalidArgument,
-               std::string(what) + "='" + given + "': " + why +
-                   " (auto, shm, tcp, ucx, net, or intra=<auto|shm|tcp|ucx|net>,inter=<auto|tcp|ucx|net>)");
+    throwError(
+        hetcclInvalidArgument,
+        std::string(what) + "='" + given + "': " + why +
+            " (auto, shm, tcp, ucx, ofi, net, or intra=<auto|shm|tcp|ucx|ofi|net>,inter=<auto|tcp|ucx|ofi|net>)");
   };
   if (text.find('=') == std::string::npos) {
     if (!known(text)) bad("unknown transport");

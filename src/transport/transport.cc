@@ -13,6 +13,9 @@
 #if HETCCL_HAVE_UCX
 #include "transport/ucx/ucx_transport.h"
 #endif
+#if HETCCL_HAVE_OFI
+#include "transport/ofi/ofi_transport.h"
+#endif
 
 namespace hetccl {
 
@@ -80,7 +83,15 @@ bool ucxRdmaAvailable() {
 #endif
 }
 
-std::vector<std::string> transportNames() { return {"tcp", "shm", "ucx", "net"}; }
+std::string ofiHardwareProvider() {
+#if HETCCL_HAVE_OFI
+  return ofi::hardwareRdmProvider();
+#else
+  return "";
+#endif
+}
+
+std::vector<std::string> transportNames() { return {"tcp", "shm", "ucx", "ofi", "net"}; }
 
 std::unique_ptr<Transport> createTransport(const std::string& name, const TransportContext& ctx) {
   if (name == "tcp") return std::make_unique<TcpTransport>(ctx);
@@ -92,8 +103,15 @@ std::unique_ptr<Transport> createTransport(const std::string& name, const Transp
     throwError(hetcclInvalidUsage, "transport ucx: this hetccl was built without UCX's headers (libucx-dev)");
 #endif
   }
+  if (name == "ofi") {
+#if HETCCL_HAVE_OFI
+    return std::make_unique<OfiTransport>(ctx);
+#else
+    throwError(hetcclInvalidUsage, "transport ofi: this hetccl was built without libfabric's headers (libfabric-dev)");
+#endif
+  }
   if (name == "net") return std::make_unique<NetTransport>(ctx);
-  throwError(hetcclInvalidArgument, "unknown transport '" + name + "' (known: tcp, shm, ucx, net)");
+  throwError(hetcclInvalidArgument, "unknown transport '" + name + "' (known: tcp, shm, ucx, ofi, net)");
 }
 
 }  // namespace hetccl

@@ -11,8 +11,8 @@
 // its peer gets an error naming both sides instead of wrong data.
 //
 // Implementations: tcp/ (sockets; any hosts), shm/ (shared-memory rings; one
-// host), ucx/ (UCX: its shared-memory, tcp, InfiniBand/RoCE transports),
-// net/ (an installed NCCL net plugin's links). Each folder has the same file
+// host), ucx/ (UCX: its shared-memory, tcp, InfiniBand/RoCE transports), ofi/ (libfabric: EFA, Slingshot's
+// cxi, and its other providers), net/ (an installed NCCL net plugin's links). Each folder has the same file
 // set: <name>_transport.{h,cc}.
 #pragma once
 
@@ -100,5 +100,8 @@ std::vector<std::string> transportNames();
 // Whether this rank could run the ucx transport over an RDMA device: UCX is
 // built in and loads, and the kernel lists InfiniBand/RoCE devices.
 bool ucxRdmaAvailable();
+// The hardware provider (efa, cxi, verbs...) this rank's libfabric offers for
+// the ofi transport, or "" where there is none or libfabric is absent.
+std::string ofiHardwareProvider();
 
 }  // namespace hetccl

@@ -11,11 +11,16 @@
 # within HETCCL_TIMEOUT_S + 5 s of the cut, naming the operation and a peer,
 # abort and exit 0.
 #
-# usage: netns_partition.sh <path of fault_netns_rank>
+# With "ofi" as second argument the ranks run HETCCL_TRANSPORT=ofi on
+# libfabric's tcp provider bound to the namespace's veth (FI_PROVIDER=tcp,
+# FI_TCP_IFACE) instead.
+#
+# usage: netns_partition.sh <path of fault_netns_rank> [tcp|ofi]
 # Exit 0: passed; 1: failed; 77: skipped (not root, no `ip`, or network
 # namespaces cannot be created here: the reason is printed).
 set -u
-RANK_BIN=${1:?usage: $0 <fault_netns_rank>}
+RANK_BIN=${1:?usage: $0 <fault_netns_rank> [tcp|ofi]}
+TRANSPORT=${2:-tcp}
 TIMEOUT_S=5
 LIMIT_S=$((TIMEOUT_S + 5))
 SKIP=77
@@ -57,12 +62,19 @@ for ns in "$NS_A" "$NS_B"; do ip -n "$ns" link set lo up; done
 ip -n "$NS_A" link set "$IF_A" up
 ip -n "$NS_B" link set "$IF_B" up
 set +e
-echo "namespaces $NS_A ($IF_A $ADDR_A, ranks 0-1) and $NS_B ($IF_B $ADDR_B, ranks 2-3)"
+# libfabric's tcp provider lists an interface only once it is running
+# (carrier on both ends); before that FI_TCP_IFACE falls back to another.
+for i in $(seq 50); do
+  ip -n "$NS_A" link show "$IF_A" | grep -q LOWER_UP && ip -n "$NS_B" link show "$IF_B" | grep -q LOWER_UP && break
+  sleep 0.1
+done
+echo "transport $TRANSPORT; namespaces $NS_A ($IF_A $ADDR_A, ranks 0-1) and $NS_B ($IF_B $ADDR_B, ranks 2-3)"
 
 for rank in 0 1 2 3; do
   if [ "$rank" -lt 2 ]; then ns=$NS_A; ifname=$IF_A; else ns=$NS_B; ifname=$IF_B; fi
   ip netns exec "$ns" env RANK=$rank LOCAL_RANK=$((rank % 2)) WORLD_SIZE=4 LOCAL_WORLD_SIZE=2 \
-    MASTER_ADDR=$ADDR_A MASTER_PORT=$PORT HETCCL_TRANSPORT=tcp HETCCL_SOCKET_IFNAME=$ifname \
+    MASTER_ADDR=$ADDR_A MASTER_PORT=$PORT HETCCL_TRANSPORT=$TRANSPORT HETCCL_SOCKET_IFNAME=$ifname \
+    FI_PROVIDER=tcp FI_TCP_IFACE=$ifname \
     HETCCL_TIMEOUT_S=$TIMEOUT_S HETCCL_GROUP_MAP=0-1:a,2-3:b \
     "$RANK_BIN" --max-seconds 60 >"$WORK/rank$rank.out" 2>"$WORK/rank$rank.err" &
   PIDS+=($!)

@@ -84,6 +84,7 @@ TEST_P(PeerDeath, KillNineMidAllReduce) {
   spec.layout = "a,a,b,b";
   spec.transport = dc.transport;
   spec.timeoutS = 5;
+  if (spec.transport == "ofi") spec.env = {{"FI_PROVIDER", "tcp"}, {"FI_TCP_IFACE", "lo"}};  // libfabric's tcp, on lo
   Job job(spec, [&dc](RankCtx& ctx) { return allReduceLoop(ctx, dc.destroy); });
   ASSERT_TRUE(job.started()) << job.startError();
   const int n = job.nranks();
@@ -155,9 +156,15 @@ TEST_P(PeerDeath, KillNineMidAllReduce) {
   EXPECT_GE(namedVictim, 1) << "no survivor named the killed rank " << dc.victim << "\n" << job.describe();
 }
 
+#if HETCCL_HAVE_OFI
+#define HETCCL_OFI_DEATH \
+  , DeathCase { "ofi", 3, false }
+#else
+#define HETCCL_OFI_DEATH
+#endif
 INSTANTIATE_TEST_SUITE_P(Fault, PeerDeath,
                          ::testing::Values(DeathCase{"shm", 2, true}, DeathCase{"tcp", 1, false},
-                                           DeathCase{"net", 3, false}),
+                                           DeathCase{"net", 3, false} HETCCL_OFI_DEATH),
                          [](const ::testing::TestParamInfo<DeathCase>& i) {
                            return std::string(i.param.transport) + "_victim" + std::to_string(i.param.victim);
                          });

@@ -117,6 +117,20 @@ struct Child {
     setenv("HETCCL_CHUNK_BYTES", "1M", 1);
     r.transport = "shm";
   }
+  // "..._reg": the ofi transport registers every buffer (HETCCL_OFI_REGISTER),
+  // as it does where a provider asks (FI_MR_LOCAL: EFA).
+  const std::string reg = "_reg";
+  if (r.transport.size() > reg.size() && r.transport.compare(r.transport.size() - reg.size(), reg.size(), reg) == 0) {
+    setenv("HETCCL_OFI_REGISTER", "1", 1);
+    r.transport.resize(r.transport.size() - reg.size());
+  }
+  // "ofi_tcp", "ofi_shm": the ofi transport over that libfabric provider
+  // (tcp on the loopback only: never the machine's own interfaces).
+  if (r.transport.rfind("ofi_", 0) == 0) {
+    setenv("FI_PROVIDER", r.transport.substr(4).c_str(), 1);
+    setenv("FI_TCP_IFACE", "lo", 1);
+    r.transport = "ofi";
+  }
   if (r.transport.rfind("ucx_", 0) == 0) {
     setenv("UCX_TLS", r.transport.substr(4).c_str(), 1);
     r.transport = "ucx";

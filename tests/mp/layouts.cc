@@ -2,8 +2,14 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <string>
 
 namespace hmp {
+
+bool fullTests() {
+  const char* full = getenv("HETCCL_TEST_FULL");
+  return full && *full && std::string(full) != "0";
+}
 
 void expectInfoMatchesLayout(const Rank& r) {
   hetcclCommInfo_t info{};

@@ -36,6 +36,18 @@ inline std::vector<std::string> transportsWithUcx() {
   for (const std::string& t : ucxTransports()) v.push_back(t);
   return v;
 }
+// The ofi transport over libfabric's tcp provider (RDM through ofi_rxm, on
+// the loopback: FI_TCP_IFACE=lo) and its shm provider, where this build has
+// it. EFA and Slingshot's cxi cannot be had here.
+inline std::vector<std::string> ofiTransports() {
+#if HETCCL_HAVE_OFI
+  return {"ofi_tcp", "ofi_shm"};
+#else
+  return {};
+#endif
+}
+// Whether the full matrices run (HETCCL_TEST_FULL=1, make test-full), not their sample.
+bool fullTests();
 inline const std::vector<std::string>& ucxLayouts() {
   static const std::vector<std::string> v = {"a,a,a,b", "a,b,a,b", "a,a,a,b,b,c,c,c"};
   return v;

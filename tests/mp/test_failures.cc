@@ -18,6 +18,12 @@
 namespace hmp {
 namespace {
 
+// ucx and ofi cannot tell their peers that this rank failed: they learn at
+// their timeout.
+bool peersLearnAtTimeout(const std::string& transport) {
+  return transport.rfind("ucx", 0) == 0 || transport.rfind("ofi", 0) == 0;
+}
+
 double secondsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
@@ -136,7 +142,7 @@ TEST_P(Failures, AbortFromAnotherThreadReleasesTheWaiter) {
 TEST_P(Failures, TwoThreadsInOneCommunicatorFailItOnEveryRank) {
   JobOptions opt;
   opt.transport = GetParam();
-  opt.env = {{"HETCCL_TIMEOUT_S", "5"}};  // ucx cannot tell its peers: rank 1 learns at its timeout
+  opt.env = {{"HETCCL_TIMEOUT_S", "5"}};  // ucx and ofi cannot tell their peers: rank 1 learns at its timeout
   runJob("a,b", opt, [](Rank& r) {
     warmUp(r);
     std::vector<float> a(1 << 16, 1.0f), b(1 << 16, 1.0f);
@@ -148,10 +154,10 @@ TEST_P(Failures, TwoThreadsInOneCommunicatorFailItOnEveryRank) {
         res = hetcclAllReduce(b.data(), b.data(), b.size(), hetcclFloat32, hetcclSum, r.comm, nullptr);
       const std::string why = hetcclGetLastError(r.comm);
       EXPECT_EQ(res, hetcclRemoteError) << why;
-      // shm passes the failed rank's reason on; tcp and ucx close the link.
+      // shm passes the failed rank's reason on; tcp closes the link; ucx and ofi time out.
       const std::string want = r.transport == "shm" ? "two threads at once" : "rank 0";
       EXPECT_NE(why.find(want), std::string::npos) << "rank 1 should learn who (on shm, why): " << why;
-      EXPECT_LT(secondsSince(t0), r.transport.rfind("ucx", 0) == 0 ? 12 : 4);
+      EXPECT_LT(secondsSince(t0), peersLearnAtTimeout(r.transport) ? 12 : 4);
       return;
     }
     hetcclResult_t first = hetcclSuccess;
@@ -163,13 +169,13 @@ TEST_P(Failures, TwoThreadsInOneCommunicatorFailItOnEveryRank) {
     earlier.join();
     EXPECT_EQ(second, hetcclInvalidUsage) << why;
     EXPECT_NE(why.find("two threads at once"), std::string::npos) << why;
-    if (r.transport.rfind("ucx", 0) == 0 && first == hetcclSuccess) {
-      // ucx cannot stop a call its peer is in: the first one may end, right.
+    if (peersLearnAtTimeout(r.transport) && first == hetcclSuccess) {
+      // ucx and ofi cannot stop a call its peer is in: the first one may end, right.
       EXPECT_EQ(std::count(a.begin(), a.end(), 2.0f), static_cast<long>(a.size())) << "the first call's result";
     } else {
       EXPECT_NE(first, hetcclSuccess) << "the first call went on in a failed communicator";
     }
-    EXPECT_LT(secondsSince(t0), r.transport.rfind("ucx", 0) == 0 ? 12 : 4);
+    EXPECT_LT(secondsSince(t0), peersLearnAtTimeout(r.transport) ? 12 : 4);
     int32_t one = 1;
     EXPECT_NE(hetcclAllReduce(&one, &one, 1, hetcclInt32, hetcclSum, r.comm, nullptr), hetcclSuccess)
         << "the failure must stick";
@@ -240,6 +246,11 @@ INSTANTIATE_TEST_SUITE_P(Transports, Failures, ::testing::ValuesIn(transportsWit
 // The net transport over the tests' sockets plugin (test_net_plugin.cc).
 INSTANTIATE_TEST_SUITE_P(NetPlugin, Failures, ::testing::Values("net"),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+#if HETCCL_HAVE_OFI
+// The ofi transport over libfabric's tcp provider (its shm provider runs the matrix).
+INSTANTIATE_TEST_SUITE_P(Ofi, Failures, ::testing::Values("ofi_tcp"),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+#endif
 
 // Count 0 with NULL buffers passes the argument checks (as in NCCL); the
 // calls must then complete. One job per call, since a hang poisons the

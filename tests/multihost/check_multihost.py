@@ -14,7 +14,10 @@ then a whole host killed and a link cut mid-call.
    reference (8 B to 1 MiB; --quick: 8 B to 32 KiB), with the default
    transport choice (shm inside a host, tcp across: "shm+tcp"), plus
    AllReduce with HETCCL_TRANSPORT=intra=tcp,inter=tcp and with
-   intra=shm,inter=tcp given explicitly.
+   intra=shm,inter=tcp given explicitly; with intra=shm,inter=ofi on
+   libfabric's tcp provider where the ofi transport is built; and auto's
+   logged choice between hosts under two HETCCL_AUTO_INTER orders (tcp
+   here, saying why not ucx and ofi).
    The metrics endpoint shows where the border went: with groups a,b | a,b
    each border pair shares a host (no border byte leaves a host), with
    a,a | b,b every border byte crosses.
@@ -162,6 +165,36 @@ def fault(cl, rank_bin, what, port):
     return lines
 
 
+def check_ofi(cl, perf, port):
+    """The ofi transport across hosts (libfabric's tcp provider on each host's
+    eth0), where built; and auto's choice between hosts, logged with its
+    reason: no rank here has UCX with an RDMA device or a libfabric hardware
+    provider, so tcp, whatever HETCCL_AUTO_INTER's order."""
+    cache = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(perf))), "CMakeCache.txt")
+    built = os.path.exists(cache) and re.search(r"^OFI_INCLUDE_DIR:PATH=/", open(cache).read(), re.M)
+    runs = 0
+    if built:
+        got = run_perf(cl, perf, LAYOUTS[2][1], LAYOUTS[2][2], "allreduce", "1M",
+                       env={"HETCCL_TRANSPORT": "intra=shm,inter=ofi", "FI_PROVIDER": "tcp", "FI_TCP_IFACE": "eth0"},
+                       port=port)
+        if got != "shm+ofi":
+            fail(f"HETCCL_TRANSPORT=intra=shm,inter=ofi: transport {got}, expected shm+ofi")
+        print("check_multihost: HETCCL_TRANSPORT=intra=shm,inter=ofi right (libfabric's tcp provider)")
+        runs += 1
+    for order in ("ucx,ofi,tcp", "ofi,tcp"):
+        port += 1
+        job = cl.launch(LAYOUTS[0][1], [perf, "-o", "allreduce", "-b", "8", "-e", "8", "-n", "1", "-w", "0"],
+                        env={"HETCCL_GROUP_MAP": LAYOUTS[0][2], "HETCCL_AUTO_INTER": order, "HETCCL_DEBUG": "INFO",
+                             "HETCCL_DEBUG_SUBSYS": "TRANSPORT"}, master_port=port)
+        want = "transport between hosts: tcp"
+        if job.wait(60) != [0] * 4 or want not in job.err(0) or "not ofi: rank" not in job.err(0):
+            fail(f"HETCCL_AUTO_INTER={order}: the log does not say '{want}' and why not ofi:\n{job.show()}")
+        print(f"check_multihost: HETCCL_AUTO_INTER={order}: " +
+              next(l for l in job.err(0).splitlines() if want in l).split("TRANSPORT ", 1)[-1])
+        runs += 1
+    return runs
+
+
 def main():
     perf, rank_bin, metrics_job = sys.argv[1], sys.argv[2], sys.argv[3]
     maxb = "32K" if "--quick" in sys.argv else "1M"
@@ -195,6 +228,8 @@ def main():
                 fail(f"HETCCL_TRANSPORT={spec}: transport {got}, expected {want}")
             runs += 1
         print(f"check_multihost: HETCCL_TRANSPORT=intra=tcp,inter=tcp and intra=shm,inter=tcp right")
+        runs += check_ofi(cl, perf, port + 1)
+        port += 3
         for gmap, crosses in (("0:a,1:b,2:a,3:b", False), ("0-1:a,2-3:b", True)):
             port += 1
             local, remote = border_bytes(cl, metrics_job, gmap, port)

@@ -6,9 +6,11 @@ records) may appear in the capture; the same job with HETCCL_ENCRYPT=off
 must show both (so the check can fail). With --ucx the same again over the
 ucx transport on UCX's tcp (UCX_TLS=tcp), where only the payload's marker is
 looked for in the plaintext run (the bootstrap is hetccl's own tcp either
-way). Exits 77 (skipped) without tcpdump or without the right to capture.
+way). With --ofi the same over the ofi transport on libfabric's tcp provider
+(FI_PROVIDER=tcp on the loopback). Exits 77 (skipped) without tcpdump or
+without the right to capture.
 
-  check_wire.py WIRE_JOB [--ucx]
+  check_wire.py WIRE_JOB [--ucx] [--ofi]
 """
 import os
 import secrets
@@ -53,6 +55,8 @@ def run_job(binary, encrypt, marker, group_tag, transport):
                    HETCCL_ENCRYPT=encrypt, HETCCL_JOB_SECRET=secret, HETCCL_TIMEOUT_S="60", MARKER=marker)
         if transport == "ucx":
             env.update(UCX_TLS="tcp", UCX_WARN_UNUSED_ENV_VARS="n")
+        if transport == "ofi":
+            env.update(FI_PROVIDER="tcp", FI_TCP_IFACE="lo")
         procs.append(subprocess.Popen([binary, str(BYTES)], env=env, stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, text=True))
     outs = []
@@ -105,7 +109,8 @@ def main():
         print("capturing needs root")
         return 77
     failures = []
-    for transport in ["tcp"] + (["ucx"] if "--ucx" in sys.argv[2:] else []):
+    transports = ["tcp"] + [t for t in ("ucx", "ofi") if f"--{t}" in sys.argv[2:]]
+    for transport in transports:
         outs, data, marker, tag, _ = capture_whole(binary, "all", transport)
         print(f"{transport}, encrypted run: {outs[0]}; captured {len(data)} bytes; marker seen {data.count(marker)} "
               f"times, group names seen {data.count(tag)} times")

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "comm/auto_transport.h"
 #include "comm/border_cut.h"
 #include "border/border_relay.h"
 #include "observe/flight_recorder.h"
@@ -360,6 +361,40 @@ TEST(PairRelay, RoundsMoveWhatBothEndsAgreeOn) {
   PairRelay::Side ahead2 = ahead;
   ahead.upTo = ahead2.upTo = 5;
   EXPECT_THROW(PairRelay::agree(0, ahead, ahead2, "x"), Error);
+}
+
+// HETCCL_AUTO_INTER: the first transport that fits every rank, in the
+// order given; tcp where none does; the reason names the rank that ruled
+// each earlier one out.
+TEST(AutoInter, PicksTheFirstThatFitsEveryRank) {
+  const std::vector<std::string> order = parseAutoInter("ucx,ofi,tcp");
+  ASSERT_EQ(order, (std::vector<std::string>{"ucx", "ofi", "tcp"}));
+  const InterFacts both{true, true}, ucxOnly{true, false}, ofiOnly{false, true}, none{false, false};
+  EXPECT_EQ(pickInter(order, {both, both}).name, "ucx");
+  InterChoice c = pickInter(order, {both, ofiOnly, both});
+  EXPECT_EQ(c.name, "ofi");
+  EXPECT_NE(c.reason.find("not ucx: rank 1"), std::string::npos) << c.reason;
+  c = pickInter(order, {ofiOnly, ucxOnly});
+  EXPECT_EQ(c.name, "tcp");
+  EXPECT_NE(c.reason.find("not ofi: rank 1"), std::string::npos) << c.reason;
+  EXPECT_EQ(pickInter(parseAutoInter("OFI,ucx"), {both, both}).name, "ofi");
+  EXPECT_EQ(pickInter(parseAutoInter("tcp,ucx"), {both}).name, "tcp");
+  c = pickInter(parseAutoInter("ucx"), {none});
+  EXPECT_EQ(c.name, "tcp");
+  EXPECT_NE(c.reason.find("none of HETCCL_AUTO_INTER"), std::string::npos) << c.reason;
+}
+
+TEST(AutoInter, BadListsAreNamed) {
+  for (const char* bad : {"", "ucx,,tcp", "ucx,shm", "rdma", "tcp,tcp", "ucx,"}) {
+    try {
+      parseAutoInter(bad);
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), hetcclInvalidArgument) << bad;
+      EXPECT_NE(std::string(e.what()).find("HETCCL_AUTO_INTER='" + std::string(bad) + "'"), std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 }  // namespace hetccl

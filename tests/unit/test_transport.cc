@@ -18,6 +18,9 @@
 #include "transport/net/net_plugin.h"
 #include "transport/routed.h"
 #include "transport/transport.h"
+#if HETCCL_HAVE_OFI
+#include "transport/ofi/ofi_api.h"
+#endif
 #include "unit_util.h"
 
 namespace hetccl {
@@ -428,6 +431,10 @@ TEST(TransportChoice, ParsesEveryFormAndNamesWhatIsWrong) {
   c = parseTransportChoice("inter=net", "X");
   EXPECT_EQ(c.intra, "auto");
   EXPECT_EQ(c.inter, "net");
+  c = parseTransportChoice("intra=shm,inter=OFI", "X");
+  EXPECT_EQ(c.inter, "ofi");
+  c = parseTransportChoice("ofi", "X");
+  EXPECT_EQ(c.intra, "ofi");
   for (const char* bad : {"", "rdma", "intra=shm,inter=shm", "intra=shm,,inter=tcp", "intra=shm,intra=tcp", "near=shm",
                           "intra", "intra=tcp,inter=tcp,"}) {
     try {
@@ -451,4 +458,16 @@ TEST(NetPlugin, FileForSetting) {
 }
 
 }  // namespace
+#if HETCCL_HAVE_OFI
+// The providers HETCCL_TRANSPORT=auto does not count as a fabric for ofi:
+// libfabric's emulations over sockets and shared memory, alone or under
+// its ofi_rxm/ofi_rxd layers; hardware providers count, layered or not.
+TEST(OfiProviders, SoftwareProvidersAreToldFromHardware) {
+  for (const char* soft : {"tcp", "tcp;ofi_rxm", "sockets", "udp;ofi_rxd", "shm", "net", "ofi_rxm"})
+    EXPECT_TRUE(ofi::softwareProvider(soft)) << soft;
+  for (const char* hard : {"efa", "cxi", "verbs;ofi_rxm", "psm3", "opx", "verbs"})
+    EXPECT_FALSE(ofi::softwareProvider(hard)) << hard;
+}
+#endif
+
 }  // namespace hetccl

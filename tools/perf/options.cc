@@ -66,7 +66,8 @@ const char* const kUsage =
     "LOCAL_RANK mod devices)\n"
     "      --devices cuda,host,...  device kind of each rank (with --np), instead of -g:\n"
     "                          host, cuda, hip or emu (the emulated GPU, libhetccl-emu.so)\n"
-    "      --transport T       tcp, shm, ucx, net or auto (default: the library's, HETCCL_TRANSPORT)\n"
+    "      --transport T       tcp, shm, ucx, ofi, net or auto (default: the library's, HETCCL_TRANSPORT)\
+"
     "      --timeout S         with --np: kill every rank after S seconds (default 600; 0: never)\n"
     "  -h, --help              this text\n"
     "Sizes are bytes as in nccl-tests: the whole buffer for allreduce, broadcast, reduce and\n"
@@ -222,8 +223,8 @@ Options parseOptions(int argc, char** argv) {
         break;
       case kTransport:
         if (strcmp(optarg, "tcp") != 0 && strcmp(optarg, "shm") != 0 && strcmp(optarg, "ucx") != 0 &&
-            strcmp(optarg, "net") != 0 && strcmp(optarg, "auto") != 0)
-          usageError(std::string("--transport: expected tcp, shm, ucx, net or auto, got '") + optarg + "'");
+            strcmp(optarg, "ofi") != 0 && strcmp(optarg, "net") != 0 && strcmp(optarg, "auto") != 0)
+          usageError(std::string("--transport: expected tcp, shm, ucx, ofi, net or auto, got '") + optarg + "'");
         o.transport = optarg;
         break;
       case kTimeout: o.timeoutS = static_cast<int>(parseInt(optarg, "--timeout", 0, 1 << 30)); break;
