@@ -99,7 +99,8 @@ typedef struct hetcclConfig_v2 {
   int blocking;          /* 0: init and collectives may return hetcclInProgress */
   int timeoutSeconds;    /* overrides HETCCL_TIMEOUT_S for this communicator */
   const char* groupName; /* overrides HETCCL_GROUP for this rank */
-  const char* transport; /* overrides HETCCL_TRANSPORT: "auto", "tcp", "shm", "ucx", "ofi", "intra=shm,inter=tcp" */
+  const char*
+      transport; /* overrides HETCCL_TRANSPORT: "auto", "tcp", "shm", "ucx", "ofi", "net", "intra=shm,inter=tcp" */
   /* version 2 */
   const char* device;  /* overrides HETCCL_DEVICE: "host", "cuda", "hip", "emu" (GPU ranks use the
                           calling thread's current device, as NCCL does) */
@@ -153,14 +154,14 @@ typedef struct hetcclCommInfo_v1 {
   char groupName[HETCCL_MAX_GROUPS][HETCCL_NAME_BYTES];
   char groupBackend[HETCCL_MAX_GROUPS][HETCCL_NAME_BYTES]; /* "host", "nccl", ... */
   char deviceKind[HETCCL_NAME_BYTES];                      /* this rank's: "host", "cuda", "hip", "emu" */
-  char transport[HETCCL_NAME_BYTES];            /* transport in use: "tcp", "shm", "ucx", "ofi", or "<intra>+<inter>"
-                                                   (e.g. "shm+tcp": peers on this host over shm, on others over tcp) */
-  int borderPeers;                              /* ranks of other groups this rank exchanges with in AllReduce */
-  char borderPath[HETCCL_NAME_BYTES];           /* how its border data moves: "none" (one group), "host" (host
-                                                   memory to the transport), "staged" (device memory through
-                                                   pinned staging), "device" (the device border: copy
-                                                   engines and shared memory; the calls it does not
-                                                   take stage) */
+  char transport[HETCCL_NAME_BYTES];  /* transport in use: "tcp", "shm", "ucx", "ofi", "net", or "<intra>+<inter>"
+                                         (e.g. "shm+tcp": peers on this host over shm, on others over tcp) */
+  int borderPeers;                    /* ranks of other groups this rank exchanges with in AllReduce */
+  char borderPath[HETCCL_NAME_BYTES]; /* how its border data moves: "none" (one group), "host" (host
+                                         memory to the transport), "staged" (device memory through
+                                         pinned staging), "device" (the device border: copy
+                                         engines and shared memory; the calls it does not
+                                         take stage) */
   unsigned long long pathCalls[hetcclNumPaths]; /* calls so far by the path they took (hetcclPath_t);
                                                    each call of a group counts once */
   /* appended: sites and encryption (HETCCL_SITE, HETCCL_ENCRYPT) */
@@ -194,7 +195,7 @@ typedef struct hetcclSetting_v1 {
 typedef struct hetcclBuildInfo_v1 {
   size_t size;
   char deviceKinds[128]; /* "host,cuda,hip,emu" */
-  char transports[128];  /* "tcp,shm,ucx,ofi" */
+  char transports[128];  /* "tcp,shm,ucx,ofi,net" */
   char backends[128];    /* "host,nccl,rccl" */
 } hetcclBuildInfo_t;
 

@@ -18,8 +18,8 @@
 namespace hetccl {
 
 struct TransportChoice {
-  std::string intra = "auto";  // auto, shm, tcp, ucx, net
-  std::string inter = "auto";  // auto, tcp, ucx, net
+  std::string intra = "auto";  // auto, shm, tcp, ucx, ofi, net
+  std::string inter = "auto";  // auto, tcp, ucx, ofi, net
 };
 
 // Parses the setting's text; throws InvalidArgument naming `what` (the
