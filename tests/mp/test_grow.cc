@@ -6,6 +6,8 @@
 
 #include <chrono>
 #include <cstring>
+#include <thread>
+#include <vector>
 
 #include "grow_util.h"
 
@@ -27,6 +29,47 @@ INSTANTIATE_TEST_SUITE_P(Mp, Grow,
                          [](const auto& info) {
                            return layoutTag(std::get<0>(info.param)) + "_" + std::get<1>(info.param);
                          });
+
+// Waits until a non-blocking communicator's work is done; its last result.
+hetcclResult_t settle(hetcclComm_t comm) {
+  hetcclResult_t async = hetcclInProgress;
+  const auto t0 = std::chrono::steady_clock::now();
+  while (async == hetcclInProgress && secondsSince(t0) < 30) {
+    if (hetcclCommGetAsyncError(comm, &async) != hetcclSuccess) return hetcclInternalError;
+    if (async == hetcclInProgress) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return async;
+}
+
+// Non-blocking: every rank's grow says hetcclInProgress, and the grown
+// communicator computes once hetcclCommGetAsyncError stops saying so.
+void growNonBlocking(Rank& r) {
+  hetcclComm_t pair = runningPair(r);
+  hetcclUniqueId id{};
+  if (r.rank == 0) HC_ASSERT_OK(hetcclCommGetUniqueId(pair, &id), pair);
+  id = shareId(r, id);
+  hetcclConfig_t cfg = newRankConfig(r);
+  if (r.rank < 2) cfg.groupName = nullptr;  // the parent's group
+  cfg.blocking = 0;
+  hetcclComm_t grown = nullptr;
+  r.progress("non-blocking hetcclCommGrow");
+  hetcclResult_t res = r.rank < 2 ? hetcclCommGrow(pair, 4, r.rank == 0 ? &id : nullptr, -1, &grown, &cfg)
+                                  : hetcclCommGrow(nullptr, 4, &id, r.rank, &grown, &cfg);
+  EXPECT_EQ(res, hetcclInProgress) << hetcclGetLastError(pair);
+  ASSERT_NE(grown, nullptr);
+  ASSERT_EQ(settle(grown), hetcclSuccess) << hetcclGetLastError(grown);
+  std::vector<float> x(1000, static_cast<float>(r.rank + 1));
+  res = hetcclAllReduce(x.data(), x.data(), x.size(), hetcclFloat32, hetcclSum, grown, nullptr);
+  EXPECT_TRUE(res == hetcclSuccess || res == hetcclInProgress) << hetcclGetLastError(grown);
+  ASSERT_EQ(settle(grown), hetcclSuccess) << hetcclGetLastError(grown);
+  EXPECT_EQ(x[999], 10.0f);
+  HC_EXPECT_OK(hetcclCommDestroy(grown), nullptr);
+  if (pair) HC_EXPECT_OK(hetcclCommDestroy(pair), nullptr);
+}
+
+TEST(GrowNonBlocking, EveryRankSaysInProgressThenTheGrownCommunicatorComputes) {
+  runJob("a,a,b,b", JobOptions{}, growNonBlocking);
+}
 
 // Asserts that a grow failed on this rank, naming `word`, well before the
 // timeout (a rank that waits it out would mean another rank was not told).
