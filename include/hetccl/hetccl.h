@@ -229,6 +229,19 @@ hetcclResult_t hetcclCommSplit(hetcclComm_t comm, int color, int key, hetcclComm
 #define HETCCL_SHRINK_ABORT 0x01
 hetcclResult_t hetcclCommShrink(hetcclComm_t comm, const int* excludeRanks, int excludeCount, hetcclComm_t* newcomm,
                                 hetcclConfig_t* config, int shrinkFlags);
+/* Growing (NCCL's ncclCommGetUniqueId and ncclCommGrow). One rank of comm
+ * (the coordinator) makes a grow id, good for one grow and for
+ * HETCCL_TIMEOUT_S; the application hands it to the new ranks itself (a
+ * file, a socket, another communicator). Every rank of comm then calls
+ * hetcclCommGrow(comm, nranks, NULL or the id, -1, ...) and keeps its rank;
+ * each new rank calls hetcclCommGrow(NULL, nranks, &id, rank, ...) with a
+ * rank from comm's size up to nranks - 1, its group and device from its own
+ * config and settings as at init. config NULL: comm's settings (running
+ * ranks), the defaults (new ranks). comm stays usable and must be
+ * destroyed. A bad argument on any rank fails the grow on every rank. */
+hetcclResult_t hetcclCommGetUniqueId(hetcclComm_t comm, hetcclUniqueId* uniqueId);
+hetcclResult_t hetcclCommGrow(hetcclComm_t comm, int nranks, const hetcclUniqueId* uniqueId, int rank,
+                              hetcclComm_t* newcomm, hetcclConfig_t* config);
 hetcclResult_t hetcclCommFinalize(hetcclComm_t comm);
 hetcclResult_t hetcclCommDestroy(hetcclComm_t comm);
 /* Safe from any thread: releases every waiter of comm, then frees it. */

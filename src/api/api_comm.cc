@@ -118,6 +118,37 @@ hetcclResult_t hetcclCommShrink(hetcclComm_t comm, const int* excludeRanks, int 
   return startedResult(r, newcomm ? *newcomm : nullptr);
 }
 
+hetcclResult_t hetcclCommGetUniqueId(hetcclComm_t comm, hetcclUniqueId* uniqueId) {
+  return guard(comm, "hetcclCommGetUniqueId", [&] {
+    HETCCL_CHECK_ARG(uniqueId, "uniqueId (output pointer) is NULL");
+    CommRef ref(comm);
+    *uniqueId = growId(comm);
+  });
+}
+
+hetcclResult_t hetcclCommGrow(hetcclComm_t comm, int nranks, const hetcclUniqueId* uniqueId, int rank,
+                              hetcclComm_t* newcomm, hetcclConfig_t* config) {
+  hetcclResult_t r = guard(comm, "hetcclCommGrow", [&] {
+    HETCCL_CHECK_ARG(newcomm, "newcomm (output pointer) is NULL");
+    *newcomm = nullptr;
+    if (!comm) {
+      HETCCL_CHECK_ARG(uniqueId, "uniqueId is NULL: a new rank (comm NULL) joins with hetcclCommGetUniqueId's id");
+      HETCCL_CHECK_ARG(rank >= 0, "rank " + std::to_string(rank) +
+                                      ": a new rank (comm NULL) passes its rank in the grown communicator");
+      IdContents id = decodeUniqueId(*uniqueId);
+      *newcomm = joinGrownComm(id, nranks, rank, readOptionsOrReport(config, id, rank, nranks));
+      return;
+    }
+    CommRef ref(comm);
+    CommOptions opts = config ? readOptions(config) : inheritedOptions(*comm);
+    bool namesDevice = config && config->size >= offsetof(hetcclConfig_t, backend) + sizeof(const char*);
+    if (!namesDevice || !config->device) opts.deviceKind = comm->options().deviceKind;
+    if (!namesDevice || !config->backend) opts.backend = comm->options().backend;
+    *newcomm = growComm(comm, nranks, rank, uniqueId, opts);
+  });
+  return startedResult(r, newcomm ? *newcomm : nullptr);
+}
+
 hetcclResult_t hetcclCommFinalize(hetcclComm_t comm) {
   // Host ranks: blocking calls complete before they return; a non-blocking
   // communicator's queued work is flushed here.

@@ -75,4 +75,14 @@ hetcclComm* splitComm(hetcclComm* parent, int color, int key, CommOptions opts);
 // (HETCCL_SHRINK_ABORT): the parent's work is aborted first, everywhere.
 hetcclComm* shrinkComm(hetcclComm* parent, std::vector<int> excluded, CommOptions opts, int flags);
 
+// hetcclCommGetUniqueId's body (comm/grow.h's makeGrowId), under a CommRef.
+hetcclUniqueId growId(hetcclComm* comm);
+
+// hetcclCommGrow's bodies. A running rank (under a CommRef of comm) keeps its
+// rank; `id` is the grow id where this rank passed one. A new rank joins at
+// the grow id `id` (decoded) as `rank`, with its own options. Both create the
+// grown communicator as at init.
+hetcclComm* growComm(hetcclComm* comm, int nranks, int rank, const hetcclUniqueId* id, CommOptions opts);
+hetcclComm* joinGrownComm(const IdContents& id, int nranks, int rank, const CommOptions& opts);
+
 }  // namespace hetccl

@@ -1,7 +1,9 @@
-// Communicators made from another: split and shrink (comm_create.h). The
-// rendezvous is comm/split_shrink.h's; here: the API's checks and the creation.
+// Communicators made from another: split, shrink and grow (comm_create.h).
+// The rendezvous are comm/split_shrink.h's and comm/grow.h's; here: the API's
+// checks and the creation.
 #include "api/comm_create.h"
 #include "api/guard.h"
+#include "comm/grow.h"
 #include "comm/split_shrink.h"
 #include "core/error.h"
 
@@ -49,6 +51,29 @@ hetcclComm* shrinkComm(hetcclComm* comm, std::vector<int> excluded, CommOptions 
   if (opts.deviceKind == comm->device().kind()) comm->device().makeCurrent();
   DerivedRank d = shrinkRendezvous(*comm, survivors, opts.timeoutS);
   return createComm(d.id, d.nranks, d.rank, opts);
+}
+
+hetcclUniqueId growId(hetcclComm* comm) {
+  checkReady(comm);
+  ExclusiveUse use(*comm);
+  return encodeUniqueId(makeGrowId(*comm, comm->options().timeoutS));
+}
+
+hetcclComm* growComm(hetcclComm* comm, int nranks, int rank, const hetcclUniqueId* id, CommOptions opts) {
+  checkReady(comm);
+  ExclusiveUse use(*comm);
+  // The grow's table travels over the parent's bootstrap on this thread.
+  comm->proxy().drain();
+  if (opts.groupName.empty()) opts.groupName = comm->topo().groupOfRank(comm->rank()).name;
+  if (!opts.site) opts.site = comm->site();
+  if (opts.deviceKind == comm->device().kind()) comm->device().makeCurrent();
+  DerivedRank d = growRendezvous(*comm, nranks, rank, id);
+  return createComm(d.id, d.nranks, d.rank, opts);
+}
+
+hetcclComm* joinGrownComm(const IdContents& id, int nranks, int rank, const CommOptions& opts) {
+  checkGrowJoin(id, nranks, rank, opts.timeoutS);
+  return createComm(id, nranks, rank, opts);
 }
 
 }  // namespace hetccl

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "bootstrap/root.h"
 #include "core/error.h"
 
 namespace hetccl {
@@ -13,7 +14,7 @@ struct Wire {
   uint16_t port;
   uint16_t reserved0;
   uint8_t addr[16];
-  uint32_t reserved1;
+  uint32_t growFrom;  // a grow id: the running communicator's size; else 0
   uint64_t jobId;
   uint8_t secret[32];
   uint8_t reserved2[56];
@@ -31,6 +32,7 @@ hetcclUniqueId encodeUniqueId(const IdContents& c) {
     memcpy(w.addr, &reinterpret_cast<const sockaddr_in*>(&c.root.ss)->sin_addr, 4);
   else
     memcpy(w.addr, &reinterpret_cast<const sockaddr_in6*>(&c.root.ss)->sin6_addr, 16);
+  w.growFrom = static_cast<uint32_t>(c.growFrom);
   w.jobId = c.jobId;
   memcpy(w.secret, c.secret.data(), 32);
   hetcclUniqueId id;
@@ -62,6 +64,10 @@ IdContents decodeUniqueId(const hetcclUniqueId& id) {
     throwError(hetcclInvalidArgument, "unique id: unknown address family " + std::to_string(w.family));
   }
   c.root.setPort(w.port);
+  if (w.growFrom > static_cast<uint32_t>(kMaxRanks))
+    throwError(hetcclInvalidArgument,
+               "unique id: grow id of a communicator of " + std::to_string(w.growFrom) + " ranks (corrupt bytes?)");
+  c.growFrom = static_cast<int>(w.growFrom);
   c.jobId = w.jobId;
   memcpy(c.secret.data(), w.secret, 32);
   return c;

@@ -154,6 +154,8 @@ class Comm : public MetricsSource {
   uint64_t nextSeq() { return ++seq_; }
   // Shrinks made from this communicator so far (their rendezvous ids).
   uint64_t nextShrinkSeq() { return ++shrinkSeq_; }
+  // The grow id this rank made (hetcclCommGetUniqueId) until a grow takes it.
+  std::optional<IdContents>& pendingGrowId() { return growId_; }
   uint64_t nextSendSeq(int peer) { return ++sendSeq_[peer]; }
   uint64_t nextRecvSeq(int peer) { return ++recvSeq_[peer]; }
 
@@ -254,6 +256,7 @@ class Comm : public MetricsSource {
   const hetcclKernelsApi_t* kernels_ = nullptr;
   MsgTag callTag_;
   uint64_t seq_ = 0, shrinkSeq_ = 0;
+  std::optional<IdContents> growId_;
   std::map<int, uint64_t> sendSeq_, recvSeq_;
   struct PreMul {
     bool live;

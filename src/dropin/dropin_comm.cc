@@ -217,18 +217,42 @@ ncclResult_t ncclCommQueryProperties(ncclComm_t comm, void* props) {
   }));
 }
 
-// Growing needs a rendezvous the running ranks and the new ones share.
-ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId*) {
+// Growing, in any layout as shrink: the grown communicator is set up as at
+// init (one group's vendor communicator made anew). Running ranks keep the
+// parent's device and library, and with no config its settings; new ranks
+// take their own, as at init.
+ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* uniqueId) {
   return code(guard(comm, "ncclCommGetUniqueId", [&] {
-    refuse("ncclCommGetUniqueId", "(growing a communicator): create a new communicator with ncclGetUniqueId");
+    HETCCL_CHECK_ARG(uniqueId, "uniqueId (output pointer) is NULL");
+    CommRef ref(comm);
+    hetcclUniqueId id = growId(comm);
+    memcpy(uniqueId, &id, sizeof(id));
   }));
 }
 
-ncclResult_t ncclCommGrow(ncclComm_t comm, int, const ncclUniqueId*, int, ncclComm_t* newcomm, void*) {
-  if (newcomm) *newcomm = nullptr;
-  return code(guard(comm, "ncclCommGrow", [&] {
-    refuse("ncclCommGrow", "(growing a communicator): create a new communicator of all ranks instead");
-  }));
+ncclResult_t ncclCommGrow(ncclComm_t comm, int nranks, const ncclUniqueId* uniqueId, int rank, ncclComm_t* newcomm,
+                          void* config) {
+  hetcclResult_t r = guard(comm, "ncclCommGrow", [&] {
+    HETCCL_CHECK_ARG(newcomm, "newcomm (output pointer) is NULL");
+    *newcomm = nullptr;
+    hetcclUniqueId id;
+    if (uniqueId) memcpy(&id, uniqueId, sizeof(id));
+    if (!comm) {
+      HETCCL_CHECK_ARG(uniqueId, "uniqueId is NULL: a new rank (comm NULL) joins with ncclCommGetUniqueId's id");
+      HETCCL_CHECK_ARG(rank >= 0, "rank " + std::to_string(rank) +
+                                      ": a new rank (comm NULL) passes its rank in the grown communicator");
+      CommOptions opts = optionsFrom(config);
+      refuseForeignNccl();
+      *newcomm = joinGrownComm(decodeUniqueId(id), nranks, rank, opts);
+      return;
+    }
+    CommRef ref(comm);
+    CommOptions opts = config ? optionsFrom(config) : inheritedOptions(*comm);
+    opts.deviceKind = comm->options().deviceKind;
+    opts.backend = comm->options().backend;
+    *newcomm = growComm(comm, nranks, rank, uniqueId ? &id : nullptr, opts);
+  });
+  return code(startedResult(r, newcomm ? *newcomm : nullptr));
 }
 
 }  // extern "C"

@@ -93,6 +93,19 @@ TEST(UniqueId, BadMagicVersionAndFamilyAreInvalidArgument) {
   EXPECT_HETCCL_ERROR(decodeUniqueId(f), hetcclInvalidArgument, "family");
 }
 
+// A grow id carries the running communicator's size; hetcclGetUniqueId's
+// carries 0; a size past the rendezvous root's limit is refused.
+TEST(UniqueId, GrowIdCarriesTheRunningSize) {
+  IdContents c = newIdContents(SockAddr::parse("127.0.0.1:9"));
+  EXPECT_EQ(decodeUniqueId(encodeUniqueId(c)).growFrom, 0);
+  c.growFrom = 3;
+  EXPECT_EQ(decodeUniqueId(encodeUniqueId(c)).growFrom, 3);
+  hetcclUniqueId big = encodeUniqueId(c);
+  const uint32_t tooMany = (1u << 20) + 1;
+  memcpy(big.internal + 28, &tooMany, sizeof(tooMany));  // after magic, version, family, port, reserved, address
+  EXPECT_HETCCL_ERROR(decodeUniqueId(big), hetcclInvalidArgument, "1048577 ranks");
+}
+
 // ---- addresses ----
 
 TEST(SockAddr, Parse) {
