@@ -12,6 +12,7 @@
 #include "elements/host_reduce.h"
 #include "secure/message_cipher.h"
 #include "transport/net/net_abi.h"
+#include "transport/sealed_links.h"
 #include "transport/net/net_transport.h"
 #include "transport/progress.h"
 
@@ -294,9 +295,8 @@ bool NetTransport::completeRecv(Run& r, Peer& p, Op& op) {
     if (p.openFrom) {
       if (!p.openFrom->openInto(op.msg, 0, slot, sizeof(MsgTag), reinterpret_cast<uint8_t*>(&got), 1))
         throwError(hetcclRemoteError, "net: the header of encrypted message " + std::to_string(op.msg) + " from rank " +
-                                          std::to_string(p.rank) + " (in " + x.tag.describe() +
-                                          ") failed authentication (altered, replayed, moved or cut data, or a "
-                                          "peer with another key)");
+                                          std::to_string(p.rank) + " (in " + x.tag.describe() + ") " +
+                                          kSealedFailedAuth);
     } else {
       memcpy(&got, slot, sizeof(MsgTag));
     }
@@ -322,21 +322,8 @@ void NetTransport::deliver(Peer& p, Op& op) {
       reduceArrays(dst, x.operand(op.off), slot, op.plain / es, x.dtype, x.redKind);
     return;
   }
-  bool good;
-  if (x.kind == Xfer::Kind::kRecv) {
-    good = p.openFrom->openInto(op.msg, op.part, slot, op.plain, dst, threads_);
-  } else {
-    good = p.openFrom->openInPlace(
-        op.msg, op.part, slot, op.plain, threads_, [&](size_t off, const uint8_t* data, size_t len) {
-          reduceArrays(dst + off, x.operand(op.off + off), data, len / es, x.dtype, x.redKind);
-        });
-  }
-  if (!good)
-    throwError(hetcclRemoteError, "net: part " + std::to_string(op.part) + " of encrypted message " +
-                                      std::to_string(op.msg) + " from rank " + std::to_string(p.rank) + " (in " +
-                                      x.tag.describe() +
-                                      ") failed authentication (altered, replayed, moved or cut "
-                                      "data, or a peer with another key)");
+  if (!openSealedPart(*p.openFrom, x, op.msg, op.part, slot, op.plain, op.off, threads_))
+    throwSealedPartFailed("net", op.part, op.msg, p.rank, x);
 }
 
 }  // namespace hetccl

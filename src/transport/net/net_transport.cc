@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <thread>
+#include <utility>
 
 #include "bootstrap/auth.h"
 #include "bootstrap/bootstrap.h"
@@ -18,6 +19,7 @@
 #include "secure/message_cipher.h"
 #include "topology/peer.h"
 #include "transport/net/net_abi.h"
+#include "transport/sealed_links.h"
 
 namespace hetccl {
 namespace {
@@ -89,21 +91,14 @@ NetTransport::NetTransport(const TransportContext& ctx)
       return static_cast<size_t>(p.rank) < ctx.encrypt.size() && ctx.encrypt[p.rank];
     });
     if (anySealed) threads_ = hostThreadsFor(ctx.localRanks);
-    // Records per key / records per part: messages per key.
-    const uint64_t perKey = std::max<uint64_t>(
-        1, ctx.rekeyRecords / ((partBytes_ + secure::kMaxRecordPlain - 1) / secure::kMaxRecordPlain));
+    const uint64_t perKey = sealedMessagesPerKey(ctx.rekeyRecords, partBytes_);
     for (Peer& p : peers_) {
       setUp(p);
       if (static_cast<size_t>(p.rank) >= ctx.encrypt.size() || !ctx.encrypt[p.rank]) continue;
-      // Both ends salt with the lower rank's nonce first; the lower rank sends with the client key.
       const int lo = std::min(ctx.rank, p.rank), hi = std::max(ctx.rank, p.rank);
-      std::array<uint8_t, 32> salt;
-      memcpy(salt.data(), who[lo].nonce.data(), 16);
-      memcpy(salt.data() + 16, who[hi].nonce.data(), 16);
-      const secure::LinkKeys k = secure::deriveLinkKeys(ctx.bootstrap->id().secret, salt, "net transport");
-      const bool client = ctx.rank < p.rank;
-      p.sealTo = std::make_unique<secure::MessageCipher>(client ? k.client : k.server, true, perKey);
-      p.openFrom = std::make_unique<secure::MessageCipher>(client ? k.server : k.client, false, perKey);
+      SealedLink l = makeSealedLink(ctx, p.rank, who[lo].nonce, who[hi].nonce, "net transport", perKey);
+      p.sealTo = std::move(l.sealTo);
+      p.openFrom = std::move(l.openFrom);
     }
     ctx.bootstrap->barrier();
     LOG_INFO(kTransport,

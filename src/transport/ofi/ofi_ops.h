@@ -14,6 +14,7 @@
 
 #include "secure/record.h"
 #include "transport/ofi/ofi_transport.h"
+#include "transport/sealed_links.h"
 
 namespace hetccl {
 namespace ofi {
@@ -27,8 +28,7 @@ constexpr size_t kPartBytes = size_t{4} << 20;
 constexpr int kStagingSlots = 4;
 // A header sealed as one record.
 constexpr size_t kSealedHeader = sizeof(MsgTag) + secure::kRecordOverhead;
-constexpr const char* kFailedAuth =
-    "failed authentication (altered, replayed, moved or cut data, or a peer with another key)";
+constexpr const char* kFailedAuth = kSealedFailedAuth;
 
 // The 48-bit tag of part `part` of message `msg` (directed receives tell senders apart).
 inline uint64_t makeTag(uint64_t msg, uint32_t part) { return ((msg & 0xFFFFFFFFu) << 16) | part; }

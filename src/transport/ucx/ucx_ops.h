@@ -11,6 +11,7 @@
 
 #include "secure/record.h"
 #include "transport/ucx/ucx_transport.h"
+#include "transport/sealed_links.h"
 
 namespace hetccl {
 namespace ucx {
@@ -25,8 +26,7 @@ constexpr int kStagingSlots = 4;
 constexpr size_t kSlotBytes = kPartBytes + (kPartBytes / secure::kMaxRecordPlain + 1) * secure::kRecordOverhead;
 // A header sealed as one record.
 constexpr size_t kSealedHeader = sizeof(MsgTag) + secure::kRecordOverhead;
-constexpr const char* kFailedAuth =
-    "failed authentication (altered, replayed, moved or cut data, or a peer with another key)";
+constexpr const char* kFailedAuth = kSealedFailedAuth;
 // Tag parts: 0 the header, 1..kMaxParts payload parts, then the RMA path's
 // offer (receiver to sender) and finish (sender to receiver).
 constexpr uint32_t kMaxParts = 65533;
