@@ -6,6 +6,7 @@
 
 #include <cstring>
 
+#include "bootstrap/root.h"
 #include "bootstrap/unique_id.h"
 #include "fuzz_util.h"
 
@@ -14,7 +15,8 @@ using namespace hetccl;
 namespace {
 
 // Offsets of the wire layout (unique_id.h / unique_id.cc).
-constexpr size_t kMagicAt = 0, kVersionAt = 4, kFamilyAt = 6, kPortAt = 8, kAddrAt = 12, kJobAt = 32, kSecretAt = 40;
+constexpr size_t kMagicAt = 0, kVersionAt = 4, kFamilyAt = 6, kPortAt = 8, kAddrAt = 12, kGrowAt = 28, kJobAt = 32,
+                 kSecretAt = 40;
 
 template <class T>
 T field(const hetcclUniqueId& id, size_t at) {
@@ -34,7 +36,7 @@ bool sameContents(const IdContents& a, const IdContents& b) {
                     &reinterpret_cast<const sockaddr_in6*>(&b.root.ss)->sin6_addr, 16) != 0) {
     return false;
   }
-  return a.jobId == b.jobId && a.secret == b.secret;
+  return a.jobId == b.jobId && a.secret == b.secret && a.growFrom == b.growFrom;
 }
 
 }  // namespace
@@ -50,10 +52,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } catch (const Error& e) {
     FUZZ_CHECK_MSG(e.code() == hetcclInvalidArgument, e.what());
     FUZZ_CHECK(strstr(e.what(), "unique id") != nullptr);
-    // Refused: the magic, version or family must really be wrong.
+    // Refused: the magic, version or family must really be wrong, or a grow
+    // id's size past any communicator's.
     uint16_t fam = field<uint16_t>(id, kFamilyAt);
     FUZZ_CHECK(field<uint32_t>(id, kMagicAt) != kProtocolMagic || field<uint16_t>(id, kVersionAt) != kProtocolVersion ||
-               (fam != AF_INET && fam != AF_INET6));
+               (fam != AF_INET && fam != AF_INET6) || field<uint32_t>(id, kGrowAt) > static_cast<uint32_t>(kMaxRanks));
     fuzz::note("refused");
     return 0;
   }
@@ -72,6 +75,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(memcmp(&reinterpret_cast<const sockaddr_in6*>(&c.root.ss)->sin6_addr, id.internal + kAddrAt, 16) == 0);
   }
   FUZZ_CHECK(c.jobId == field<uint64_t>(id, kJobAt));
+  FUZZ_CHECK(static_cast<uint32_t>(c.growFrom) == field<uint32_t>(id, kGrowAt));
   FUZZ_CHECK(memcmp(c.secret.data(), id.internal + kSecretAt, 32) == 0);
   std::string where = c.root.str();
   FUZZ_CHECK(!where.empty() && where.find(std::to_string(c.root.port())) != std::string::npos);
@@ -83,7 +87,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FUZZ_CHECK(sameContents(c, c2));
   FUZZ_CHECK(memcmp(again.internal, id.internal, kPortAt + 2) == 0);  // magic, version, family, port
   FUZZ_CHECK(memcmp(again.internal + kAddrAt, id.internal + kAddrAt, fam == AF_INET ? 4 : 16) == 0);
-  FUZZ_CHECK(memcmp(again.internal + kJobAt, id.internal + kJobAt, 8 + 32) == 0);
+  FUZZ_CHECK(memcmp(again.internal + kGrowAt, id.internal + kGrowAt, 4 + 8 + 32) == 0);  // grow size, job, secret
   fuzz::note(fam == AF_INET ? "accepted ipv4" : "accepted ipv6");
   return 0;
 }
