@@ -23,13 +23,14 @@ together, balanced by hetccl_torch.balance. Layouts:
 drop-in with CMake into --build, hetccl_torch into BUILD/pysite). Prints, as
 make_performance.py reads them:
 
-  ratio hetero_training_runs LAYOUT alone PART samples_per_s=.. tokens_per_s=.. step_ms=..
-  ratio hetero_training_runs LAYOUT mixed_equal samples_per_s=.. ...
-  ratio hetero_training_runs LAYOUT mixed_balanced samples_per_s=.. ... shares=.. nosync_step_ms=..
-  ratio hetero_training LAYOUT summary balanced/sum=.. balanced/fastest=.. equal/fastest=.. sync/nosync=..
+  ratio hetero_training_runs LABEL alone PART samples_per_s=.. tokens_per_s=.. step_ms=..
+  ratio hetero_training_runs LABEL mixed_equal samples_per_s=.. ...
+  ratio hetero_training_runs LABEL mixed_balanced samples_per_s=.. ... shares=.. nosync_step_ms=..
+  ratio hetero_training LABEL summary balanced/sum=.. balanced/fastest=.. equal/fastest=.. sync/nosync=..
         plan_cost_1000=.. loss_diff=.. equal_loss_diff=.. predicted/measured=..
 
-and one `target` line per goal, met or not (the exit status is 0 either way
+where LABEL is LAYOUT-BACKEND-bBATCH (mps-nccl-b96), and one `target` line
+per goal, met or not (the exit status is 0 either way
 unless a run failed).
 """
 import argparse
@@ -58,7 +59,7 @@ from spawn_ranks import collect  # noqa: E402
 from train_gpt import GPT, make_tokens  # noqa: E402
 
 LAYOUTS = {  # model and batch of each layout (overridable)
-    "mps": dict(dim=1024, layers=8, heads=16, seq=256, vocab=8192, batch=32),
+    "mps": dict(dim=1024, layers=8, heads=16, seq=256, vocab=8192, batch=96),
     "cuda-cpu": dict(dim=256, layers=4, heads=4, seq=64, vocab=256, batch=32),
     "cpu": dict(dim=32, layers=1, heads=2, seq=16, vocab=64, batch=32),
 }
@@ -251,7 +252,8 @@ def main():
     for k in ("dim", "layers", "heads", "seq", "vocab", "batch"):
         ap.add_argument(f"--{k}", type=int)
     a = ap.parse_args()
-    a.pysite = a.pysite or os.path.join(a.build, "pysite")
+    a.build = os.path.abspath(a.build)
+    a.pysite = os.path.abspath(a.pysite or os.path.join(a.build, "pysite"))
     a.dropin = os.path.realpath(a.dropin or os.path.join(a.build, "dropin", "libnccl.so.2"))
     model = {k: getattr(a, k) or v for k, v in LAYOUTS[a.layout].items()}
     backend = a.backend or {"mps": "nccl", "cuda-cpu": "hetccl", "cpu": "hetccl"}[a.layout]
@@ -276,6 +278,7 @@ def main():
     cfg = dict(backend=backend, model=model, steps=a.steps, warmup=a.warmup, nosync_steps=a.nosync_steps,
                replan_every=a.replan_every, tf32=a.tf32, deadline=a.deadline)
     batch, seq = model["batch"], model["seq"]
+    label = f"{a.layout}-{backend}-b{batch}"  # the records' row names: one record may hold several runs
     mps = Mps("hetero") if a.layout == "mps" else None
     if mps:
         mps.__enter__()
@@ -284,14 +287,14 @@ def main():
         alone = []
         for p in parts:
             r = dict(run(cfg, [p], "alone", env), steps=a.steps)
-            sps, text = line(a.layout, f"alone {p['group']}", r, batch, seq)
+            sps, text = line(label, f"alone {p['group']}", r, batch, seq)
             print(text, flush=True)
             alone.append((p["group"], sps, r))
         eq = dict(run(cfg, parts, "equal", env), steps=a.steps)
-        eq_sps, text = line(a.layout, "mixed_equal", eq, batch, seq)
+        eq_sps, text = line(label, "mixed_equal", eq, batch, seq)
         print(text + f" nosync_step_ms={1e3 * eq['nosync']:.2f}", flush=True)
         bal = dict(run(cfg, parts, "balanced", env), steps=a.steps)
-        bal_sps, text = line(a.layout, "mixed_balanced", bal, batch, seq)
+        bal_sps, text = line(label, "mixed_balanced", bal, batch, seq)
         print(text + f" nosync_step_ms={1e3 * bal['nosync']:.2f} shares={','.join(map(str, bal['shares']))} "
               f"plan_s={bal['plan_s']:.2f} predicted_step_ms={1e3 * bal['predicted']:.2f}", flush=True)
     finally:
@@ -306,7 +309,7 @@ def main():
     s = dict(sum=bal_sps / sum(x[1] for x in alone), fastest=bal_sps / fastest[1], equal_fastest=eq_sps / fastest[1],
              sync=bal["step"] / bal["nosync"], cost=bal["plan_s"] / (1000 * bal["step"]), loss=diff(bal["losses"]),
              eq_loss=diff(eq["losses"]), predicted=bal["predicted"] / bal["step"])
-    print(f"ratio hetero_training {a.layout} summary balanced/sum={s['sum']:.3f} balanced/fastest={s['fastest']:.3f} "
+    print(f"ratio hetero_training {label} summary balanced/sum={s['sum']:.3f} balanced/fastest={s['fastest']:.3f} "
           f"equal/fastest={s['equal_fastest']:.3f} balanced/equal={bal_sps / eq_sps:.3f} sync/nosync={s['sync']:.3f} "
           f"plan_cost_1000={s['cost']:.4f} loss_diff={s['loss']:.3g} equal_loss_diff={s['eq_loss']:.3g} "
           f"predicted/measured={s['predicted']:.3f}", flush=True)
@@ -330,7 +333,7 @@ def main():
                        f"ms with it, {alone_ms:.2f} ms the CUDA rank alone: the report is {verdict}",
                        s["fastest"] >= 0.9 or (told and right))]
     for what, ok in goals:
-        print(f"target {a.layout} {what}: {'met' if ok else 'NOT met'}")
+        print(f"target {label} {what}: {'met' if ok else 'NOT met'}")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""docs/performance.md and docs/performance-cpu.md from the benchmarks' results in docs/perf/data/*.json.
+"""docs/performance.md, docs/performance-cpu.md and docs/performance-costs.md from the benchmarks' results in docs/perf/data/*.json.
 
   make_performance.py add --name N --title T --machine M --command C [--date D]
                           [--text T] [--columns a,b] [--plot NAME:Y1,Y2] [--order N] SOURCE
@@ -8,10 +8,12 @@
       bench/allreduce_report.py writes; the record goes to
       docs/perf/data/N.json (its plot to docs/perf/N.png).
   make_performance.py build   writes docs/performance.md (the GPU machines'
-                              records) and docs/performance-cpu.md (the
-                              others), and one PNG plot per record that
-                              asks for one (needs matplotlib)
-  make_performance.py check   exits 1 when either page is not what
+                              records), docs/performance-cpu.md (the
+                              others) and docs/performance-costs.md (the
+                              records whose "page" is "costs": encrypted
+                              links, the flight recorder), and one PNG plot
+                              per record that asks for one (needs matplotlib)
+  make_performance.py check   exits 1 when a page is not what
                               build would write, or a plot it links is missing
 
 Each record is one run of one command on one machine: its rows are the
@@ -34,7 +36,8 @@ DOCS = os.path.dirname(HERE)
 # machines, the cost model). Runs kept from before the records existed are
 # prose in perf/earlier.md, linked from both.
 PAGES = (("gpu", "performance.md", "Performance: GPU machines"),
-         ("cpu", "performance-cpu.md", "Performance: CPU machines and the model"))
+         ("cpu", "performance-cpu.md", "Performance: CPU machines and the model"),
+         ("costs", "performance-costs.md", "Performance: what encrypted links and the flight recorder cost"))
 
 ABOUT = """Every table below is one run of the command named above it, on the machine
 named there, as that command printed it; made by `make perf-doc`
@@ -47,6 +50,9 @@ then `make perf-doc`.
 
 
 def page_of(rec):
+    """A record's page: its own "page" key (a topic's page), else by its machine."""
+    if rec.get("page"):
+        return rec["page"]
     return "gpu" if re.search(r"H100|H200", rec["machine"]) else "cpu"
 
 
@@ -149,7 +155,7 @@ def render(records, page):
     titles = {key: (name, title) for key, name, title in PAGES}
     name, title = titles[page]
     others = ", ".join(f"[{n}]({n})" for key, n, _ in PAGES if key != page)
-    out = [f"# {title}\n", f"The other machines' runs: {others}; runs kept from before the records existed: "
+    out = [f"# {title}\n", f"The other pages: {others}; runs kept from before the records existed: "
            "[perf/earlier.md](perf/earlier.md).\n", ABOUT]
     for rec in records:
         if page_of(rec) != page:
