@@ -91,7 +91,19 @@ std::string ofiHardwareProvider() {
 #endif
 }
 
-std::vector<std::string> transportNames() { return {"tcp", "shm", "ucx", "ofi", "net"}; }
+// The transports this build has: ucx and ofi need their headers at build
+// time (their libraries are loaded at run time); net loads a plugin.
+std::vector<std::string> transportNames() {
+  std::vector<std::string> names{"tcp", "shm"};
+#if HETCCL_HAVE_UCX
+  names.push_back("ucx");
+#endif
+#if HETCCL_HAVE_OFI
+  names.push_back("ofi");
+#endif
+  names.push_back("net");
+  return names;
+}
 
 std::unique_ptr<Transport> createTransport(const std::string& name, const TransportContext& ctx) {
   if (name == "tcp") return std::make_unique<TcpTransport>(ctx);
@@ -111,7 +123,9 @@ std::unique_ptr<Transport> createTransport(const std::string& name, const Transp
 #endif
   }
   if (name == "net") return std::make_unique<NetTransport>(ctx);
-  throwError(hetcclInvalidArgument, "unknown transport '" + name + "' (known: tcp, shm, ucx, ofi, net)");
+  std::string known;
+  for (const std::string& n : transportNames()) known += (known.empty() ? "" : ", ") + n;
+  throwError(hetcclInvalidArgument, "unknown transport '" + name + "' (this build has: " + known + ")");
 }
 
 }  // namespace hetccl
