@@ -48,18 +48,44 @@ InterChoice pickInter(const std::vector<std::string>& order, const std::vector<I
 }
 
 InterChoice chooseInterTransport(Bootstrap& bootstrap, int rank, int nranks, const std::vector<std::string>& order) {
-  auto named = [&](const char* t) { return std::find(order.begin(), order.end(), t) != order.end(); };
-  std::vector<uint8_t> facts(static_cast<size_t>(nranks) * 2, 0);
-  facts[rank * 2] = named("ucx") && ucxRdmaAvailable() ? 1 : 0;
-  std::string provider;
-  if (named("ofi")) provider = ofiHardwareProvider();
-  facts[rank * 2 + 1] = provider.empty() ? 0 : 1;
-  bootstrap.allGather(facts.data(), 2);
-  std::vector<InterFacts> ranks(static_cast<size_t>(nranks));
-  for (int r = 0; r < nranks; ++r) ranks[r] = {facts[r * 2] != 0, facts[r * 2 + 1] != 0};
-  InterChoice c = pickInter(order, ranks);
+  // One probe and one exchange per transport in order, until one fits every
+  // rank: a transport after the one chosen is never probed (libfabric's
+  // fi_getinfo walks every provider it has). So every rank must walk the
+  // same order: checked first, else ranks would exchange out of step.
   std::string orderText;
   for (const auto& n : order) orderText += (orderText.empty() ? "" : ",") + n;
+  uint64_t hash = 1469598103934665603ull;  // FNV-1a of the order's text
+  for (char ch : orderText) hash = (hash ^ static_cast<uint8_t>(ch)) * 1099511628211ull;
+  std::vector<uint64_t> hashes(static_cast<size_t>(nranks), 0);
+  hashes[rank] = hash;
+  bootstrap.allGather(hashes.data(), sizeof(uint64_t));
+  for (int r = 0; r < nranks; ++r)
+    if (hashes[r] != hash)
+      throwError(hetcclInvalidUsage, "HETCCL_AUTO_INTER differs between rank " + std::to_string(r) + " and rank " +
+                                         std::to_string(rank) + " ('" + orderText +
+                                         "'): every rank must set the same order");
+  std::vector<InterFacts> ranks(static_cast<size_t>(nranks));
+  std::string provider;
+  for (const std::string& name : order) {
+    if (name == "tcp") break;
+    uint8_t mine = 0;
+    if (name == "ucx") {
+      mine = ucxRdmaAvailable() ? 1 : 0;
+    } else {
+      provider = ofiHardwareProvider();
+      mine = provider.empty() ? 0 : 1;
+    }
+    std::vector<uint8_t> facts(static_cast<size_t>(nranks), 0);
+    facts[rank] = mine;
+    bootstrap.allGather(facts.data(), 1);
+    bool all = true;
+    for (int r = 0; r < nranks; ++r) {
+      (name == "ucx" ? ranks[r].ucxRdma : ranks[r].ofiHardware) = facts[r] != 0;
+      all = all && facts[r] != 0;
+    }
+    if (all) break;
+  }
+  InterChoice c = pickInter(order, ranks);
   const std::string mine = provider.empty() ? "" : "; this rank's libfabric provider: " + provider;
   LOG_INFO(kTransport, "transport between hosts: %s (HETCCL_TRANSPORT=auto, HETCCL_AUTO_INTER=%s): %s%s",
            c.name.c_str(), orderText.c_str(), c.reason.c_str(), mine.c_str());
