@@ -62,9 +62,13 @@ void checkArgs(hetcclComm* comm, CollArgs& a, hetcclRedOp_t op, bool reduces) {
 void checkBufferKinds(Comm& c, const CollArgs& a) {
   CallExtent e = callExtent(c.nranks(), c.rank(), a);
   DeviceRuntime& d = c.device();
+  // In one group the vendor library alone touches the buffers: a buffer seen
+  // before is not asked about again (DeviceRuntime::bufferKind). Where
+  // hetccl copies or folds them itself, every call asks.
+  const bool handedOn = c.ready() && c.topo().ngroups() == 1;
   auto check = [&](const void* p, size_t bytes, const char* name) {
     if (!p || bytes == 0) return;
-    MemKind k = d.pointerKind(p);
+    MemKind k = handedOn ? d.bufferKind(p) : d.pointerKind(p);
     if (c.isGpuRank()) {
       if (k == MemKind::kDevice) return;
       throwError(hetcclInvalidArgument, std::string(name) + " is " + memKindName(k) + ", but this rank is a " +
