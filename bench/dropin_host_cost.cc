@@ -10,9 +10,12 @@
 // runtime call costs 0.1-1 us there) shows as the runtime calls per call.
 //
 //   hetccl-dropin-host-cost [--iters N] [--rounds R] [--max-runtime-calls K]
-//                           [--dropin PATH] [--nccl PATH] [--cudart PATH]
+//                           [--dropin PATH] [--baseline PATH] [--nccl PATH] [--cudart PATH]
+// --baseline: another build's libnccl.so.2, timed in the same rounds (its
+// added time and calls follow on each line: before and after a change).
 // Prints per case:
-//   host_cost <case> vendor_ns=<t> dropin_ns=<t> added_ns=<t> runtime_calls=<per call> vendor_calls=<per call>
+//   ratio dropin_host_cost <case> vendor_ns=<t> dropin_ns=<t> added_ns=<t> runtime_calls=<per call>
+//         vendor_calls=<per call>                    (one line; the best round of each side)
 //   runtime_calls <case> <name>=<per call> ...      (where any)
 // Exits 1 where a call fails or a case makes more runtime calls a call than
 // --max-runtime-calls (a check of what hetccl calls, never of time).
@@ -113,10 +116,22 @@ struct Case {
 
 }  // namespace
 
+// One library the cases run through, with its communicator and what a
+// case measured there.
+struct Side {
+  Side(const char* w, const Nccl& n) : what(w), nccl(n) {}
+  const char* what;
+  Nccl nccl;
+  Comm comm = nullptr;
+  double bestNs = 1e300;
+  std::vector<unsigned long long> delta;  // counters over one measured round
+};
+
 int main(int argc, char** argv) {
   int iters = 20000, rounds = 7;
   long maxRuntimeCalls = -1;
-  std::string dropin = HETCCL_BENCH_DROPIN, ncclPath = HETCCL_BENCH_STANDIN_NCCL, cudart = HETCCL_BENCH_STANDIN_CUDART;
+  std::string dropin = HETCCL_BENCH_DROPIN, ncclPath = HETCCL_BENCH_STANDIN_NCCL, cudart = HETCCL_BENCH_STANDIN_CUDART,
+              baseline;
   for (int i = 1; i < argc; ++i) {
     auto value = [&]() -> const char* {
       if (i + 1 >= argc) {
@@ -133,6 +148,8 @@ int main(int argc, char** argv) {
       maxRuntimeCalls = atol(value());
     } else if (!strcmp(argv[i], "--dropin")) {
       dropin = value();
+    } else if (!strcmp(argv[i], "--baseline")) {
+      baseline = value();
     } else if (!strcmp(argv[i], "--nccl")) {
       ncclPath = value();
     } else if (!strcmp(argv[i], "--cudart")) {
@@ -140,7 +157,7 @@ int main(int argc, char** argv) {
     } else {
       fprintf(stderr,
               "usage: dropin_host_cost [--iters N] [--rounds R] [--max-runtime-calls K] [--dropin PATH] "
-              "[--nccl PATH] [--cudart PATH]\n");
+              "[--baseline PATH] [--nccl PATH] [--cudart PATH]\n");
       return 2;
     }
   }
@@ -148,7 +165,7 @@ int main(int argc, char** argv) {
     fprintf(stderr, "dropin_host_cost: --iters %d and --rounds %d must be at least 1\n", iters, rounds);
     return 2;
   }
-  // The drop-in reads these when it makes its first communicator.
+  // The drop-ins read these when they make their first communicator.
   setenv("HETCCL_CUDA_LIB", cudart.c_str(), 1);
   setenv("HETCCL_NCCL_LIB", ncclPath.c_str(), 1);
   unsetenv("HETCCL_DEVICE");
@@ -163,17 +180,16 @@ int main(int argc, char** argv) {
   int (*cudaStreamCreate)(void**, unsigned) = nullptr;
   sym(rt, "cudaMalloc", cudaMalloc);
   sym(rt, "cudaStreamCreateWithFlags", cudaStreamCreate);
-  const Nccl vendor = bind(vendorLib), hetccl = bind(open(dropin));
-
-  UniqueId vid{}, hid{};
-  Comm vc = nullptr, hc = nullptr;
-  if (vendor.getUniqueId(&vid) || vendor.commInitRank(&vc, 1, vid, 0)) {
-    fprintf(stderr, "dropin_host_cost: the stand-in NCCL's init failed\n");
-    return 1;
-  }
-  if (hetccl.getUniqueId(&hid) || hetccl.commInitRank(&hc, 1, hid, 0)) {
-    fprintf(stderr, "dropin_host_cost: the drop-in's init failed: %s\n", hetccl.getLastError(nullptr));
-    return 1;
+  // Each drop-in is a library of its own (RTLD_LOCAL): two builds of hetccl
+  // side by side in one process, each with its own communicator.
+  std::vector<Side> sides{Side("the stand-in NCCL", bind(vendorLib)), Side("the drop-in", bind(open(dropin)))};
+  if (!baseline.empty()) sides.emplace_back("the baseline drop-in", bind(open(baseline)));
+  for (Side& s : sides) {
+    UniqueId id{};
+    if (s.nccl.getUniqueId(&id) || s.nccl.commInitRank(&s.comm, 1, id, 0)) {
+      fprintf(stderr, "dropin_host_cost: init through %s failed: %s\n", s.what, s.nccl.getLastError(nullptr));
+      return 1;
+    }
   }
   const size_t count = 1024;  // floats: the size never reaches the stand-in's work
   void *a = nullptr, *b = nullptr, *stream = nullptr;
@@ -207,40 +223,51 @@ int main(int argc, char** argv) {
 
   bool ok = true;
   const int nc = counters.n();
+  const size_t ns = sides.size();
+  auto runtimeCalls = [&](const Side& s) {
+    unsigned long long n = 0;
+    for (int q = 0; q < nc; ++q) n += s.delta[q];
+    return static_cast<double>(n) / iters;
+  };
   for (const Case& k : cases) {
-    double best[2] = {1e300, 1e300};  // vendor, drop-in
-    std::vector<unsigned long long> delta;
+    for (Side& s : sides) s.bestNs = 1e300;
     for (int r = 0; r <= rounds; ++r) {  // round 0 warms up
-      for (int j = 0; j < 2; ++j) {
-        const int side = (r % 2 == 0) ? j : 1 - j;
-        const Nccl& n = side ? hetccl : vendor;
-        const Comm c = side ? hc : vc;
+      for (size_t j = 0; j < ns; ++j) {
+        Side& s = sides[(r % 2 == 0) ? j : ns - 1 - j];  // the order turns every round
         const std::vector<unsigned long long> before = counters.read();
         const double t0 = nowNs();
         int rc = 0;
-        for (int i = 0; i < iters; ++i) rc |= k.run(n, c);
+        for (int i = 0; i < iters; ++i) rc |= k.run(s.nccl, s.comm);
         const double t = (nowNs() - t0) / iters;
         if (rc != 0) {
-          fprintf(stderr, "dropin_host_cost: %s through %s failed: %s\n", k.name, side ? "the drop-in" : "the stand-in",
-                  side ? hetccl.getLastError(hc) : "");
+          fprintf(stderr, "dropin_host_cost: %s through %s failed: %s\n", k.name, s.what, s.nccl.getLastError(s.comm));
           return 1;
         }
-        if (r > 0) best[side] = std::min(best[side], t);
-        if (side == 1 && r == 1) {
-          delta = counters.read();
-          for (size_t q = 0; q < delta.size(); ++q) delta[q] -= before[q];
+        if (r > 0) s.bestNs = std::min(s.bestNs, t);
+        if (r == 1) {
+          s.delta = counters.read();
+          for (size_t q = 0; q < s.delta.size(); ++q) s.delta[q] -= before[q];
         }
       }
     }
-    unsigned long long runtime = 0;
-    for (int q = 0; q < nc; ++q) runtime += delta[q];
-    const double perCall = static_cast<double>(runtime) / iters;
-    printf("host_cost %s vendor_ns=%.1f dropin_ns=%.1f added_ns=%.1f runtime_calls=%.2f vendor_calls=%.2f\n", k.name,
-           best[0], best[1], best[1] - best[0], perCall, static_cast<double>(delta[nc]) / iters);
-    if (runtime) {
+    const Side &vendor = sides[0], &hetccl = sides[1];
+    const double perCall = runtimeCalls(hetccl);
+    printf("ratio dropin_host_cost %s vendor_ns=%.1f dropin_ns=%.1f added_ns=%.1f runtime_calls=%.2f vendor_calls=%.2f",
+           k.name, vendor.bestNs, hetccl.bestNs, hetccl.bestNs - vendor.bestNs, perCall,
+           static_cast<double>(hetccl.delta[nc]) / iters);
+    if (ns > 2) {
+      const Side& base = sides[2];
+      printf(
+          " baseline_ns=%.1f baseline_added_ns=%.1f added/baseline_added=%.3f baseline_runtime_calls=%.2f "
+          "baseline_vendor_calls=%.2f",
+          base.bestNs, base.bestNs - vendor.bestNs, (hetccl.bestNs - vendor.bestNs) / (base.bestNs - vendor.bestNs),
+          runtimeCalls(base), static_cast<double>(base.delta[nc]) / iters);
+    }
+    printf("\n");
+    if (perCall > 0) {
       printf("runtime_calls %s", k.name);
       for (int q = 0; q < nc; ++q)
-        if (delta[q]) printf(" %s=%.2f", counters.name(q), static_cast<double>(delta[q]) / iters);
+        if (hetccl.delta[q]) printf(" %s=%.2f", counters.name(q), static_cast<double>(hetccl.delta[q]) / iters);
       printf("\n");
     }
     if (maxRuntimeCalls >= 0 && perCall > static_cast<double>(maxRuntimeCalls)) {
@@ -250,7 +277,6 @@ int main(int argc, char** argv) {
     }
     fflush(stdout);
   }
-  hetccl.commDestroy(hc);
-  vendor.commDestroy(vc);
+  for (Side& s : sides) s.nccl.commDestroy(s.comm);
   return ok ? 0 : 1;
 }
