@@ -17,8 +17,10 @@
 //   ratio dropin_host_cost <case> vendor_ns=<t> dropin_ns=<t> added_ns=<t> runtime_calls=<per call>
 //         vendor_calls=<per call>                    (one line; the best round of each side)
 //   runtime_calls <case> <name>=<per call> ...      (where any)
-// Exits 1 where a call fails or a case makes more runtime calls a call than
-// --max-runtime-calls (a check of what hetccl calls, never of time).
+// Exits 1 where a call fails, a case makes more runtime calls a call than
+// --max-runtime-calls, or (--no-extra-vendor-calls) more calls into the
+// vendor library than the application made (checks of what hetccl calls,
+// never of time).
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -130,6 +132,7 @@ struct Side {
 int main(int argc, char** argv) {
   int iters = 20000, rounds = 7;
   long maxRuntimeCalls = -1;
+  bool noExtraVendorCalls = false;
   std::string dropin = HETCCL_BENCH_DROPIN, ncclPath = HETCCL_BENCH_STANDIN_NCCL, cudart = HETCCL_BENCH_STANDIN_CUDART,
               baseline;
   for (int i = 1; i < argc; ++i) {
@@ -146,6 +149,8 @@ int main(int argc, char** argv) {
       rounds = atoi(value());
     } else if (!strcmp(argv[i], "--max-runtime-calls")) {
       maxRuntimeCalls = atol(value());
+    } else if (!strcmp(argv[i], "--no-extra-vendor-calls")) {
+      noExtraVendorCalls = true;
     } else if (!strcmp(argv[i], "--dropin")) {
       dropin = value();
     } else if (!strcmp(argv[i], "--baseline")) {
@@ -156,7 +161,8 @@ int main(int argc, char** argv) {
       cudart = value();
     } else {
       fprintf(stderr,
-              "usage: dropin_host_cost [--iters N] [--rounds R] [--max-runtime-calls K] [--dropin PATH] "
+              "usage: dropin_host_cost [--iters N] [--rounds R] [--max-runtime-calls K] [--no-extra-vendor-calls] "
+              "[--dropin PATH] "
               "[--baseline PATH] [--nccl PATH] [--cudart PATH]\n");
       return 2;
     }
@@ -273,6 +279,11 @@ int main(int argc, char** argv) {
     if (maxRuntimeCalls >= 0 && perCall > static_cast<double>(maxRuntimeCalls)) {
       printf("dropin_host_cost: %s makes %.2f runtime calls a call, more than --max-runtime-calls %ld\n", k.name,
              perCall, maxRuntimeCalls);
+      ok = false;
+    }
+    if (noExtraVendorCalls && hetccl.delta[nc] > vendor.delta[nc]) {
+      printf("dropin_host_cost: %s makes %.2f vendor calls a call, more than the %.2f the application makes\n", k.name,
+             static_cast<double>(hetccl.delta[nc]) / iters, static_cast<double>(vendor.delta[nc]) / iters);
       ok = false;
     }
     fflush(stdout);
