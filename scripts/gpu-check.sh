@@ -36,7 +36,7 @@ for s in $steps; do
       [ -n "${UCX_PREFIX:-}" ] && gtest+=(-DUCX_INCLUDE_DIR="$UCX_PREFIX/include")
       step configure 120 cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo "${gtest[@]}"
       step build 400 cmake --build "$build" -j "$(nproc)" --target hetccl hetccl-perf gpu_matrix test_kernels \
-        hetccl-gpu-passthrough unit_device unit_backend unit_nccl hetccl-info nccl_dropin test_dropin hetccl-membw \
+        hetccl-gpu-passthrough hetccl-dropin-host-cost unit_device unit_backend unit_nccl hetccl-info nccl_dropin test_dropin hetccl-membw \
         mp_emu_tests hetccl-flight-cost unit_core pair_relay_rank
       ;;
     unit)
@@ -103,7 +103,10 @@ for s in $steps; do
       step torch_watchdog_abort 260 env HETCCL_DROPIN_LIB="$build/dropin/libnccl.so.2" \
         "$here/tools/hetccl-torch-run" python3 "$here/tests/gpu/torch_watchdog_abort.py"
       ;;
-    overhead)  # one-group overhead of the drop-in against NCCL alone, in torch
+    overhead)  # one-group overhead of the drop-in against NCCL alone: the C API against NCCL in one process (ratio
+      # per size, target 1.05x), the host time against stand-ins on this CPU (runtime calls per call), torch
+      step passthrough_overhead 120 "$build/tools/hetccl-gpu-passthrough" 200
+      step dropin_host_cost 120 "$build/tools/hetccl-dropin-host-cost"
       TAIL=12 step torch_dropin_overhead 400 bash "$here/bench/torch_dropin_overhead.sh" "$build"
       ;;
     c10d)  # the native torch backend: pip-install python/, then a CUDA rank and a CPU rank

@@ -6,6 +6,7 @@
 #include <limits>
 #include <memory>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "algorithm/coll.h"
@@ -23,7 +24,7 @@ namespace {
 
 // Records `calls` in the communicator's flight recorder; returns the first
 // one's number for FlightRecorder::finish. atUs: as FlightRecorder::issue.
-uint64_t recordCalls(hetcclComm& comm, const std::vector<CollArgs>& calls, FlightRecorder::State state,
+uint64_t recordCalls(hetcclComm& comm, std::span<const CollArgs> calls, FlightRecorder::State state,
                      double* atUs = nullptr) {
   if (!comm.flight().on()) return 0;
   // A GPU rank's calls inside one group end on the stream, unseen here.
@@ -106,7 +107,7 @@ void checkUsable(hetcclComm* comm) {
   if (comm->asyncError() != hetcclSuccess)
     throwError(comm->asyncError(), "an earlier call on this communicator failed (" + comm->failureText() +
                                        "); it must be aborted or destroyed");
-  hetcclResult_t pending = comm->proxy().status();
+  hetcclResult_t pending = comm->proxy().failure();
   if (pending != hetcclSuccess && pending != hetcclInProgress)
     throwError(pending, "an earlier non-blocking call failed (" + comm->proxy().errorText() +
                             "); the communicator must be aborted or destroyed");
@@ -118,7 +119,7 @@ void checkUsable(hetcclComm* comm) {
 // earlier calls; blocking ranks of a group over several communicators, all
 // at once while the group waits: mayWait false). A failure fails the
 // communicator. Returns whether non-blocking work was queued. Under a CommRef.
-bool dispatchCalls(hetcclComm* comm, const std::vector<CollArgs>& calls, bool mayWait) {
+bool dispatchCalls(hetcclComm* comm, std::span<const CollArgs> calls, bool mayWait) {
   const bool blocking = comm->options().blocking;
   const bool waitedOnProxy = blocking && !mayWait && !comm->isGpuRank();
   std::optional<ExclusiveUse> use;
@@ -149,18 +150,19 @@ bool dispatchCalls(hetcclComm* comm, const std::vector<CollArgs>& calls, bool ma
     countHostCalls(*comm, cs.size());  // the topology is known once init ran
     recorded(*comm, first, cs.size(), true, now, [&] { runCalls(hostPlan(*comm), cs); });
   };
-  if (blocking && mayWait) {  // on this thread: the calls are not copied
-    failOnError(*comm, [&] { run(calls, startUs); });
+  std::vector<CollArgs> owned(calls.begin(), calls.end());  // what the plans and the proxy's jobs take
+  if (blocking && mayWait) {                                // on this thread
+    failOnError(*comm, [&] { run(owned, startUs); });
     return false;
   }
   if (waitedOnProxy) {
-    comm->proxy().submit([comm, run, calls] {  // the caller waits for it (runTogether)
+    comm->proxy().submit([comm, run, calls = std::move(owned)] {  // the caller waits for it (runTogether)
       ExclusiveUse inCall(*comm);
       run(calls, 0);
     });
     return false;
   }
-  comm->proxy().submit([run, calls] { run(calls, 0); });
+  comm->proxy().submit([run, calls = std::move(owned)] { run(calls, 0); });
   return true;
 }
 
@@ -235,7 +237,7 @@ hetcclResult_t submit(hetcclComm* comm, const char* fn, CollArgs a, hetcclRedOp_
       threadGroup().calls.push_back(PendingCall{comm, a});
       return;
     }
-    queued = dispatchCalls(comm, {a}, true);
+    queued = dispatchCalls(comm, {&a, 1}, true);
   });
   return (r == hetcclSuccess && queued) ? hetcclInProgress : r;
 }
@@ -328,12 +330,38 @@ hetcclResult_t hetcclGroupEnd(void) {
     if (--g.depth > 0) return;
     std::vector<PendingCall> ops;
     ops.swap(g.calls);
+    // The vector's room goes back to the thread for its next group: no
+    // allocation for a group of send/recv like the last.
+    struct GiveBack {
+      std::vector<PendingCall>& ops;
+      GroupState& g;
+      ~GiveBack() {
+        ops.clear();
+        if (g.calls.empty()) g.calls.swap(ops);
+      }
+    } giveBack{ops, g};
     std::vector<PendingInit> inits;
     inits.swap(g.inits);
     // Communicators created in the group first: calls on them follow.
     anyNonBlocking = runPendingInits(inits);
+    if (ops.empty()) return;
     // Per communicator, in order of first use: its collectives in call order,
     // then all its point-to-point operations together.
+    hetcclComm* const only = ops.front().comm;
+    if (std::all_of(ops.begin(), ops.end(), [&](const PendingCall& p) { return p.comm == only; })) {
+      // One communicator, the common group: its calls in a vector this
+      // thread keeps (nothing that dispatchCalls runs on this thread ends a
+      // group).
+      thread_local std::vector<CollArgs> calls;
+      calls.clear();
+      for (const PendingCall& p : ops) calls.push_back(p.args);
+      hetcclResult_t r = guard(only, "hetcclGroupEnd", [&] {
+        CommRef ref(only);
+        if (dispatchCalls(only, calls, true)) anyNonBlocking = true;
+      });
+      if (r != hetcclSuccess) throw Error(r, lastErrorText(only));
+      return;
+    }
     std::vector<hetcclComm*> comms;
     for (const PendingCall& p : ops)
       if (std::find(comms.begin(), comms.end(), p.comm) == comms.end()) comms.push_back(p.comm);
@@ -343,19 +371,9 @@ hetcclResult_t hetcclGroupEnd(void) {
         if (p.comm == comm) calls.push_back(p.args);
       return calls;
     };
-    if (comms.size() > 1) {
-      // One thread drives several ranks (ncclCommInitAll's pattern): their
-      // calls must run at once, or the first would wait for the others.
-      if (runTogether(comms, callsOf)) anyNonBlocking = true;
-      return;
-    }
-    for (hetcclComm* comm : comms) {
-      hetcclResult_t r = guard(comm, "hetcclGroupEnd", [&] {
-        CommRef ref(comm);
-        if (dispatchCalls(comm, callsOf(comm), true)) anyNonBlocking = true;
-      });
-      if (r != hetcclSuccess) throw Error(r, lastErrorText(comm));
-    }
+    // One thread drives several ranks (ncclCommInitAll's pattern): their
+    // calls must run at once, or the first would wait for the others.
+    if (runTogether(comms, callsOf)) anyNonBlocking = true;
   });
   return (r == hetcclSuccess && anyNonBlocking) ? hetcclInProgress : r;
 }

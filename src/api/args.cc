@@ -1,8 +1,6 @@
 // Checks of a collective call's arguments, before anything runs (args.h).
 #include "api/args.h"
 
-#include <limits>
-
 #include "api/guard.h"
 #include "core/error.h"
 
@@ -27,8 +25,11 @@ void checkArgs(hetcclComm* comm, CollArgs& a, hetcclRedOp_t op, bool reduces) {
   HETCCL_CHECK_ARG(dataTypeValid(a.dt),
                    "datatype " + std::to_string(static_cast<int>(a.dt)) + " is not a hetccl data type (0-11)");
   const int n = comm->nranks(), me = comm->rank();
-  size_t es = dataTypeSize(a.dt), factor = countFactor(a.kind, n);
-  HETCCL_CHECK_ARG(a.count <= std::numeric_limits<size_t>::max() / es / factor,
+  // es * factor cannot overflow (at most 8 bytes times the ranks); a
+  // multiply checked for overflow instead of two divisions a call.
+  const size_t es = dataTypeSize(a.dt), factor = countFactor(a.kind, n);
+  size_t bytes = 0;
+  HETCCL_CHECK_ARG(!__builtin_mul_overflow(a.count, es * factor, &bytes),
                    "count " + std::to_string(a.count) + " overflows the byte size of the buffers");
   HETCCL_CHECK_ARG(a.count <= (size_t{1} << 48), "count " + std::to_string(a.count) + " is larger than 2^48 elements");
   if (reduces) a.op = comm->resolveOp(op, a.dt);
@@ -62,9 +63,13 @@ void checkArgs(hetcclComm* comm, CollArgs& a, hetcclRedOp_t op, bool reduces) {
 void checkBufferKinds(Comm& c, const CollArgs& a) {
   CallExtent e = callExtent(c.nranks(), c.rank(), a);
   DeviceRuntime& d = c.device();
+  // In one group the vendor library alone touches the buffers: a buffer seen
+  // before is not asked about again (DeviceRuntime::bufferKind). Where
+  // hetccl copies or folds them itself, every call asks.
+  const bool handedOn = c.ready() && c.topo().ngroups() == 1;
   auto check = [&](const void* p, size_t bytes, const char* name) {
     if (!p || bytes == 0) return;
-    MemKind k = d.pointerKind(p);
+    MemKind k = handedOn ? d.bufferKind(p) : d.pointerKind(p);
     if (c.isGpuRank()) {
       if (k == MemKind::kDevice) return;
       throwError(hetcclInvalidArgument, std::string(name) + " is " + memKindName(k) + ", but this rank is a " +

@@ -16,6 +16,9 @@ thread_local std::string tlsLastError;
 struct Registry {
   std::mutex mu;
   std::unordered_set<const hetcclComm*> live;
+  // The communicator last found live, checked before the set (a job calls
+  // on one communicator after another); cleared when it is retired.
+  const hetcclComm* recent = nullptr;
   std::unordered_map<const hetcclComm*, std::string> lastError;
 };
 Registry& registry() {
@@ -56,7 +59,10 @@ void requireLive(const Registry& r, const hetcclComm* comm) {
 CommRef::CommRef(hetcclComm* comm) : comm_(comm) {
   Registry& r = registry();
   std::lock_guard<std::mutex> g(r.mu);
-  requireLive(r, comm);
+  if (!comm || comm != r.recent) {
+    requireLive(r, comm);
+    r.recent = comm;
+  }
   comm->activeCalls.fetch_add(1);
 }
 
@@ -85,6 +91,7 @@ void retireComm(hetcclComm* comm) {
   requireLive(r, comm);
   r.live.erase(comm);
   r.lastError.erase(comm);
+  if (r.recent == comm) r.recent = nullptr;
 }
 
 void waitUntilIdle(hetcclComm* comm) {
@@ -101,6 +108,7 @@ void retireIdleComm(hetcclComm* comm) {
                "thread; Destroy needs it idle)");
   r.live.erase(comm);
   r.lastError.erase(comm);
+  if (r.recent == comm) r.recent = nullptr;
 }
 
 void checkReady(const hetcclComm* comm) {

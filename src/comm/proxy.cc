@@ -86,6 +86,7 @@ void Proxy::loop() {
     if (code != hetcclSuccess && error_ == hetcclSuccess) {
       error_ = code;
       errorText_ = text;
+      failed_.store(code, std::memory_order_release);
       LOG_WARN(kColl, "proxy: %s", text.c_str());
     }
     cv_.notify_all();

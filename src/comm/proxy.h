@@ -32,6 +32,9 @@ class Proxy {
   // hetcclInProgress while jobs are queued or running, else the first
   // failure's code, else hetcclSuccess.
   hetcclResult_t status() const;
+  // The first failure's code, else hetcclSuccess: status() without its
+  // lock, for the check every call makes.
+  hetcclResult_t failure() const { return failed_.load(std::memory_order_acquire); }
   std::string errorText() const;
   // Waits until no job is queued or running (each job is bounded by the
   // communicator's timeout and abort flag).
@@ -58,6 +61,7 @@ class Proxy {
   bool running_ = false;  // a job is executing
   bool stop_ = false;
   hetcclResult_t error_ = hetcclSuccess;
+  std::atomic<hetcclResult_t> failed_{hetcclSuccess};  // error_, stored with it
   std::string errorText_;
   std::thread thread_;
   std::function<void(hetcclResult_t, const std::string&)> onFailure_;

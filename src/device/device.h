@@ -33,6 +33,12 @@ class DeviceRuntime {
   virtual const char* kind() const = 0;  // "host", "cuda", "hip"
   // Where ptr lives, as seen from this rank's device.
   virtual MemKind pointerKind(const void* ptr) const = 0;
+  // pointerKind of a collective's buffer that hetccl hands on without
+  // touching it (a one-group pass-through): a GPU runtime remembers the
+  // last buffers it found to be this device's memory and answers for them
+  // without asking the vendor runtime again (gpu_device.cc says when that
+  // answer can be stale). Other pointers are asked every time.
+  virtual MemKind bufferKind(const void* ptr) { return pointerKind(ptr); }
   // Memory the rank's collectives may use as buffers.
   virtual void* alloc(size_t bytes) = 0;
   virtual void free(void* ptr) = 0;

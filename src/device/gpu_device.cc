@@ -1,6 +1,8 @@
 // The GPU device runtimes ("cuda", "hip") over a GpuApi table. A GPU rank is
 // bound to the device that is current on the thread creating the
 // communicator, as with NCCL.
+#include <array>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -124,6 +126,21 @@ class GpuRuntime : public DeviceRuntime {
     if (a.type == device || a.type == managed) return a.device == dev_ ? MemKind::kDevice : MemKind::kOtherDevice;
     if (a.type == host) return MemKind::kPinnedHost;
     return MemKind::kHost;
+  }
+
+  // A pointer found to be this device's memory stays so until the caller
+  // frees it; the vendor runtime keeps freed device addresses reserved, so
+  // host memory does not come back at them, and a freed one handed on is
+  // what the vendor library would get without hetccl (NCCL itself checks
+  // no pointer unless NCCL_CHECK_POINTERS is set). Lookups and stores are
+  // relaxed atomics: calls on other threads may race here harmlessly.
+  MemKind bufferKind(const void* ptr) override {
+    const auto bits = reinterpret_cast<uintptr_t>(ptr);
+    std::atomic<const void*>& slot = knownBuffers_[((bits >> 9) ^ (bits >> 17)) % kKnownBuffers];
+    if (ptr && slot.load(std::memory_order_relaxed) == ptr) return MemKind::kDevice;
+    const MemKind k = pointerKind(ptr);
+    if (k == MemKind::kDevice) slot.store(ptr, std::memory_order_relaxed);
+    return k;
   }
 
   void* alloc(size_t bytes) override {
@@ -285,6 +302,8 @@ class GpuRuntime : public DeviceRuntime {
   }
 
   const GpuApi& api_;
+  static constexpr size_t kKnownBuffers = 64;  // a bucketed model's buffers, or a training step's
+  std::array<std::atomic<const void*>, kKnownBuffers> knownBuffers_{};
   int dev_ = 0;
   bool hostAddressIsDevice_ = false;
   bool waitValueWorks_ = api_.cuWaitValue64 || api_.hipWaitValue64;

@@ -212,14 +212,27 @@ void enqueueChunkedAllReduce(Comm& c, const CollArgs& a, size_t step) {
       release);
 }
 
+// Whether a communicator of one group hands `calls` to the vendor library
+// as one call of its own, outside a group of the library's: one collective
+// that the library has, or one send or receive (NCCL runs a lone call as a
+// group of one itself). Send/recv inside a group of several stays grouped
+// (VendorCalls routes whole groups).
+bool oneVendorCall(const Comm& c, std::span<const CollArgs> calls) {
+  if (calls.size() != 1 || c.topo().ngroups() != 1) return false;
+  const CollKind k = calls[0].kind;
+  return k != CollKind::kAlltoAll && k != CollKind::kGather && k != CollKind::kScatter;
+}
+
 // One group: the vendor library (`be`) does it all, on the caller's stream.
 // Also the send/recv between ranks of one group of several, through
 // VendorCalls (peers are global ranks; the vendor library takes group
-// ranks).
-void passThrough(Comm& c, const std::vector<CollArgs>& calls, Backend& be) {
+// ranks). Several calls, or one made of several of the library's, go in a
+// group of the library's; a lone call goes as it is.
+void passThrough(Comm& c, std::span<const CollArgs> calls, Backend& be) {
   const int n = c.nranks();
   const std::vector<int>& inGroup = c.topo().groupRank;
-  be.groupStart();
+  const bool grouped = !oneVendorCall(c, calls);
+  if (grouped) be.groupStart();
   for (const CollArgs& a : calls) {
     auto* s = static_cast<const uint8_t*>(a.send);
     auto* r = static_cast<uint8_t*>(a.recv);
@@ -248,7 +261,7 @@ void passThrough(Comm& c, const std::vector<CollArgs>& calls, Backend& be) {
         break;
     }
   }
-  be.groupEnd();
+  if (grouped) be.groupEnd();
 }
 
 // Send/recv with a peer of this rank's own group: the vendor library on the
@@ -305,12 +318,13 @@ void enqueueBorderWork(Comm& c, const std::vector<CollArgs>& border, std::vector
 // waits; a stream wait-value can hold up other streams that share its
 // hardware queue, which groups of several real GPUs (never run here) would
 // meet first.
-void enqueueDeviceCalls(Comm& c, std::vector<CollArgs> calls) {
-  if (calls.empty()) return;
-  if (c.topo().ngroups() == 1) {
-    c.countCalls(hetcclPathNone, calls.size());
-    return passThrough(c, calls, c.groupBackend());
+void enqueueDeviceCalls(Comm& c, std::span<const CollArgs> given) {
+  if (given.empty()) return;
+  if (c.topo().ngroups() == 1) {  // no copy of the calls: the vendor library gets them as they are
+    c.countCalls(hetcclPathNone, given.size());
+    return passThrough(c, given, c.groupBackend());
   }
+  std::vector<CollArgs> calls(given.begin(), given.end());
   prepareBorderPairs(c, calls);
   InIssueOrder order(*c.stagingState(), calls);
   // Collectives the device border takes go first, one after the other in

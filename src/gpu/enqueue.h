@@ -13,6 +13,7 @@
 //   by hetcclCommGetAsyncError and the next call.
 #pragma once
 
+#include <span>
 #include <vector>
 
 #include "algorithm/coll.h"
@@ -29,7 +30,7 @@ struct ChunkHooks;
 // calling thread never waits for the device or the proxy: vendor library
 // calls it would make while staged calls are queued on the proxy go through
 // the proxy (vendor_calls.h).
-void enqueueDeviceCalls(Comm& c, std::vector<CollArgs> calls);
+void enqueueDeviceCalls(Comm& c, std::span<const CollArgs> calls);
 
 // Whether a call's buffers are in place (send + sendAt == recv + recvAt:
 // AllGather's send block at recvAt in recv, ReduceScatter's recv block at

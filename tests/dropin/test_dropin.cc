@@ -555,7 +555,8 @@ TEST_F(DropIn, AbortDuringANonBlockingVendorInitReturnsAtOnce) {
 
 // Bad input that must be an error, never a crash: a config NCCL did not make
 // given to ncclCommSplit, a handle that is no hetccl communicator (another
-// library's, here the stand-in vendor's), a config from a newer NCCL.
+// library's, here the stand-in vendor's, or a destroyed one), a config from
+// a newer NCCL.
 TEST_F(DropIn, ForeignHandlesAndConfigsAreRefused) {
   setenv("HETCCL_DEVICE", "host", 1);
   auto getId = fn<int (*)(Id*)>("ncclGetUniqueId");
@@ -608,7 +609,12 @@ TEST_F(DropIn, ForeignHandlesAndConfigsAreRefused) {
   Comm c2 = nullptr;
   EXPECT_EQ(initCfg(&c2, 1, id2, 0, &newer), 0) << lastError(nullptr);
   EXPECT_EQ(destroy(c2), 0);
+  // The handle of a communicator just destroyed, right after a call on it
+  // (the one the registry checks first), is refused like any other.
+  EXPECT_EQ(allReduce(&x, &x, 1, 7, 0, c, nullptr), 0) << lastError(c);
   EXPECT_EQ(destroy(c), 0);
+  EXPECT_EQ(allReduce(&x, &x, 1, 7, 0, c, nullptr), 5);
+  EXPECT_NE(std::string(lastError(nullptr)).find("not a live communicator"), std::string::npos) << lastError(nullptr);
   unsetenv("HETCCL_DEVICE");
 }
 

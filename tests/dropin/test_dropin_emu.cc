@@ -169,6 +169,16 @@ TEST_P(DropInEmu, EveryCallOnDeviceBuffersInStreamOrder) {
         check(got.get()[0] == (r + n - 1) % n, "send/recv value");
         std::vector<float> sv = scaled.get();
         check(sv[7] == 2.0f * n, "premulsum value " + std::to_string(sv[7]) + " (the scalar read early?)");
+        // Host memory after the device buffers above were seen (one group
+        // remembers those, DeviceRuntime::bufferKind): still refused by name,
+        // on every rank alike, and the communicator stays usable.
+        std::vector<float> host(8, 1.0f);
+        const int refused = allReduce(host.data(), host.data(), 8, kFloat32, kSum, c, s);
+        const std::string why = lastError(c);
+        check(refused == 4 /*ncclInvalidArgument*/ && why.find("host memory") != std::string::npos,
+              "a host buffer (" + std::to_string(refused) + ": " + why + ")");
+        if (allReduce(in.p, out.p, N, kFloat32, kSum, c, s) != 0) err("allreduce after the refused call", c);
+        if (emuStreamSynchronize(s) != emuSuccess) err("stream synchronize", c);
       }
       if (destroy(c) != 0) err("destroy", c);
       emuStreamDestroy(s);

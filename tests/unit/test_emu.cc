@@ -438,6 +438,25 @@ TEST(Emu, IsHetcclDeviceKindEmu) {
   d->free(dev);
 }
 
+// The buffer check of a one-group call: device memory is remembered after
+// the first query (so it still says device once freed: the vendor library
+// then gets what it would without hetccl), anything else is asked each time.
+TEST(Emu, BufferKindRemembersDeviceMemoryOnly) {
+  auto d = hetccl::createDeviceRuntime("emu");
+  void* dev = d->alloc(256);
+  std::vector<char> host(256);
+  EXPECT_EQ(d->bufferKind(dev), hetccl::MemKind::kDevice);
+  EXPECT_EQ(d->bufferKind(dev), hetccl::MemKind::kDevice);
+  EXPECT_EQ(d->bufferKind(host.data()), hetccl::MemKind::kHost);
+  void* pinned = d->allocPinned(256);
+  EXPECT_EQ(d->bufferKind(pinned), hetccl::MemKind::kPinnedHost);
+  d->freePinned(pinned);
+  d->free(dev);
+  EXPECT_EQ(d->pointerKind(dev), hetccl::MemKind::kHost) << "the emulated runtime forgets a freed buffer";
+  EXPECT_EQ(d->bufferKind(dev), hetccl::MemKind::kDevice) << "remembered";
+  EXPECT_EQ(d->bufferKind(host.data()), hetccl::MemKind::kHost);
+}
+
 // hetccl's own streams at the device's greatest priority (kHighest), others
 // at the default; emu's range is CUDA's numbering (lower is greater), and a
 // priority outside it is clamped, as on CUDA.
