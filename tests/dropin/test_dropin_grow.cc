@@ -14,28 +14,15 @@
 #include <thread>
 #include <vector>
 
+#include "dropin_fixture.h"
+
 namespace {
 
-struct Id {
-  char b[128];
-};
-using Comm = void*;
+using dropin_test::Comm;
+using dropin_test::Id;
 constexpr int kInvalidArgument = 4;
 
-class DropInGrow : public ::testing::Test {
- protected:
-  void SetUp() override {
-    lib_ = dlopen(HETCCL_TEST_DROPIN_LIB, RTLD_NOW | RTLD_LOCAL);
-    ASSERT_NE(lib_, nullptr) << dlerror();
-  }
-  template <typename F>
-  F fn(const char* name) {
-    void* p = dlsym(lib_, name);
-    EXPECT_NE(p, nullptr) << name;
-    return reinterpret_cast<F>(p);
-  }
-  void* lib_ = nullptr;
-};
+class DropInGrow : public dropin_test::DropIn {};
 
 TEST_F(DropInGrow, TwoRanksGrowToThreeAndComputeRight) {
   setenv("HETCCL_DEVICE", "host", 1);
