@@ -64,7 +64,8 @@ bool exists(const std::string& path) {
 
 // Writes `bytes` to path through a rename, so a reader sees all or nothing.
 void publish(const std::string& path, const void* bytes, size_t n) {
-  std::ofstream(path + ".part", std::ios::binary).write(static_cast<const char*>(bytes), static_cast<std::streamsize>(n));
+  std::ofstream(path + ".part", std::ios::binary)
+      .write(static_cast<const char*>(bytes), static_cast<std::streamsize>(n));
   if (rename((path + ".part").c_str(), path.c_str()) != 0) {
     printf("ERROR publish cannot rename %s.part: %s\n", path.c_str(), strerror(errno));
     exit(2);
