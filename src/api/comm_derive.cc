@@ -6,16 +6,25 @@
 #include "comm/grow.h"
 #include "comm/split_shrink.h"
 #include "core/error.h"
+#include "core/settings.h"
+#include "transport/routed.h"
 
 namespace hetccl {
 
 CommOptions inheritedOptions(const hetcclComm& parent) {
   CommOptions o = parent.options();
-  // The parent's choice per link class, in the setting's own form.
-  o.transport = parent.transportName() == parent.intraTransport()
-                    ? parent.transportName()
-                    : "intra=" + parent.intraTransport() + ",inter=" + parent.interTransport();
+  // The parent's choice per link class, in the setting's own form, both
+  // classes even where the parent is on one host: a derived communicator
+  // may span other hosts (a grow adds ranks on new ones). Where the parent
+  // left the choice between hosts to auto, so does the child, as its new
+  // ranks do with the same setting (auto's choice is made by every rank
+  // together).
+  const std::string asked = o.transport.empty() ? settings::kTransport.get() : o.transport;
+  const std::string inter =
+      parseTransportChoice(asked, "HETCCL_TRANSPORT").inter == "auto" ? "auto" : parent.interTransport();
+  o.transport = parent.intraTransport() == inter ? inter : "intra=" + parent.intraTransport() + ",inter=" + inter;
   o.groupName.clear();
+  o.joinTimeoutS = 0;
   return o;
 }
 
@@ -50,6 +59,7 @@ hetcclComm* shrinkComm(hetcclComm* comm, std::vector<int> excluded, CommOptions 
   if (!opts.site) opts.site = comm->site();
   if (opts.deviceKind == comm->device().kind()) comm->device().makeCurrent();
   DerivedRank d = shrinkRendezvous(*comm, survivors, opts.timeoutS);
+  opts.joinTimeoutS = shrinkJoinS(opts.timeoutS);
   return createComm(d.id, d.nranks, d.rank, opts);
 }
 

@@ -40,7 +40,7 @@ struct Bootstrap::Frame {
 Deadline Bootstrap::deadline() const { return Deadline::in(timeoutS_, abort_); }
 
 Bootstrap::Bootstrap(const IdContents& id, int rank, int nranks, const std::vector<uint8_t>& record, double timeoutS,
-                     const std::atomic<bool>* abort)
+                     const std::atomic<bool>* abort, double joinS)
     : id_(id), rank_(rank), nranks_(nranks), timeoutS_(timeoutS), abort_(abort) {
   Socket listener = Socket::listen(SockAddr::local());
   RingRecord rr{};
@@ -51,7 +51,7 @@ Bootstrap::Bootstrap(const IdContents& id, int rank, int nranks, const std::vect
   memcpy(full.data(), &rr, sizeof(rr));
   memcpy(full.data() + sizeof(rr), record.data(), record.size());
 
-  auto table = rendezvous(id, rank, nranks, full, deadline());
+  auto table = rendezvous(id, rank, nranks, full, joinS > 0 ? Deadline::in(joinS, abort_) : deadline());
   std::vector<SockAddr> ring(nranks);
   records_.resize(nranks);
   for (int r = 0; r < nranks; ++r) {

@@ -16,9 +16,10 @@ namespace hetccl {
 class Bootstrap {
  public:
   // Joins the rendezvous of `id` with this rank's record; returns when every
-  // rank's record is known and the ring is connected.
+  // rank's record is known and the ring is connected. joinS (0: timeoutS)
+  // bounds the wait for the rendezvous; timeoutS every other wait.
   Bootstrap(const IdContents& id, int rank, int nranks, const std::vector<uint8_t>& record, double timeoutS,
-            const std::atomic<bool>* abort);
+            const std::atomic<bool>* abort, double joinS = 0);
 
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }

@@ -115,10 +115,17 @@ void Comm::init(const IdContents& id) {
     snprintf(me.site, sizeof(me.site), "%s", site.c_str());
     // Sealed bootstrap connections need libcrypto before the first of them.
     if (bootstrapSealWanted()) secure::requireCrypto();
-    if (settings::kGroupMap.isSet()) {
+    // Only a group read from the map is compared with the others' maps: a
+    // group given by name (the config, HETCCL_GROUP, a parent communicator's
+    // for split, shrink and grow) does not read it.
+    if (!opts_.groupName.empty() || settings::kGroup.isSet()) {
+      me.groupMapHash = kGroupMapNotRead;
+    } else if (settings::kGroupMap.isSet()) {
       const std::string map = settings::kGroupMap.get();
       const uint8_t key[16] = {'g', 'r', 'o', 'u', 'p', '-', 'm', 'a', 'p'};
       me.groupMapHash = sipHash24(key, map.data(), map.size()) | 1;
+    } else {
+      me.groupMapHash = kGroupMapUnset;
     }
   } catch (const Error& e) {
     // The others would wait for this rank until their timeout: the
@@ -127,7 +134,8 @@ void Comm::init(const IdContents& id) {
     throw;
   }
 
-  bootstrap_ = std::make_unique<Bootstrap>(id, rank, nranks, me.serialize(), opts_.timeoutS, &abort_);
+  bootstrap_ =
+      std::make_unique<Bootstrap>(id, rank, nranks, me.serialize(), opts_.timeoutS, &abort_, opts_.joinTimeoutS);
   try {
     setUp(me, group);
   } catch (const std::exception& e) {

@@ -47,6 +47,9 @@ struct CommOptions {
   // The caller's ncclConfig_t, byte for byte (the drop-in's callers): the
   // vendor library of the group gets it as its own init config.
   std::vector<uint8_t> vendorConfig;
+  // How long the rendezvous waits for every rank (0: timeoutS). A shrink's
+  // is longer: its survivors learn of a failure at different times.
+  double joinTimeoutS = 0;
 };
 
 // Reads hetcclConfig_t by its size and version; null is all defaults.

@@ -69,11 +69,12 @@ std::vector<PeerInfo> Comm::readPeers(const PeerInfo& me) {
   std::vector<PeerInfo> peers;
   for (int r = 0; r < nranks_; ++r) peers.push_back(PeerInfo::deserialize(bootstrap_->records()[r], r));
   for (int r = 0; r < nranks_; ++r)
-    if (peers[r].groupMapHash != me.groupMapHash)
+    if (peers[r].groupMapHash != me.groupMapHash && peers[r].groupMapHash != kGroupMapNotRead &&
+        me.groupMapHash != kGroupMapNotRead)
       throwError(hetcclInvalidUsage,
                  std::string("HETCCL_GROUP_MAP differs between ranks: rank ") + std::to_string(rank_) +
-                     (me.groupMapHash ? " has '" + settings::kGroupMap.get() + "'" : " has none") + ", rank " +
-                     std::to_string(r) + (peers[r].groupMapHash ? " another" : " none") +
+                     (me.groupMapHash != kGroupMapUnset ? " has '" + settings::kGroupMap.get() + "'" : " has none") +
+                     ", rank " + std::to_string(r) + (peers[r].groupMapHash != kGroupMapUnset ? " another" : " none") +
                      " (every rank must see the same map)");
   topo_ = buildTopology(peers);
   return peers;

@@ -91,7 +91,7 @@ DerivedRank shrinkRendezvous(Comm& parent, const std::vector<int>& survivors, do
   const uint64_t seq = parent.nextShrinkSeq();
   DerivedRank out;
   out.id = shrinkId(parent, survivors[0], seq);
-  if (me == survivors[0]) startRootServerOn(parent.bootstrap().relisten(), out.id, timeoutS);
+  if (me == survivors[0]) startRootServerOn(parent.bootstrap().relisten(), out.id, shrinkJoinS(timeoutS));
   out.nranks = static_cast<int>(survivors.size());
   out.rank = static_cast<int>(std::find(survivors.begin(), survivors.end(), me) - survivors.begin());
   LOG_INFO(kInit, "rank %d: shrink #%llu: %d of %d ranks remain; new rank %d", me, static_cast<unsigned long long>(seq),

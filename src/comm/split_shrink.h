@@ -30,5 +30,10 @@ std::vector<int> shrinkSurvivors(const Comm& parent, std::vector<int> excluded);
 // derived from the parent's and the number of shrinks so far; the lowest
 // survivor listens there again.
 DerivedRank shrinkRendezvous(Comm& parent, const std::vector<int>& survivors, double timeoutS);
+// How long a shrink's rendezvous waits for every survivor: two timeouts, as
+// one survivor may learn of the failure at once (a closed link) and another
+// only at its timeout (a call blocked on a live peer that stopped, as a ucx
+// link does not tell of a peer's abort).
+inline double shrinkJoinS(double timeoutS) { return 2 * timeoutS; }
 
 }  // namespace hetccl

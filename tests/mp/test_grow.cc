@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -69,6 +70,44 @@ void growNonBlocking(Rank& r) {
 
 TEST(GrowNonBlocking, EveryRankSaysInProgressThenTheGrownCommunicatorComputes) {
   runJob("a,a,b,b", JobOptions{}, growNonBlocking);
+}
+
+// A job launched with HETCCL_GROUP_MAP grows: the running ranks keep the
+// groups they read from the map, and new ranks started without it (as a
+// replacement an elastic agent starts) name theirs with HETCCL_GROUP. Only
+// ranks that read their group from a map compare maps.
+void growFromMap(Rank& r) {
+  hetcclComm_t pair = runningPair(r);
+  hetcclUniqueId id{};
+  if (r.rank == 0) HC_ASSERT_OK(hetcclCommGetUniqueId(pair, &id), pair);
+  id = shareId(r, id);
+  hetcclComm_t grown = nullptr;
+  r.progress("hetcclCommGrow");
+  if (r.rank < 2) {
+    HC_ASSERT_OK(hetcclCommGrow(pair, 4, r.rank == 0 ? &id : nullptr, -1, &grown, nullptr), pair);
+  } else {
+    unsetenv("HETCCL_GROUP_MAP");
+    setenv("HETCCL_GROUP", "b", 1);
+    hetcclConfig_t cfg = HETCCL_CONFIG_INITIALIZER;
+    cfg.transport = r.transport.c_str();
+    HC_ASSERT_OK(hetcclCommGrow(nullptr, 4, &id, r.rank, &grown, &cfg), nullptr);
+  }
+  hetcclCommInfo_t info{};
+  info.size = sizeof(info);
+  HC_ASSERT_OK(hetcclCommGetInfo(grown, &info), grown);
+  ASSERT_EQ(info.ngroups, 2);
+  EXPECT_STREQ(info.groupName[info.myGroup], r.rank < 2 ? "a" : "b");
+  std::vector<float> x(1000, static_cast<float>(r.rank + 1));
+  HC_EXPECT_OK(hetcclAllReduce(x.data(), x.data(), x.size(), hetcclFloat32, hetcclSum, grown, nullptr), grown);
+  EXPECT_EQ(x[999], 10.0f);
+  HC_EXPECT_OK(hetcclCommDestroy(grown), nullptr);
+  if (pair) HC_EXPECT_OK(hetcclCommDestroy(pair), nullptr);
+}
+
+TEST(GrowFromMap, RunningRanksOfAGroupMapAndNewRanksOfHetcclGroup) {
+  JobOptions opt;
+  opt.env = {{"HETCCL_GROUP_MAP", "0-1:a,2-3:b"}};
+  runJob("-,-,-,-", opt, growFromMap);
 }
 
 // Asserts that a grow failed on this rank, naming `word`, well before the
