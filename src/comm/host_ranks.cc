@@ -47,7 +47,9 @@ void Comm::checkHostRanks(const std::string& call, const std::function<bool(int 
     // would not end while it lives on (its abort tells no peer).
     text = call + ": rank " + std::to_string(failed) + "'s communicator failed (" + why + ")";
   } else {
-    const int dead = hostRanks_.firstEnded(&pid, waitsOn);
+    // A rank that marked its leaving ended after its last call: whatever
+    // this call still waits for comes from a rank that lives.
+    const int dead = hostRanks_.firstEnded(&pid, [&](int r) { return (!border_ || !border_->left(r)) && waitsOn(r); });
     if (dead < 0) return;
     text = call + ": rank " + std::to_string(dead) + " (pid " + std::to_string(pid) + " on host " + localHostName() +
            ") died while this call waited for it (its process ended)";

@@ -129,7 +129,9 @@ TEST(EmuDeadPeer, AStoppedPeerIsNotTakenForDead) {
     hetcclResult_t async = hetcclSuccess;
     HC_EXPECT_OK(hetcclCommGetAsyncError(r.comm, &async), r.comm);
     EXPECT_EQ(async, hetcclSuccess) << hetcclGetLastError(r.comm);
-    if (r.rank == 0) EXPECT_GT(secondsSince(t0), 1.5) << "rank 0's call did not wait for the stopped rank";
+    if (r.rank == 0) {
+      EXPECT_GT(secondsSince(t0), 1.5) << "rank 0's call did not wait for the stopped rank";
+    }
     const std::vector<float> sum = readFloats(b, count);
     EXPECT_EQ(sum.front(), 3.0f);
     EXPECT_EQ(sum.back(), 3.0f);
