@@ -51,8 +51,10 @@ void Comm::checkHostRanks(const std::string& call, const std::function<bool(int 
     // this call still waits for comes from a rank that lives.
     const int dead = hostRanks_.firstEnded(&pid, [&](int r) { return (!border_ || !border_->left(r)) && waitsOn(r); });
     if (dead < 0) return;
-    text = call + ": rank " + std::to_string(dead) + " (pid " + std::to_string(pid) + " on host " + localHostName() +
-           ") died while this call waited for it (its process ended)";
+    // The rank and "died" first: peers get a shortened reason (a poisoned
+    // transport's), which may in turn be quoted by theirs.
+    text = "rank " + std::to_string(dead) + " died (pid " + std::to_string(pid) + " on host " + localHostName() +
+           ", its process ended) while this rank's " + call + " waited for it";
   }
   // The job's failure word for every rank on this host, the transports
   // poisoned and the relay halted, so that every survivor's streams go on
@@ -65,9 +67,9 @@ void Comm::checkHostRanks(const std::string& call, const std::function<bool(int 
 std::string Comm::withDeadHostRank(const std::string& text) const {
   int32_t pid = 0;
   const int dead = hostRanks_.firstEnded(&pid);
-  if (dead < 0 || text.find("rank " + std::to_string(dead) + " (pid") != std::string::npos) return text;
-  return text + " (rank " + std::to_string(dead) + ", pid " + std::to_string(pid) + " on host " + localHostName() +
-         ", has died)";
+  if (dead < 0 || text.find("rank " + std::to_string(dead) + " died") != std::string::npos) return text;
+  return "rank " + std::to_string(dead) + " died (pid " + std::to_string(pid) + " on host " + localHostName() + "); " +
+         text;
 }
 
 void Comm::waitWatchingHostRanks(Event e, const std::string& call, const std::function<bool(int rank)>& waitsOn) {
