@@ -9,7 +9,10 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <set>
 #include <thread>
 
 #include "bootstrap/bootstrap.h"
@@ -27,6 +30,47 @@ namespace hetccl {
 using namespace border_layout;
 
 static_assert(DeviceBorder::kSlots == PairChannel::kSlots, "pair channels of both kinds count slots alike");
+
+namespace {
+
+// The borders of this process, for markLeft() at a normal exit (a program
+// that never destroys its communicators). Leaked: exit handlers and other
+// static destructors may still reach it.
+std::mutex& liveMu() {
+  static auto* m = new std::mutex;
+  return *m;
+}
+std::set<DeviceBorder*>& live() {
+  static auto* s = new std::set<DeviceBorder*>;
+  return *s;
+}
+void markLiveLeft() {
+  std::lock_guard<std::mutex> g(liveMu());
+  for (DeviceBorder* b : live()) b->markLeft();
+}
+
+}  // namespace
+
+void DeviceBorder::track(bool on) {
+  static std::once_flag once;
+  std::call_once(once, [] { atexit(markLiveLeft); });
+  std::lock_guard<std::mutex> g(liveMu());
+  if (on) {
+    live().insert(this);
+  } else {
+    live().erase(this);
+  }
+}
+
+void DeviceBorder::markLeft() {
+  if (rank_ < static_cast<int>(headers_.size()) && headers_[rank_])
+    reinterpret_cast<Header*>(headers_[rank_])->left.store(1, std::memory_order_release);
+}
+
+bool DeviceBorder::left(int r) const {
+  return r >= 0 && r < static_cast<int>(headers_.size()) && headers_[r] &&
+         reinterpret_cast<const Header*>(headers_[r])->left.load(std::memory_order_acquire) != 0;
+}
 
 bool DeviceBorder::timeSlicedGpus(const std::vector<uint64_t>& gpu, const std::vector<bool>& mps) {
   for (size_t r = 0; r < gpu.size(); ++r)
@@ -58,6 +102,8 @@ bool DeviceBorder::streamsIdleWithin(double seconds) {
 }
 
 DeviceBorder::~DeviceBorder() {
+  track(false);
+  markLeft();
   stopRelays();  // their threads read the segments
   relay_.reset();
   // The internal streams copy into and out of the segments and the pair

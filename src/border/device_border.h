@@ -241,6 +241,16 @@ class DeviceBorder {
   void markFailed(const std::string& why);
   int failedRank(std::string* why) const;
 
+  // This rank's communicator ends (the border's destruction) or its
+  // process exits normally (an atexit handler marks every live border):
+  // its header says so, so that the ranks of its host do not take its
+  // ended process for a death (Comm::checkHostRanks): it left after its
+  // last call. A process killed or crashed marks nothing. Any thread.
+  void markLeft();
+  // Whether global rank r (of this host) marked it; false where its header
+  // is not mapped here.
+  bool left(int r) const;
+
   // Abort and failure: every wait of this rank's streams goes on at once
   // (the other border peers' waits on this rank too). Any thread.
   void releaseAll();
@@ -276,6 +286,8 @@ class DeviceBorder {
   uint8_t* pairData(int owner, int reader, int slot);
   // pairs_: the border peers' channels on this host and the pair links'.
   void makeChannels();
+  // In (or out of) the process's live borders, which an exit handler marks left.
+  void track(bool on);
   // Whether the internal streams finished what they were given, within
   // `seconds` (polled, no device synchronisation).
   bool streamsIdleWithin(double seconds);

@@ -21,11 +21,13 @@ constexpr size_t kHeaderBytes = 512;
 // The first bytes of every rank's segment. failedBy is this job's failure
 // word on this host: 1 + the first rank whose communicator failed (each
 // rank marks every rank's header); its reason is in that rank's header.
+// left: 1 once the rank's communicator ended or its process exited
+// normally (DeviceBorder::markLeft).
 struct Header {
   uint64_t magic;
   uint64_t jobId;
   std::atomic<int32_t> failedBy;
-  int32_t pad;
+  std::atomic<int32_t> left;
   char reason[kHeaderBytes - 24];
 };
 static_assert(sizeof(Header) <= kHeaderBytes, "the header outgrew its room");

@@ -64,6 +64,7 @@ std::unique_ptr<DeviceBorder> DeviceBorder::create(const Setup& s) {
   b->mapSegments(s, agreed, linkLists, myLinks);
   if (s.relayContext) b->startRelays(s);  // every rank: the relays' transports are made together
   b->registerAndAllocate(s, myLinks);
+  b->track(true);
   return b;
 }
 

@@ -85,8 +85,8 @@ Comm::Comm(int nranks, int rank, const CommOptions& opts)
   device_ = createDeviceRuntime(opts_.deviceKind);
   // A proxy job that fails (a GPU rank's border step, a non-blocking call)
   // fails the communicator and tells the peers, as a failed call does.
-  proxy_.setFailureHook([this](hetcclResult_t code, const std::string& text) { fail(code, text); });
-  watcher_.setFailureHook([this](hetcclResult_t code, const std::string& text) { fail(code, text); });
+  proxy_.setFailureHook([this](hetcclResult_t code, const std::string& text) { fail(code, withDeadHostRank(text)); });
+  watcher_.setFailureHook([this](hetcclResult_t code, const std::string& text) { fail(code, withDeadHostRank(text)); });
   if (flight_.writes()) watchFlightSignal(this, [this](const std::string& why) { dumpFlight(why); });
 }
 
@@ -202,6 +202,10 @@ void Comm::abort() {
     g.unlock();
     dumpFlight(failed.empty() ? "aborted (hetcclCommAbort)" : "failed, then aborted: " + failed);
   }
+  releaseThenAbortLibrary();
+}
+
+void Comm::releaseThenAbortLibrary() {
   std::lock_guard<std::mutex> g(backendMu_);
   // First the caller's streams that wait for this communicator's border
   // steps, then the vendor library: its abort synchronises the device,

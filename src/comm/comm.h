@@ -17,6 +17,7 @@
 #include "bootstrap/bootstrap.h"
 #include "comm/border_cut.h"
 #include "core/datatype.h"
+#include "core/process_watch.h"
 #include "observe/call_metrics.h"
 #include "border/device_border.h"
 #include "observe/flight_recorder.h"
@@ -183,6 +184,35 @@ class Comm : public MetricsSource {
   std::string fail(hetcclResult_t code, const std::string& text);
   std::string failureText() const;
 
+  // GPU ranks across groups (comm/host_ranks.cc): the other ranks on this
+  // host are watched while a call of this rank waits, so that a rank whose
+  // process ended fails the call in about a tenth of a second instead of at
+  // HETCCL_TIMEOUT_S. A stalled rank's process lives on: it is still judged
+  // by the timeout. Only a dead rank the call still waits on counts
+  // (`waitsOn`, by global rank): one of this rank's group (the vendor
+  // library's group steps), or the border peer whose stores the call's
+  // streams wait for; a peer that stored everything and then exited (a
+  // broadcast's root done before its readers) does not fail the call.
+  // Where such a rank ended, or another rank of this host marked the
+  // job's failure word (border/device_border.h), checkHostRanks() fails
+  // the communicator naming it (its pid, this host and `call`, e.g.
+  // "device border AllReduce of 4096 bytes"), releases every stream wait
+  // of this rank, aborts the group's vendor library (whose waits for that
+  // rank would never end) and throws ProcessEndedError. Any thread; a
+  // system call per watched rank.
+  void checkHostRanks(const std::string& call, const std::function<bool(int rank)>& waitsOn);
+  // Waits for e (HETCCL_TIMEOUT_S, the abort flag) like waitEvent, with
+  // checkHostRanks(call, waitsOn) about every kWaitCheckEveryS
+  // (device/event_wait.h).
+  void waitWatchingHostRanks(Event e, const std::string& call, const std::function<bool(int rank)>& waitsOn);
+  // `text`, and where a watched rank of this host has died, that too: the
+  // proxy's and the watcher's failures (a vendor library that failed by
+  // itself names its own ranks, or none).
+  std::string withDeadHostRank(const std::string& text) const;
+  // Whether global rank r is of this rank's group (its vendor library's).
+  bool inMyGroup(int r) const { return topo_.groupOf[r] == topo_.groupOf[rank_]; }
+  size_t watchedHostRanks() const { return hostRanks_.size(); }
+
   // Scratch memory for border staging, bounded by HETCCL_BUFFSIZE per use.
   uint8_t* scratch(size_t bytes);
 
@@ -254,6 +284,7 @@ class Comm : public MetricsSource {
   std::string site_;
   size_t buffBytes_ = 0, smallBytes_ = 0, chunkBytes_ = 0;
   DeviceRuntime::Priority streamPriority_ = DeviceRuntime::Priority::kHighest;
+  ProcessWatch hostRanks_;  // GPU ranks across groups: the other ranks on this host
   bool checkMismatch_ = false;
   bool planFolds_ = false;
   const hetcclKernelsApi_t* kernels_ = nullptr;
@@ -269,6 +300,10 @@ class Comm : public MetricsSource {
   };
   std::vector<PreMul> premul_;
   std::vector<uint8_t> scratch_;
+  // abort()'s and checkHostRanks()' release: every stream wait of this
+  // rank first, then the vendor library's abort (which synchronises the
+  // device, and so would wait for those streams for ever).
+  void releaseThenAbortLibrary();
   // init after the bootstrap ring is up: topology, transport, backend,
   // device state (comm_setup.cc), in these steps:
   void setUp(const PeerInfo& me, const std::string& group);
@@ -278,7 +313,10 @@ class Comm : public MetricsSource {
   void chooseTransports(const std::vector<PeerInfo>& peers, const PeerInfo& me);
   // One allgather: the settings every rank must share, checked; returns
   // this rank's wall-clock offset to rank 0's (the timeline).
-  double agreeAcrossRanks(double wallNowUs);
+  // `processes`: every rank's process (by global rank), for watchHostRanks.
+  double agreeAcrossRanks(double wallNowUs, std::vector<ProcessIdentity>* processes);
+  // The ranks on this host whose processes checkHostRanks() watches.
+  void watchHostRanks(const std::vector<PeerInfo>& peers, const std::vector<ProcessIdentity>& processes);
   void openTracer(const std::string& group, double clockOffsetUs);
   // The transports (observed where metrics or a trace are on); returns the
   // unobserved one the group's host backend and the link probe use.

@@ -37,7 +37,8 @@ void Comm::setUp(const PeerInfo& me, const std::string& group) {
       std::chrono::duration<double, std::micro>(std::chrono::system_clock::now().time_since_epoch()).count();
   const std::vector<PeerInfo> peers = readPeers(me);
   chooseTransports(peers, me);
-  const double clockOffsetUs = agreeAcrossRanks(wallNow);
+  std::vector<ProcessIdentity> processes;
+  const double clockOffsetUs = agreeAcrossRanks(wallNow, &processes);
   openTracer(group, clockOffsetUs);
   Transport& groupTransport = makeTransports(peers, me);
   const size_t settingSmallBytes = smallBytes_;
@@ -46,8 +47,11 @@ void Comm::setUp(const PeerInfo& me, const std::string& group) {
   if (isGpuRank() && topo_.ngroups() > 1) {
     auto ds = std::make_unique<StagingState>(*device_, settings::kStagingMax.get(), settings::kDeviceScratchMax.get(),
                                              streamPriority_);
-    std::lock_guard<std::mutex> g(backendMu_);  // abort() reads it from any thread
-    stagingState_ = std::move(ds);
+    {
+      std::lock_guard<std::mutex> g(backendMu_);  // abort() reads it from any thread
+      stagingState_ = std::move(ds);
+    }
+    watchHostRanks(peers, processes);
   }
   setUpDeviceBorder();
 
@@ -98,7 +102,7 @@ void Comm::chooseTransports(const std::vector<PeerInfo>& peers, const PeerInfo& 
     throwError(hetcclInvalidUsage, "transport shm needs every rank on one host; these ranks span several");
 }
 
-double Comm::agreeAcrossRanks(double wallNowUs) {
+double Comm::agreeAcrossRanks(double wallNowUs, std::vector<ProcessIdentity>* processes) {
   // Every rank must pick the same transport, and cut AllReduce into the
   // same chunks (else their messages differ in size): one allgather for all
   // such settings, and the wall clocks for the timeline.
@@ -110,7 +114,8 @@ double Comm::agreeAcrossRanks(double wallNowUs) {
     char encrypt[12];
     uint64_t rekeyRecords;
     char cut[12];
-    uint64_t smallBytes;  // HETCCL_SMALL_BYTES as set, or ~0 where unset (the default, or the model's)
+    uint64_t smallBytes;      // HETCCL_SMALL_BYTES as set, or ~0 where unset (the default, or the model's)
+    ProcessIdentity process;  // not agreed: what watchHostRanks knows this rank's process by
   };
   const int rank = rank_;
   std::vector<Agree> all(nranks_, Agree{});
@@ -123,7 +128,9 @@ double Comm::agreeAcrossRanks(double wallNowUs) {
   const std::string cutMode = settings::kBorderCut.get();
   snprintf(all[rank].cut, sizeof(all[rank].cut), "%s", cutMode.c_str());
   all[rank].smallBytes = settings::kSmallBytes.isSet() ? smallBytes_ : ~uint64_t{0};
+  all[rank].process = ProcessIdentity::self();
   bootstrap_->allGather(all.data(), sizeof(Agree));
+  for (const Agree& a : all) processes->push_back(a.process);
   auto text = [](const char* s, size_t n) { return std::string(s, strnlen(s, n)); };
   for (int r = 0; r < nranks_; ++r) {
     const Agree& a = all[r];

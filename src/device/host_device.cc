@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "device/device.h"
+#include "device/event_wait.h"
 #include "device/gpu_api.h"
 
 namespace hetccl {
@@ -90,15 +91,7 @@ void DeviceRuntime::unregisterHost(void*) { notStreamOrdered("unregisterHost"); 
 void* DeviceRuntime::devicePointer(void*) { notStreamOrdered("devicePointer"); }
 
 void waitEvent(DeviceRuntime& d, Event e, double timeoutS, const std::atomic<bool>* abort, const char* what) {
-  auto start = std::chrono::steady_clock::now();
-  auto end = start + std::chrono::duration<double>(timeoutS);
-  for (int spins = 0; !d.eventDone(e); ++spins) {
-    if (abort && abort->load()) throwError(hetcclInvalidUsage, std::string("communicator aborted while ") + what);
-    if (std::chrono::steady_clock::now() > end)
-      throwError(hetcclRemoteError, std::string("timed out after ") + std::to_string(static_cast<int>(timeoutS)) +
-                                        " s " + what + " (HETCCL_TIMEOUT_S)");
-    if (spins > 1000) std::this_thread::sleep_for(std::chrono::microseconds(spins > 100000 ? 200 : 10));
-  }
+  waitEventChecked(d, e, timeoutS, abort, what, {});
 }
 
 std::unique_ptr<DeviceRuntime> createGpuRuntime(const std::string& kind);  // gpu_device.cc

@@ -1,5 +1,7 @@
 #include "device/staging.h"
 
+#include "device/event_wait.h"
+
 #include <string>
 
 #include <algorithm>
@@ -74,7 +76,7 @@ void StagingState::waitReleased(Stream s) {
 
 void StagingState::sync(double timeoutS, const std::atomic<bool>* abort, const char* what) {
   dev_.recordEvent(syncEvent_, stream_);
-  waitEvent(dev_, syncEvent_, timeoutS, abort, what);
+  waitEventChecked(dev_, syncEvent_, timeoutS, abort, what, waitCheck_);
 }
 
 }  // namespace hetccl

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "device/call_sampler.h"
@@ -86,8 +87,14 @@ class StagingState {
   void stagedRan() { staged_.fetch_sub(1); }
   bool stagedPending() const { return staged_.load() > 0; }
 
-  // Waits (polling, bounded) until the internal stream has run all its work.
+  // Waits (polling, bounded) until the internal stream has run all its work,
+  // calling the wait check (if set) about every kWaitCheckEveryS: it throws
+  // to end the wait (device/event_wait.h).
   void sync(double timeoutS, const std::atomic<bool>* abort, const char* what);
+  // Set once, before the first call: the communicator's look at the ranks
+  // on this host (comm/host_ranks.cc), which the vendor library's group
+  // steps of a staged call wait for.
+  void setWaitCheck(std::function<void()> check) { waitCheck_ = std::move(check); }
 
  private:
   DeviceRuntime& dev_;
@@ -100,6 +107,7 @@ class StagingState {
   std::atomic<int> staged_{0};
   Event released_ = nullptr;
   Event syncEvent_ = nullptr;
+  std::function<void()> waitCheck_;
 };
 
 }  // namespace hetccl

@@ -172,6 +172,14 @@ std::map<emuStream*, std::shared_ptr<emuStream>>& streams() {
   static auto* s = new std::map<emuStream*, std::shared_ptr<emuStream>>;
   return *s;
 }
+// Streams destroyed with work left (their worker holds them until it ran):
+// emuDeviceSynchronize waits for them too, as cudaDeviceSynchronize waits
+// for a destroyed stream's work, so memory freed after a stream's
+// destruction (cudaFreeHost synchronises) is no longer in its copies' way.
+std::vector<std::weak_ptr<emuStream>>& retiredStreams() {
+  static auto* s = new std::vector<std::weak_ptr<emuStream>>;
+  return *s;
+}
 emuStream* defaultStream(int device) {
   static emuStream* defaults[64] = {};  // HETCCL_EMU_DEVICES is at most 64
   std::lock_guard<std::mutex> g(mu());
@@ -314,6 +322,11 @@ emuError_t emuDeviceSynchronize(void) {
     std::lock_guard<std::mutex> g(emu::mu());
     for (auto& [p, s] : emu::streams())
       if (s->device == emu::tDevice) all.push_back(s);
+    auto& retired = emu::retiredStreams();
+    retired.erase(std::remove_if(retired.begin(), retired.end(), [](const auto& w) { return w.expired(); }),
+                  retired.end());
+    for (auto& w : retired)
+      if (auto s = w.lock(); s && s->device == emu::tDevice) all.push_back(s);
   }
   for (auto& s : all) s->drain();
   return emuSuccess;
@@ -387,6 +400,7 @@ emuError_t emuStreamDestroy(emuStream_t stream) {
     if (it == emu::streams().end()) return emu::setError(emuErrorInvalidValue);
     s = std::move(it->second);
     emu::streams().erase(it);
+    emu::retiredStreams().push_back(s);
   }
   {  // a stream destroyed while capturing ends its capture
     std::lock_guard<std::mutex> g(emu::captureMu());

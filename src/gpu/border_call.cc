@@ -161,8 +161,15 @@ void BorderCall::watch(Stream caller, const char* what, size_t bytes, std::funct
       [&comm = comm, &border = border, start, stop, callFrom, callTo, end, behind = std::move(behind), name, bytes,
        sent = sent, weight = weight] {
         try {
-          waitEvent(comm.device(), end, comm.options().timeoutS, &comm.abortFlag(),
-                    ("waiting for a device border " + name).c_str());
+          // A dead rank of this group holds the vendor library's steps; a
+          // border peer, this call only while its streams wait for its stores.
+          comm.waitWatchingHostRanks(end, "device border " + name + " of " + std::to_string(bytes) + " bytes",
+                                     [&comm, &behind](int r) {
+                                       bool poisoned = false;
+                                       return comm.inMyGroup(r) || behind(&poisoned) == r;
+                                     });
+        } catch (const ProcessEndedError&) {
+          throw;  // the communicator failed naming the dead rank, every wait released
         } catch (const Error& e) {
           bool poisoned = false;
           const int who = behind(&poisoned);  // before the release

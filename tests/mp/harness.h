@@ -42,6 +42,9 @@ struct JobOptions {
   // Device kind of each rank ("host", "emu", ...; empty: all host). A GPU
   // rank takes device (rank mod the devices visible) and gets a stream.
   std::vector<std::string> devices;
+  // A rank the test kills with SIGKILL (its own body, kill -9 of itself):
+  // its death by that signal is no failure of the job.
+  int killedRank = -1;
 };
 
 // What a rank's body gets.
