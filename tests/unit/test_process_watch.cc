@@ -56,7 +56,9 @@ TEST_P(ProcessWatchBoth, AKilledProcessEndsUnreapedAndReaped) {
   ASSERT_GT(child, 0);
   ProcessWatch w(GetParam());
   ASSERT_TRUE(w.add(3, identityOf(child)));
-  if (!GetParam()) EXPECT_EQ(w.byPidfd(), 0u);
+  if (!GetParam()) {
+    EXPECT_EQ(w.byPidfd(), 0u);
+  }
   EXPECT_EQ(w.firstEnded(nullptr), -1) << "a live process read as ended";
   ASSERT_EQ(kill(child, SIGKILL), 0);
   int32_t pid = 0;
