@@ -261,10 +261,10 @@ class GpuRuntime : public DeviceRuntime {
     void* obj = nullptr;
     constexpr unsigned kNoDestructorSync = 1, kMove = 1;  // cudaUserObjectNoDestructorSync, cudaGraphUserObjectMove
     api_.check(api_.userObjectCreate(&obj, arg, destroy, 1, kNoDestructorSync), "userObjectCreate");
-    if (api_.graphRetainUserObject(graph, obj, 1, kMove) != 0) {
-      api_.getLastError();
-      if (api_.userObjectRelease) api_.userObjectRelease(obj, 1);  // runs destroy(arg)
-      throwError(hetcclUnhandledDeviceError, std::string(api_.kind) + " runtime: graphRetainUserObject failed");
+    if (GpuApi::Status r = api_.graphRetainUserObject(graph, obj, 1, kMove); r != 0) {
+      // The object is left unreleased: releasing it would run destroy(arg),
+      // and the caller still owns arg when this throws.
+      api_.check(r, "graphRetainUserObject");
     }
     return true;
   }

@@ -110,27 +110,44 @@ void enqueueHandedOffCalls(Comm& c, const std::vector<CollArgs>& calls, bool cap
   h->block = static_cast<uint8_t*>(d.allocPinned(bytes + 64));
   h->flag = reinterpret_cast<uint64_t*>(h->block + bytes);
   storeFlag(h->flag, 0);
+  HandedOffCall* raw = h.get();
+  if (captured) {
+    // Not tied: the block goes with the next eager call (freeing it now,
+    // during the capture, would invalidate the capture).
+    auto untie = [&] {
+      std::lock_guard<std::mutex> g(h->reg->mu);
+      h->reg->toFree.push_back(h->block);
+    };
+    bool tied = false;
+    try {
+      tied = d.tieToCapture(s, dropCall, raw);
+    } catch (...) {
+      untie();
+      throw;
+    }
+    if (!tied) {
+      untie();
+      throwRefused(hetcclInvalidUsage, std::string("calls across groups (") + describe(calls) +
+                                           ") cannot be captured on this " + d.kind() +
+                                           " runtime: it has no user objects (cudaUserObjectCreate, "
+                                           "hipUserObjectCreate from ROCm 5.3) to tie their staging to the graph");
+    }
+  }
   {
     std::lock_guard<std::mutex> g(h->reg->mu);
     h->reg->flags.insert(h->flag);
     if (captured) ++h->reg->live;
   }
-  HandedOffCall* raw = h.get();
-  if (captured && !d.tieToCapture(s, dropCall, raw)) {
-    h.release();
-    dropCall(raw);
-    throwRefused(hetcclInvalidUsage, std::string("calls across groups (") + describe(calls) +
-                                         ") cannot be captured on this " + d.kind() +
-                                         " runtime: it has no user objects (cudaUserObjectCreate, "
-                                         "hipUserObjectCreate from ROCm 5.3) to tie their staging to the graph");
-  }
-  if (captured) h.release();  // the graph's from here on
+  // From here on the graph's (captured) or its stream's last host
+  // function's: a device error below leaves it allocated rather than freed
+  // under a host function already enqueued.
+  h.release();
   std::vector<HostCopy> ms = stageIn(c, calls, raw->block);
   for (const HostCopy& m : ms) raw->host.push_back(m.host);
   d.launchHostFunc(s, handOff, raw);
   d.streamWaitValue(s, raw->flag, 1);
   stageOut(c, ms);
-  if (!captured) d.launchHostFunc(s, dropCall, h.release());
+  if (!captured) d.launchHostFunc(s, dropCall, raw);
   LOG_TRACE(kColl, "%s %s: handed to the proxy when the stream reaches it", captured ? "captured" : "eager",
             describe(calls).c_str());
 }
