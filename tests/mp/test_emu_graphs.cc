@@ -1,7 +1,7 @@
 // Calls across groups captured into graphs (CUDA/HIP stream capture) on
 // emulated GPUs, layouts 2+2 (a,a,b,b) and 1+1+2 (a,b,c,c): every
 // collective captured once runs again at every replay with the inputs of
-// that replay; replays back to back, two graphs of one communicator
+// that replay, and a group call with send/recv; replays back to back, two graphs of one communicator
 // interleaved with eager calls between them; a graph destroyed while its
 // replay runs; a rank that replays a call while a peer issues another
 // fails on both; an abort during a replay releases the stream, and a replay
@@ -190,6 +190,35 @@ TEST_P(EmuGraphs, AGraphDestroyedDuringItsReplay) {
     warmUp(r);
     EXPECT_EQ(infoOf(r).pathCalls[hetcclPathStaged], before.pathCalls[hetcclPathStaged])
         << "an eager call after the graph went still staged";
+  });
+}
+
+// A group call captured whole (torch's coalesced calls): a float Avg
+// AllReduce and a ring of send/recv, replayed on new inputs.
+TEST_P(EmuGraphs, AGroupCallCapturedWholeReplays) {
+  runJob(GetParam(), emuJob(GetParam(), true), [](Rank& r) {
+    Graphs g(r.device);
+    ASSERT_TRUE(g.usable());
+    const int n = r.nranks, me = r.rank, next = (me + 1) % n, prev = (me + n - 1) % n;
+    const size_t c = 500;
+    DeviceBuffer avg(r, c * 4), out(r, c * 4), in(r, c * 4);
+    Captured cap(g, r.stream, [&] {
+      HC_EXPECT_OK(hetcclGroupStart(), nullptr);
+      HC_EXPECT_OK(hetcclAllReduce(avg.get(), avg.get(), c, hetcclFloat32, hetcclAvg, r.comm, r.stream), r.comm);
+      HC_EXPECT_OK(hetcclSend(out.get(), c, hetcclInt32, next, r.comm, r.stream), r.comm);
+      HC_EXPECT_OK(hetcclRecv(in.get(), c, hetcclInt32, prev, r.comm, r.stream), r.comm);
+      HC_EXPECT_OK(hetcclGroupEnd(), nullptr);
+    });
+    for (int k = 0; k < 6; ++k) {
+      r.progress("replay " + std::to_string(k));
+      const std::vector<float> f(c, static_cast<float>(2 * me + k));
+      avg.upload(f.data(), c * 4);
+      out.upload(iota(c, me * 1000 + k, 1).data(), c * 4);
+      cap.launch(r.stream);
+      syncStream(r);
+      EXPECT_EQ(readFloats(avg, c), std::vector<float>(c, static_cast<float>(n - 1 + k))) << "replay " << k;
+      EXPECT_EQ(readBack(in, c), iota(c, prev * 1000 + k, 1)) << "replay " << k;
+    }
   });
 }
 
