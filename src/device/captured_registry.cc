@@ -7,6 +7,8 @@ CapturedRegistry::~CapturedRegistry() {
   {
     std::lock_guard<std::mutex> g(shared_->mu);
     shared_->gone = true;
+    for (auto& [bytes, b] : shared_->spare) shared_->toFree.push_back(b);
+    shared_->spare.clear();
   }
   reclaim();  // outside the lock: freeing may wait for streams whose host functions take it
 }
@@ -27,6 +29,16 @@ void CapturedRegistry::reclaim() {
     blocks.swap(shared_->toFree);
   }
   for (void* b : blocks) dev_.freePinned(b);
+}
+
+void* CapturedRegistry::takeSpare(size_t bytes, size_t* got) {
+  std::lock_guard<std::mutex> g(shared_->mu);
+  auto it = shared_->spare.lower_bound(bytes);
+  if (it == shared_->spare.end()) return nullptr;
+  *got = it->first;
+  void* b = it->second;
+  shared_->spare.erase(it);
+  return b;
 }
 
 int CapturedRegistry::live() const {

@@ -8,7 +8,9 @@
 // runtime.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -26,7 +28,12 @@ class CapturedRegistry {
     bool gone = false;  // the registry (and the runtime) went: blocks can no longer be freed
     std::set<volatile uint64_t*> flags;
     std::vector<void*> toFree;  // pinned blocks of calls gone
-    int live = 0;               // captured calls whose graphs have not gone
+    // Blocks of eager calls gone, by size, for the next eager calls (at
+    // most kSpareBlocks; the rest go to toFree): an eager call while
+    // captured ones live then allocates no pinned memory.
+    std::multimap<size_t, void*> spare;
+    static constexpr size_t kSpareBlocks = 8;
+    int live = 0;  // captured calls whose graphs have not gone
   };
 
   explicit CapturedRegistry(DeviceRuntime& d) : dev_(d), shared_(std::make_shared<Shared>()) {}
@@ -40,6 +47,8 @@ class CapturedRegistry {
   void close();
   // Frees the pinned blocks of calls gone (the enqueuing thread).
   void reclaim();
+  // A spare block of at least `bytes` (its size in *got), or null.
+  void* takeSpare(size_t bytes, size_t* got);
   int live() const;
 
  private:

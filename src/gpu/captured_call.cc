@@ -19,6 +19,7 @@ struct HandedOffCall {
   std::shared_ptr<CapturedRegistry::Shared> reg;
   Comm* comm = nullptr;
   uint8_t* block = nullptr;  // pinned: the host copies, then the flag
+  size_t blockBytes = 0;
   uint64_t* flag = nullptr;
   std::vector<CollArgs> host;  // the calls on the host copies
   bool captured = false;       // counted among the registry's live calls
@@ -60,6 +61,8 @@ void dropCall(void* p) {
   if (h->reg->gone)  // the communicator went first: its runtime with it
     LOG_WARN(kColl, "a graph holding calls across groups outlived their communicator: %p stays allocated",
              static_cast<void*>(h->block));
+  else if (!h->captured && h->reg->spare.size() < CapturedRegistry::Shared::kSpareBlocks)
+    h->reg->spare.emplace(h->blockBytes, h->block);
   else
     h->reg->toFree.push_back(h->block);
 }
@@ -107,7 +110,13 @@ void enqueueHandedOffCalls(Comm& c, const std::vector<CollArgs>& calls, bool cap
   h->reg = ds.captured().shared();
   h->comm = &c;
   h->captured = captured;
-  h->block = static_cast<uint8_t*>(d.allocPinned(bytes + 64));
+  // An eager call reuses a block of one gone; a captured one has its own,
+  // allocated now (in relaxed capture mode).
+  if (!captured) h->block = static_cast<uint8_t*>(ds.captured().takeSpare(bytes + 64, &h->blockBytes));
+  if (!h->block) {
+    h->blockBytes = bytes + 64;
+    h->block = static_cast<uint8_t*>(d.allocPinned(h->blockBytes));
+  }
   h->flag = reinterpret_cast<uint64_t*>(h->block + bytes);
   storeFlag(h->flag, 0);
   HandedOffCall* raw = h.get();
