@@ -157,6 +157,7 @@ void enqueueHandedOffCalls(Comm& c, const std::vector<CollArgs>& calls, bool cap
   d.streamWaitValue(s, raw->flag, 1);
   stageOut(c, ms);
   if (!captured) d.launchHostFunc(s, dropCall, raw);
+  c.countCalls(hetcclPathStaged, calls.size());
   LOG_TRACE(kColl, "%s %s: handed to the proxy when the stream reaches it", captured ? "captured" : "eager",
             describe(calls).c_str());
 }

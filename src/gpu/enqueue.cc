@@ -308,7 +308,6 @@ void enqueueDeviceCalls(Comm& c, std::vector<CollArgs> calls) {
   // issue order, which a replay could not repeat.
   const bool captured = anyCaptured(c, calls);
   if (captured || c.stagingState()->captured().live() > 0) {
-    c.countCalls(hetcclPathStaged, calls.size());
     if (captured) return enqueueHandedOffCalls(c, calls, true);
     InIssueOrder order(*c.stagingState(), calls);
     return enqueueHandedOffCalls(c, calls, false);
