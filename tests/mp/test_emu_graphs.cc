@@ -272,6 +272,34 @@ TEST(EmuGraphsMismatch, AReplayAgainstAnotherCallFailsEveryRankOnTheTimeout) { r
 
 TEST(EmuGraphsMismatch, AReplayAgainstAnotherCallFailsEveryRankNamingBothCalls) { replayAgainstAnotherCall(true); }
 
+// A captured group call that names a second stream is refused before
+// anything is enqueued: the capture stays valid and the communicator works.
+TEST(EmuGraphsRefused, ACapturedGroupCallOnTwoStreams) {
+  runJob("a,b", emuJob("a,b", false), [](Rank& r) {
+    Graphs g(r.device);
+    ASSERT_TRUE(g.usable());
+    hetcclStream_t other = nullptr;
+    ASSERT_EQ(hetcclStreamCreate(r.device.c_str(), &other), hetcclSuccess);
+    DeviceBuffer a(r, 64), b(r, 64);
+    hetcclResult_t res = hetcclSuccess;
+    std::string text;
+    {
+      Captured cap(g, r.stream, [&] {
+        HC_EXPECT_OK(hetcclGroupStart(), nullptr);
+        HC_EXPECT_OK(hetcclAllReduce(a.get(), a.get(), 16, hetcclInt32, hetcclSum, r.comm, r.stream), r.comm);
+        HC_EXPECT_OK(hetcclAllReduce(b.get(), b.get(), 16, hetcclInt32, hetcclSum, r.comm, other), r.comm);
+        res = hetcclGroupEnd();
+        text = hetcclGetLastError(r.comm);
+      });
+      EXPECT_NE(cap.graph, nullptr) << "the capture was invalidated";
+    }
+    EXPECT_EQ(res, hetcclInvalidUsage);
+    EXPECT_NE(text.find("several streams"), std::string::npos) << text;
+    warmUp(r);
+    EXPECT_EQ(hetcclStreamDestroy(r.device.c_str(), other), hetcclSuccess);
+  });
+}
+
 // Rank 3 never replays: the others' replays wait, and an abort releases
 // their streams at once; a replay after the abort is released at once too
 // (its hand-off finds the communicator gone), and the graph goes after it.
