@@ -91,6 +91,9 @@ for s in $steps; do
     torch)
       step torch_dropin 200 env HETCCL_DROPIN_LIB="$build/dropin/libnccl.so.2" "$here/tools/hetccl-torch-run" \
         python3 "$here/tests/gpu/torch_dropin.py"
+      # an all_reduce across two groups in a torch.cuda.CUDAGraph, replayed against eager ones
+      step torch_graph_capture 200 env HETCCL_DROPIN_LIB="$build/dropin/libnccl.so.2" "$here/tools/hetccl-torch-run" \
+        python3 "$here/tests/gpu/torch_graph_capture.py"
       ;;
     torchcalls)  # every c10d call of the nccl backend: one group of one rank (straight to NCCL: the same results
                  # as NCCL alone), then two groups

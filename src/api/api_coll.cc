@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "algorithm/coll.h"
+#include "gpu/captured_call.h"
 #include "gpu/enqueue.h"
 #include "gpu/vendor_calls.h"
 #include "api/args.h"
@@ -127,20 +128,13 @@ bool dispatchCalls(hetcclComm* comm, std::span<const CollArgs> calls, bool mayWa
   checkUsable(comm);
   if (comm->isGpuRank()) {  // GPU rank: enqueue in stream order, return at once
     checkReady(comm);
-    // A call across groups is numbered among the border's uses and watched
-    // by this process's threads as it is enqueued: a graph replaying it
-    // would repeat none of that (one group goes to the vendor library,
-    // which supports capture).
-    if (comm->topo().ngroups() > 1)
-      for (const CollArgs& a : calls)
-        HETCCL_CHECK_USAGE(!comm->device().capturing(a.stream),
-                           "the stream is being captured into a graph (CUDA/HIP stream capture), and calls of a "
-                           "communicator of several groups cannot be captured; call it outside the capture (a "
-                           "communicator of one group passes calls to the vendor library, which can be captured)");
+    // A call across groups captured into a graph runs at every replay
+    // (gpu/captured_call.h): its record ends with the capture.
+    const bool captured = comm->topo().ngroups() > 1 && anyCaptured(*comm, calls);
     const uint64_t first = recordCalls(*comm, calls, FlightRecorder::State::kEnqueued);
     failOnError(*comm,
-                [&] { recorded(*comm, first, calls.size(), false, 0, [&] { enqueueDeviceCalls(*comm, calls); }); });
-    if (first && comm->topo().ngroups() > 1) finishAfterProxy(*comm, first, calls.size());
+                [&] { recorded(*comm, first, calls.size(), captured, 0, [&] { enqueueDeviceCalls(*comm, calls); }); });
+    if (first && comm->topo().ngroups() > 1 && !captured) finishAfterProxy(*comm, first, calls.size());
     return false;
   }
   if (blocking) checkReady(comm);  // a non-blocking rank's init may still run on the proxy

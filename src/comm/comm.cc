@@ -222,6 +222,8 @@ Comm::~Comm() {
   // Jobs still queued on the proxy end at once: the abort flag is set by
   // hetcclCommAbort, and hetcclCommDestroy drains first.
   abort_.store(true);
+  // Replays of captured calls hand nothing more to the proxy.
+  if (stagingState_) stagingState_->captured().close();
   proxy_.stop();  // before the backend and device state it uses go
   watcher_.stop();
   // The relays' threads call back into this communicator when they fail:

@@ -97,6 +97,18 @@ class DeviceRuntime {
   // *flag (registered or pinned host memory), after all earlier work on `s`
   // completed and is visible to other processes reading that memory.
   virtual void streamWriteValue(Stream s, volatile uint64_t* flag, uint64_t value);
+  // Whether streamWaitValue is a stream memory operation of the runtime
+  // (else a host function that polls, which a graph cannot replay).
+  virtual bool waitValueOnDevice() { return false; }
+  // Runs fn(arg) on a runtime thread once `s` reaches it; on a capturing
+  // stream, at every launch of the graph. fn must not call the runtime.
+  virtual void launchHostFunc(Stream s, void (*fn)(void*), void* arg);
+  // Ties destroy(arg) to the graph `s` is being captured into (a user
+  // object the graph holds): it runs once the last graph or exec holding it
+  // has gone and no launch of it still runs, on a runtime thread (it must
+  // not call the runtime). false where the runtime cannot (no user objects,
+  // or `s` is not capturing): then nothing is tied.
+  virtual bool tieToCapture(Stream, void (*)(void*), void*) { return false; }
   // Page-locks and maps [ptr, ptr + bytes) of host memory allocated
   // elsewhere (a shared-memory segment) so that copies and stream memory
   // operations on this device can use it. May synchronise the device: call

@@ -171,6 +171,18 @@ std::unique_ptr<GpuApi> fill(void* lib, const std::string& kind, const std::stri
         dlsym(lib, (pre + "DeviceGetStreamPriorityRange").c_str()));
     api->streamGetPriority =
         reinterpret_cast<decltype(api->streamGetPriority)>(dlsym(lib, (pre + "StreamGetPriority").c_str()));
+    if (kind == "cuda" && api->runtimeVersion >= 13000)
+      api->streamGetCaptureInfo7 =
+          reinterpret_cast<decltype(api->streamGetCaptureInfo7)>(dlsym(lib, "cudaStreamGetCaptureInfo"));
+    else
+      api->streamGetCaptureInfo6 = reinterpret_cast<decltype(api->streamGetCaptureInfo6)>(
+          dlsym(lib, (pre + (kind == "emu" ? "StreamGetCaptureInfo" : "StreamGetCaptureInfo_v2")).c_str()));
+    api->userObjectCreate =
+        reinterpret_cast<decltype(api->userObjectCreate)>(dlsym(lib, (pre + "UserObjectCreate").c_str()));
+    api->userObjectRelease =
+        reinterpret_cast<decltype(api->userObjectRelease)>(dlsym(lib, (pre + "UserObjectRelease").c_str()));
+    api->graphRetainUserObject =
+        reinterpret_cast<decltype(api->graphRetainUserObject)>(dlsym(lib, (pre + "GraphRetainUserObject").c_str()));
   }
   if (kind != "emu") {
     const std::string pre = kind == "hip" ? "hip" : "cuda";
@@ -215,6 +227,20 @@ void GpuApi::check(Status s, const char* call) const {
   const char* text = getErrorString ? getErrorString(s) : "unknown error";
   throwError(hetcclUnhandledDeviceError,
              kind + " runtime: " + call + " failed: " + (text ? text : "?") + " (error " + std::to_string(s) + ")");
+}
+
+bool GpuApi::captureGraph(void* stream, void** graph) const {
+  int status = 0;
+  unsigned long long id = 0;
+  *graph = nullptr;
+  Status r = streamGetCaptureInfo7   ? streamGetCaptureInfo7(stream, &status, &id, graph, nullptr, nullptr, nullptr)
+             : streamGetCaptureInfo6 ? streamGetCaptureInfo6(stream, &status, &id, graph, nullptr, nullptr)
+                                     : -1;
+  if (r != 0) {
+    if (r != -1) getLastError();
+    return false;
+  }
+  return status == 1 && *graph;
 }
 
 const GpuApi& loadGpuApi(const std::string& kind) {

@@ -82,6 +82,25 @@ struct GpuApi {
   Status (*deviceGetStreamPriorityRange)(int*, int*) = nullptr;
   Status (*streamGetPriority)(void*, int*) = nullptr;
 
+  // Optional: what a call across groups captured into a graph needs. The
+  // graph a stream is being captured into: cudaStreamGetCaptureInfo in
+  // CUDA 13's form (7 arguments, edge data among them), else
+  // cudaStreamGetCaptureInfo_v2 (CUDA 12), hipStreamGetCaptureInfo_v2 and
+  // emu's, of 6. User objects, whose destructor runs once the last graph or
+  // exec holding them goes (cudaUserObjectCreate, cudaUserObjectRelease,
+  // cudaGraphRetainUserObject and the HIP and emu twins; HIP has them from
+  // ROCm 5.3, Debian's 5.2 lacks them).
+  Status (*streamGetCaptureInfo7)(void*, int*, unsigned long long*, void**, const void**, const void**,
+                                  size_t*) = nullptr;
+  Status (*streamGetCaptureInfo6)(void*, int*, unsigned long long*, void**, const void**, size_t*) = nullptr;
+  Status (*userObjectCreate)(void**, void*, void (*)(void*), unsigned, unsigned) = nullptr;
+  Status (*userObjectRelease)(void*, unsigned) = nullptr;
+  Status (*graphRetainUserObject)(void*, void*, unsigned, unsigned) = nullptr;
+  // The graph `stream` is being captured into, through whichever form of
+  // the capture info is there; false where the stream is not capturing or
+  // the runtime cannot say.
+  bool captureGraph(void* stream, void** graph) const;
+
   static constexpr Status kNotReady = 600;                   // cudaErrorNotReady == hipErrorNotReady
   static constexpr int kMemcpyDefault = 4;                   // cudaMemcpyDefault == hipMemcpyDefault
   static constexpr unsigned kHostAllocPortableMapped = 0x3;  // Portable | Mapped (both APIs)

@@ -63,7 +63,9 @@ void hostWaitFn(void* p) {
 // thread's captures (as torch's own watchdog does for its queries).
 class CaptureModeScope {
  public:
-  explicit CaptureModeScope(const GpuApi& api) : api_(api) {
+  // mode 1, thread-local; 2, relaxed (pinned allocations, which a capture
+  // on this thread makes for a captured call across groups).
+  explicit CaptureModeScope(const GpuApi& api, int mode = 1) : api_(api), mode_(mode) {
     if (api_.threadExchangeStreamCaptureMode && api_.threadExchangeStreamCaptureMode(&mode_) != 0) {
       api_.getLastError();
       set_ = false;
@@ -77,7 +79,7 @@ class CaptureModeScope {
 
  private:
   const GpuApi& api_;
-  int mode_ = 1;  // thread-local; the previous mode while in scope
+  int mode_;  // the mode in scope; the previous one while in scope
   bool set_ = true;
 };
 
@@ -153,7 +155,7 @@ class GpuRuntime : public DeviceRuntime {
     if (ptr) api_.free(ptr);
   }
   void* allocPinned(size_t bytes) override {
-    CaptureModeScope threadLocal(api_);
+    CaptureModeScope relaxed(api_, 2);
     void* p = nullptr;
     api_.check(api_.hostAlloc(&p, bytes ? bytes : 256, GpuApi::kHostAllocPortableMapped), "hostAlloc");
     return p;
@@ -266,6 +268,23 @@ class GpuRuntime : public DeviceRuntime {
     api_.check(api_.launchHostFunc(s, hostWriteFn, new HostWrite{flag, value}), "launchHostFunc");
   }
 
+  bool waitValueOnDevice() override { return waitValueWorks_; }
+  void launchHostFunc(Stream s, void (*fn)(void*), void* arg) override {
+    api_.check(api_.launchHostFunc(s, fn, arg), "launchHostFunc");
+  }
+  bool tieToCapture(Stream s, void (*destroy)(void*), void* arg) override {
+    void* graph = nullptr;
+    if (!api_.userObjectCreate || !api_.graphRetainUserObject || !api_.captureGraph(s, &graph)) return false;
+    void* obj = nullptr;
+    constexpr unsigned kNoDestructorSync = 1, kMove = 1;  // cudaUserObjectNoDestructorSync, cudaGraphUserObjectMove
+    api_.check(api_.userObjectCreate(&obj, arg, destroy, 1, kNoDestructorSync), "userObjectCreate");
+    if (GpuApi::Status r = api_.graphRetainUserObject(graph, obj, 1, kMove); r != 0) {
+      // The object is left unreleased: releasing it would run destroy(arg),
+      // and the caller still owns arg when this throws.
+      api_.check(r, "graphRetainUserObject");
+    }
+    return true;
+  }
   void registerHost(void* ptr, size_t bytes) override {
     CaptureModeScope threadLocal(api_);
     api_.check(api_.hostRegister(ptr, bytes, GpuApi::kHostAllocPortableMapped), "hostRegister");

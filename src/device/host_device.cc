@@ -89,6 +89,7 @@ void DeviceRuntime::streamWriteValue(Stream, volatile uint64_t*, uint64_t) { not
 void DeviceRuntime::registerHost(void*, size_t) { notStreamOrdered("registerHost"); }
 void DeviceRuntime::unregisterHost(void*) { notStreamOrdered("unregisterHost"); }
 void* DeviceRuntime::devicePointer(void*) { notStreamOrdered("devicePointer"); }
+void DeviceRuntime::launchHostFunc(Stream, void (*)(void*), void*) { notStreamOrdered("launchHostFunc"); }
 
 void waitEvent(DeviceRuntime& d, Event e, double timeoutS, const std::atomic<bool>* abort, const char* what) {
   waitEventChecked(d, e, timeoutS, abort, what, {});

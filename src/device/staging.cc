@@ -54,7 +54,8 @@ StagingState::StagingState(DeviceRuntime& d, size_t stagingLimit, size_t scratch
       order_(d, events_),
       completion_(d),
       pinned_(d, stagingLimit, true),
-      scratch_(d, scratchLimit, false) {
+      scratch_(d, scratchLimit, false),
+      captured_(d) {
   stream_ = d.createStream(p);
   syncEvent_ = d.createEvent();
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "device/call_sampler.h"
+#include "device/captured_registry.h"
 #include "device/completion_flag.h"
 #include "device/device.h"
 #include "device/event_pool.h"
@@ -68,8 +69,13 @@ class StagingState {
   SmallCallSampler& sampler() { return sampler_; }
   StagingPool& pinned() { return pinned_; }
   StagingPool& scratch() { return scratch_; }
-  // Abort: every stream that waits on this communicator goes on at once.
-  void releaseAll() { completion_.releaseAll(); }
+  CapturedRegistry& captured() { return captured_; }
+  // Abort: every stream that waits on this communicator goes on at once,
+  // replays of its captured calls too.
+  void releaseAll() {
+    completion_.releaseAll();
+    captured_.close();
+  }
 
   // The end of the last staged call's copies out of pinned staging: its
   // stream records it (markReleased), and the next staged call's stream
@@ -103,6 +109,7 @@ class StagingState {
   CompletionFlag completion_;
   SmallCallSampler sampler_;
   StagingPool pinned_, scratch_;
+  CapturedRegistry captured_;
   Stream stream_ = nullptr;
   std::atomic<int> staged_{0};
   Event released_ = nullptr;

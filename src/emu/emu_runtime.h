@@ -9,8 +9,8 @@
  * - streams whose work runs in order on a worker thread of each stream, after
  *   the call that enqueued it returned; events, stream waits on events and
  *   on a 64-bit value in memory, host functions;
- * - stream capture status and CUDA's rule on event queries during a capture
- *   (below);
+ * - stream capture into graphs that launch again what was captured, user
+ *   objects, and CUDA's rule on event queries during a capture (below);
  * - faults on demand (settings): copies slower than launches
  *   (HETCCL_EMU_COPY_DELAY_US), every stream operation late
  *   (HETCCL_EMU_STALL_US), an allocation that fails (HETCCL_EMU_FAIL_ALLOC:
@@ -34,14 +34,22 @@ typedef int emuError_t;
 #define emuErrorInvalidValue 1
 #define emuErrorMemoryAllocation 2
 #define emuErrorInvalidDevice 101
+#define emuErrorInvalidResourceHandle 400
 #define emuErrorNotReady 600
 #define emuErrorStreamCaptureUnsupported 900
 #define emuErrorStreamCaptureInvalidated 901
+#define emuErrorStreamCaptureMerge 902
+#define emuErrorStreamCaptureUnmatched 903
+#define emuErrorStreamCaptureUnjoined 904
+#define emuErrorStreamCaptureIsolation 905
 #define emuErrorStreamCaptureWrongThread 908
 #define emuErrorUnknown 999
 
 typedef struct emuStream* emuStream_t; /* NULL: the current device's default stream */
 typedef struct emuEvent* emuEvent_t;
+typedef struct emuGraph* emuGraph_t;
+typedef struct emuGraphExec* emuGraphExec_t;
+typedef struct emuUserObject* emuUserObject_t;
 
 /* cudaPointerAttributes' head: type 0 unregistered host, 1 host (pinned or
  * registered), 2 device. */
@@ -93,15 +101,50 @@ int emuStreamWaitValue64(emuStream_t stream, uint64_t addr, uint64_t value, unsi
  * (flags 0), as cuStreamWriteValue64. */
 int emuStreamWriteValue64(emuStream_t stream, uint64_t addr, uint64_t value, unsigned flags);
 
-/* Stream capture, as far as code that must refuse or survive one needs it:
- * the capture status of a stream (0 none, 1 active, 2 invalidated), the
- * thread's capture mode (0 global, 1 thread-local, 2 relaxed), and CUDA's
- * rule that an event query or synchronisation during a capture it forbids
- * fails and invalidates the capture. Work enqueued on a capturing stream is
- * dropped: emu keeps no graph (the one EndCapture returns is a token that
- * nothing runs). */
+/* Stream capture and graphs, as CUDA has them: work enqueued on a capturing
+ * stream (copies, host functions, value writes and waits, kernel launches,
+ * emuEnqueue, event records and waits) is recorded into the capture's graph
+ * instead of run. A stream that waits on an event recorded in a capture
+ * joins it (CUDA's cross-stream capture) and must be joined back (the
+ * capture's first stream waits on an event recorded on it after its last
+ * work) before EndCapture, which otherwise fails with
+ * emuErrorStreamCaptureUnjoined; a capturing stream that waits on an event
+ * recorded outside its capture invalidates it
+ * (emuErrorStreamCaptureIsolation). EndCapture returns the graph;
+ * emuGraphInstantiate makes an exec, and each emuGraphLaunch enqueues the
+ * recorded work again in its order (the first stream's on the launch
+ * stream, each joined stream's on a stream of the exec, the events between
+ * them kept), launches of one exec one after the other. The capture status
+ * of a stream (0 none, 1 active, 2 invalidated), the thread's capture mode
+ * (0 global, 1 thread-local, 2 relaxed), and CUDA's rule that an event
+ * query or synchronisation during a capture it forbids fails and
+ * invalidates the capture. */
 emuError_t emuStreamBeginCapture(emuStream_t stream, int mode);
-emuError_t emuStreamEndCapture(emuStream_t stream, void** graph);
+emuError_t emuStreamEndCapture(emuStream_t stream, emuGraph_t* graph);
+/* cudaStreamGetCaptureInfo_v2's shape (CUDA 12, HIP): status, the
+ * capture's id and the graph being built; deps and numDeps are set to none. */
+emuError_t emuStreamGetCaptureInfo(emuStream_t stream, int* status, unsigned long long* id, emuGraph_t* graph,
+                                   const void** deps, size_t* numDeps);
+emuError_t emuGraphInstantiate(emuGraphExec_t* exec, emuGraph_t graph, unsigned long long flags);
+emuError_t emuGraphInstantiateWithFlags(emuGraphExec_t* exec, emuGraph_t graph, unsigned long long flags);
+emuError_t emuGraphLaunch(emuGraphExec_t exec, emuStream_t stream);
+/* Work launched before still runs. */
+emuError_t emuGraphExecDestroy(emuGraphExec_t exec);
+emuError_t emuGraphDestroy(emuGraph_t graph);
+/* User objects (cudaUserObjectCreate's shape; flags must be 1,
+ * cudaUserObjectNoDestructorSync): `destroy(ptr)` runs once the last
+ * reference goes. A graph holds references (emuGraphRetainUserObject; flags
+ * 1, cudaGraphUserObjectMove, passes the caller's), an exec holds its
+ * graph's, and a launch holds them until its work has run. The destructor
+ * runs on the thread that drops the last reference (a stream's worker, or
+ * the caller of a destroy or release); like CUDA's it must not call the
+ * runtime. */
+emuError_t emuUserObjectCreate(emuUserObject_t* obj, void* ptr, void (*destroy)(void*), unsigned initialRefcount,
+                               unsigned flags);
+emuError_t emuUserObjectRetain(emuUserObject_t obj, unsigned count);
+emuError_t emuUserObjectRelease(emuUserObject_t obj, unsigned count);
+emuError_t emuGraphRetainUserObject(emuGraph_t graph, emuUserObject_t obj, unsigned count, unsigned flags);
+emuError_t emuGraphReleaseUserObject(emuGraph_t graph, emuUserObject_t obj, unsigned count);
 emuError_t emuStreamIsCapturing(emuStream_t stream, int* status);
 emuError_t emuThreadExchangeStreamCaptureMode(int* mode);
 /* A stream's id, unique for the process's life (cudaStreamGetId). */

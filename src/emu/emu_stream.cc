@@ -2,159 +2,11 @@
 // running its operations in order, after the call that enqueued them
 // returned. Also devices and errors.
 #include <algorithm>
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstring>
-#include <deque>
-#include <mutex>
 #include <map>
-#include <set>
-#include <memory>
-#include <thread>
-#include <vector>
 
-#include "core/settings.h"
-#include "emu/emu_state.h"
-
-struct emuStream {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::deque<std::function<void()>> ops;
-  bool busy = false, retired = false;
-  int device = 0;
-  // Unique for the process's life (emuStreamGetId): the handle, the
-  // object's address, comes back once a destroyed stream's work has run.
-  uint64_t id = 0;
-  // Faults on demand, as set when the stream was made (its worker never
-  // reads the environment).
-  int64_t stallUs = 0, copyDelayUs = 0;
-  // emuStreamCreateWithPriority's: kept and reported, not scheduled by
-  // (each stream has a worker of its own, so none waits for another's).
-  int priority = 0;
-
-  explicit emuStream(int dev)
-      : device(dev),
-        stallUs(emu::setting(hetccl::settings::kEmuStallUs)),
-        copyDelayUs(emu::setting(hetccl::settings::kEmuCopyDelayUs)) {}
-
-  // The worker holds the stream until it has run everything and was
-  // retired; so do those that synchronise with it.
-  static std::shared_ptr<emuStream> make(int dev) {
-    static std::atomic<uint64_t> ids{0};
-    auto s = std::make_shared<emuStream>(dev);
-    s->id = ids.fetch_add(1) + 1;
-    std::thread([s] { s->run(); }).detach();
-    return s;
-  }
-
-  // Stream capture (emuStreamBeginCapture): 0 none, 1 active, 2
-  // invalidated; the mode and thread that began it. Guarded by mu.
-  int captureStatus = 0, captureMode = 0;
-  std::thread::id captureThread;
-
-  bool isCapturing() {
-    std::lock_guard<std::mutex> g(mu);
-    return captureStatus != 0;
-  }
-
-  void push(std::function<void()> op) {
-    {
-      std::lock_guard<std::mutex> g(mu);
-      if (captureStatus) return;  // captured into a graph, which emu does not keep
-      ops.push_back(std::move(op));
-    }
-    cv.notify_all();
-  }
-  bool idle() {
-    std::lock_guard<std::mutex> g(mu);
-    return ops.empty() && !busy;
-  }
-  void drain() {
-    std::unique_lock<std::mutex> l(mu);
-    cv.wait(l, [this] { return ops.empty() && !busy; });
-  }
-  // As cudaStreamDestroy: returns at once; the work enqueued still runs,
-  // then the worker frees the stream.
-  void retire() {
-    {
-      std::lock_guard<std::mutex> g(mu);
-      retired = true;
-    }
-    cv.notify_all();
-  }
-
- private:
-  void run() {
-    std::unique_lock<std::mutex> l(mu);
-    for (;;) {
-      cv.wait(l, [this] { return retired || !ops.empty(); });
-      if (ops.empty()) break;  // retired, and nothing left
-      std::function<void()> op = std::move(ops.front());
-      ops.pop_front();
-      busy = true;
-      l.unlock();
-      // HETCCL_EMU_STALL_US: every operation starts late (a slow device).
-      if (stallUs > 0) std::this_thread::sleep_for(std::chrono::microseconds(stallUs));
-      op();
-      l.lock();
-      busy = false;
-      cv.notify_all();
-    }
-  }
-};
-
-// An event: its records are numbered, and each completes on its own, as on
-// CUDA: a stream that waits on an event waits for the record made last
-// before the wait, even where the event was recorded again since on another
-// stream whose work ran first. Held by the caller and by every stream
-// operation that names it: destroying an event whose recorded work is still
-// pending returns at once, and it goes once that work has run (as
-// cudaEventDestroy).
-struct emuEvent {
-  bool timed = true;  // not created with emuEventDisableTiming
-  std::atomic<int> refs{1};
-  emuEvent* retain() {
-    refs.fetch_add(1);
-    return this;
-  }
-  void release() {
-    if (refs.fetch_sub(1) == 1) delete this;
-  }
-  uint64_t record() {  // a new record, pending; its number
-    std::lock_guard<std::mutex> g(m);
-    pending.insert(++recorded);
-    return recorded;
-  }
-  void complete(uint64_t n, int64_t ns) {
-    std::lock_guard<std::mutex> g(m);
-    pending.erase(n);
-    if (n > lastDone) {
-      lastDone = n;
-      doneNs = ns;
-    }
-  }
-  uint64_t last() {  // the last record's number (0: never recorded)
-    std::lock_guard<std::mutex> g(m);
-    return recorded;
-  }
-  bool done(uint64_t n) {
-    std::lock_guard<std::mutex> g(m);
-    return pending.count(n) == 0;
-  }
-  // Steady clock when the last record completed; -1 while it is pending or
-  // where the event was never recorded.
-  int64_t lastDoneNs() {
-    std::lock_guard<std::mutex> g(m);
-    return recorded == 0 || pending.count(recorded) ? -1 : doneNs;
-  }
-
- private:
-  std::mutex m;
-  uint64_t recorded = 0, lastDone = 0;
-  std::set<uint64_t> pending;
-  int64_t doneNs = 0;
-};
+#include "emu/emu_stream.h"
 
 namespace emu {
 namespace {
@@ -214,37 +66,6 @@ emuError_t setError(emuError_t e) {
 }
 
 emuStream* resolve(emuStream_t s) { return s ? s : defaultStream(tDevice); }
-
-// Streams being captured, and the calling thread's capture mode (0 global,
-// 1 thread-local, 2 relaxed: cudaStreamCaptureMode's values).
-std::mutex& captureMu() {
-  static auto* m = new std::mutex;
-  return *m;
-}
-std::vector<emuStream*>& capturing() {
-  static auto* v = new std::vector<emuStream*>;
-  return *v;
-}
-thread_local int tCaptureMode = 0;
-
-// CUDA's rule for potentially unsafe calls (event queries among them):
-// refused where this thread has a capture under way not begun relaxed, or,
-// in global mode, where another thread has one begun in global mode; the
-// capture is then invalidated (its end fails).
-bool unsafeDuringCapture() {
-  std::lock_guard<std::mutex> g(captureMu());
-  if (tCaptureMode == 2) return false;
-  bool refused = false;
-  for (emuStream* s : capturing()) {
-    std::lock_guard<std::mutex> sg(s->mu);
-    const bool mine = s->captureThread == std::this_thread::get_id();
-    if ((mine && s->captureMode != 2) || (!mine && s->captureMode == 0 && tCaptureMode == 0)) {
-      s->captureStatus = 2;
-      refused = true;
-    }
-  }
-  return refused;
-}
 
 // Waits (on the stream's worker) until pred() holds, polling.
 template <class Pred>
@@ -441,7 +262,19 @@ emuError_t emuEventDestroy(emuEvent_t event) {
 
 emuError_t emuEventRecord(emuEvent_t event, emuStream_t stream) {
   if (!event) return emu::setError(emuErrorInvalidValue);
-  if (emu::resolve(stream)->isCapturing()) return emuSuccess;  // a node of the graph emu does not keep
+  emuStream* s = emu::resolve(stream);
+  {
+    std::lock_guard<std::mutex> g(s->mu);
+    if (s->captureStatus) {  // a node of the capture's graph
+      if (s->captureStatus == 1 && s->captureGraph) {
+        emu::CapturedRecord rec;
+        emu::graphAddRecord(s->captureGraph, s->captureLane, &rec);
+        event->setCaptured(rec);
+      }
+      return emuSuccess;
+    }
+  }
+  event->setCaptured({});
   const uint64_t n = event->record();
   emu::resolve(stream)->push([event = event->retain(), n] {
     event->complete(
@@ -468,8 +301,8 @@ emuError_t emuEventSynchronize(emuEvent_t event) {
 
 emuError_t emuStreamWaitEvent(emuStream_t stream, emuEvent_t event, unsigned) {
   if (!event) return emu::setError(emuErrorInvalidValue);
-  if (emu::resolve(stream)->isCapturing()) return emuSuccess;  // a node of the graph emu does not keep
-  const uint64_t want = event->last();                         // the record made last, as CUDA captures it
+  if (emuError_t e = emu::captureWait(emu::resolve(stream), event); e != emuErrorNotReady) return e;
+  const uint64_t want = event->last();  // the record made last, as CUDA captures it
   emu::resolve(stream)->push([event = event->retain(), want] {
     emu::waitUntil([&] { return event->done(want); });
     event->release();
@@ -508,43 +341,6 @@ int emuStreamWriteValue64(emuStream_t stream, uint64_t addr, uint64_t value, uns
 
 }  // extern "C"
 
-emuError_t emuStreamBeginCapture(emuStream_t stream, int mode) {
-  if (!stream || mode < 0 || mode > 2) return emu::setError(emuErrorInvalidValue);  // as CUDA: not the default stream
-  std::lock_guard<std::mutex> g(emu::captureMu());
-  std::lock_guard<std::mutex> sg(stream->mu);
-  if (stream->captureStatus) return emu::setError(emuErrorInvalidValue);
-  stream->captureStatus = 1;
-  stream->captureMode = mode;
-  stream->captureThread = std::this_thread::get_id();
-  emu::capturing().push_back(stream);
-  return emuSuccess;
-}
-
-emuError_t emuStreamEndCapture(emuStream_t stream, void** graph) {
-  if (!stream || !graph) return emu::setError(emuErrorInvalidValue);
-  std::lock_guard<std::mutex> g(emu::captureMu());
-  std::lock_guard<std::mutex> sg(stream->mu);
-  if (!stream->captureStatus) return emu::setError(emuErrorInvalidValue);
-  // As CUDA: a capture not begun in relaxed mode ends on the thread that
-  // began it; from another, the call fails and the capture goes on.
-  if (stream->captureMode != 2 && stream->captureThread != std::this_thread::get_id())
-    return emu::setError(emuErrorStreamCaptureWrongThread);
-  const int status = stream->captureStatus;
-  stream->captureStatus = 0;
-  auto& v = emu::capturing();
-  v.erase(std::remove(v.begin(), v.end(), stream), v.end());
-  *graph = status == 1 ? static_cast<void*>(stream) : nullptr;  // a token: emu keeps no graph
-  return status == 1 ? emuSuccess : emu::setError(emuErrorStreamCaptureInvalidated);
-}
-
-emuError_t emuStreamIsCapturing(emuStream_t stream, int* status) {
-  if (!status) return emu::setError(emuErrorInvalidValue);
-  emuStream* s = emu::resolve(stream);
-  std::lock_guard<std::mutex> g(s->mu);
-  *status = s->captureStatus;
-  return emuSuccess;
-}
-
 emuError_t emuStreamGetId(emuStream_t stream, unsigned long long* id) {
   if (!id) return emu::setError(emuErrorInvalidValue);
   *id = emu::resolve(stream)->id;
@@ -560,11 +356,5 @@ emuError_t emuDeviceGetStreamPriorityRange(int* least, int* greatest) {
 emuError_t emuStreamGetPriority(emuStream_t stream, int* priority) {
   if (!priority) return emu::setError(emuErrorInvalidValue);
   *priority = emu::resolve(stream)->priority;
-  return emuSuccess;
-}
-
-emuError_t emuThreadExchangeStreamCaptureMode(int* mode) {
-  if (!mode || *mode < 0 || *mode > 2) return emu::setError(emuErrorInvalidValue);
-  std::swap(*mode, emu::tCaptureMode);
   return emuSuccess;
 }

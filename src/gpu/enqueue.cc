@@ -5,7 +5,9 @@
 
 #include "gpu/border_coll.h"
 #include "gpu/border_p2p.h"
+#include "gpu/captured_call.h"
 #include "gpu/staged_backend.h"
+#include "gpu/staged_copies.h"
 #include "gpu/vendor_calls.h"
 #include "comm/comm.h"
 #include "observe/observed.h"
@@ -41,18 +43,7 @@ class InIssueOrder {
   std::vector<Stream> streams_;
 };
 
-// Host copies of one call's buffers in pinned slot memory.
-struct HostCopy {
-  const CollArgs* user;
-  CollArgs host;
-  CallExtent ext;
-  uint8_t* region = nullptr;  // pinned copy of [lo, lo + bytes)
-  const uint8_t* lo = nullptr;
-  size_t bytes = 0;
-  uint8_t* sendCopy = nullptr;  // separate send copy when the ranges do not overlap
-  size_t offset = 0;            // of region in the pinned block
-  size_t scalarOffset = 0;      // of the PreMulSum scalar's copy (op.scalarAt), if any
-};
+}  // namespace
 
 // Lays out the host copies of `calls` one after the other in one pinned
 // block; returns the block's size.
@@ -133,8 +124,7 @@ void stageOut(Comm& c, const std::vector<HostCopy>& ms) {
 // The proxy's part of a multi-group call: once the caller's streams have
 // copied the buffers into pinned memory, run the plans there. Group steps of
 // a group of several GPU ranks go through the vendor library (StagedBackend).
-void runStaged(Comm& c, const std::vector<CollArgs>& host, const std::vector<Event>& ready,
-               ChunkHooks* hooks = nullptr) {
+void runStaged(Comm& c, const std::vector<CollArgs>& host, const std::vector<Event>& ready, ChunkHooks* hooks) {
   StagingState& ds = *c.stagingState();
   DeviceRuntime& d = c.device();
   const double to = c.options().timeoutS;
@@ -148,6 +138,8 @@ void runStaged(Comm& c, const std::vector<CollArgs>& host, const std::vector<Eve
   }
   runCalls(PlanContext{c, staged, hooks}, host);
 }
+
+namespace {
 
 // One AllReduce across groups that runs in chunks (allReduceChunk), in place
 // or with disjoint buffers, on the caller's stream: [wait until the previous
@@ -325,6 +317,15 @@ void enqueueDeviceCalls(Comm& c, std::span<const CollArgs> given) {
     return passThrough(c, given, c.groupBackend());
   }
   std::vector<CollArgs> calls(given.begin(), given.end());
+  // Captured calls, and every call while captured ones live, reach the
+  // proxy in stream order (captured_call.h); a captured one outside the
+  // issue order, which a replay could not repeat.
+  const bool captured = anyCaptured(c, calls);
+  if (captured || c.stagingState()->captured().live() > 0) {
+    if (captured) return enqueueHandedOffCalls(c, calls, true);
+    InIssueOrder order(*c.stagingState(), calls);
+    return enqueueHandedOffCalls(c, calls, false);
+  }
   prepareBorderPairs(c, calls);
   InIssueOrder order(*c.stagingState(), calls);
   // Collectives the device border takes go first, one after the other in

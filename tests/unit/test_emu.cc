@@ -274,10 +274,11 @@ TEST(Emu, AnEventQueryDuringAGlobalCaptureInvalidatesItUnlessItsThreadIsLocal) {
       const bool refused = captureMode == 0 && queryMode == 0;
       EXPECT_EQ(queryOnAnotherThread(queryMode), refused ? emuErrorStreamCaptureUnsupported : emuSuccess)
           << "capture mode " << captureMode << ", query mode " << queryMode;
-      void* graph = nullptr;
+      emuGraph_t graph = nullptr;
       EXPECT_EQ(emuStreamEndCapture(cap.s, &graph), refused ? emuErrorStreamCaptureInvalidated : emuSuccess)
           << "capture mode " << captureMode << ", query mode " << queryMode;
       EXPECT_EQ(graph == nullptr, refused);
+      if (graph) emuGraphDestroy(graph);
       ASSERT_EQ(emuStreamIsCapturing(cap.s, &status), emuSuccess);
       EXPECT_EQ(status, 0);
       emuGetLastError();
@@ -294,18 +295,20 @@ TEST(Emu, ACaptureEndsOnItsOwnThreadUnlessRelaxed) {
   for (int mode : {0, 1, 2}) {
     ASSERT_EQ(emuStreamBeginCapture(st.s, mode), emuSuccess) << mode;
     int other = -1;
-    void* graph = nullptr;
+    emuGraph_t graph = nullptr;
     std::thread([&] { other = emuStreamEndCapture(st.s, &graph); }).join();
     int status = -1;
     ASSERT_EQ(emuStreamIsCapturing(st.s, &status), emuSuccess);
     if (mode == 2) {
       EXPECT_EQ(other, emuSuccess);
       EXPECT_EQ(status, 0);
+      emuGraphDestroy(graph);
       continue;
     }
     EXPECT_EQ(other, emuErrorStreamCaptureWrongThread) << mode;
     EXPECT_EQ(status, 1) << "the capture goes on";
     EXPECT_EQ(emuStreamEndCapture(st.s, &graph), emuSuccess) << mode;
+    emuGraphDestroy(graph);
   }
   emuGetLastError();
 }

@@ -1,0 +1,59 @@
+// What a GPU rank of a multi-group communicator keeps of its calls captured
+// into graphs (gpu/captured_call.h), beside the calls themselves, which
+// their graphs own: the flags their streams wait on (an abort releases
+// them), whether a replay may still hand a call to the proxy, how many such
+// calls live, and the pinned blocks of calls whose graphs have gone. Those
+// are freed by the enqueuing thread (reclaim) or with the registry: a
+// graph's destructor runs on a runtime thread, which must not call the
+// runtime.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <vector>
+
+#include "device/device.h"
+
+namespace hetccl {
+
+class CapturedRegistry {
+ public:
+  struct Shared {
+    std::mutex mu;
+    bool open = true;   // false once aborted or closed: a replay's hand-off then releases its stream at once
+    bool gone = false;  // the registry (and the runtime) went: blocks can no longer be freed
+    std::set<volatile uint64_t*> flags;
+    std::vector<void*> toFree;  // pinned blocks of calls gone
+    // Blocks of eager calls gone, by size, for the next eager calls (at
+    // most kSpareBlocks; the rest go to toFree): an eager call while
+    // captured ones live then allocates no pinned memory.
+    std::multimap<size_t, void*> spare;
+    static constexpr size_t kSpareBlocks = 8;
+    int live = 0;  // captured calls whose graphs have not gone
+  };
+
+  explicit CapturedRegistry(DeviceRuntime& d) : dev_(d), shared_(std::make_shared<Shared>()) {}
+  ~CapturedRegistry();
+  CapturedRegistry(const CapturedRegistry&) = delete;
+  CapturedRegistry& operator=(const CapturedRegistry&) = delete;
+
+  const std::shared_ptr<Shared>& shared() const { return shared_; }
+  // Abort or the communicator's end: every flag holds kFlagReleased, and
+  // every later hand-off stores it instead of reaching the proxy.
+  void close();
+  // Frees the pinned blocks of calls gone (the enqueuing thread).
+  void reclaim();
+  // A spare block of at least `bytes` (its size in *got), or null.
+  void* takeSpare(size_t bytes, size_t* got);
+  int live() const;
+
+ private:
+  DeviceRuntime& dev_;
+  std::shared_ptr<Shared> shared_;
+};
+
+}  // namespace hetccl

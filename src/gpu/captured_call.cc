@@ -1,0 +1,165 @@
+#include "gpu/captured_call.h"
+
+#include <algorithm>
+#include <memory>
+#include <string>
+
+#include "comm/comm.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "gpu/border_coll.h"
+#include "gpu/staged_copies.h"
+
+namespace hetccl {
+namespace {
+
+// One call (or group call) of the path above. Owned by its graph (a user
+// object), or by its own stream's last host function where not captured.
+struct HandedOffCall {
+  std::shared_ptr<CapturedRegistry::Shared> reg;
+  Comm* comm = nullptr;
+  uint8_t* block = nullptr;  // pinned: the host copies, then the flag
+  size_t blockBytes = 0;
+  uint64_t* flag = nullptr;
+  std::vector<CollArgs> host;  // the calls on the host copies
+  bool captured = false;       // counted among the registry's live calls
+};
+
+void storeFlag(uint64_t* flag, uint64_t v) { __atomic_store_n(flag, v, __ATOMIC_RELEASE); }
+
+// The host function, at every replay (on a runtime thread: it calls no
+// runtime function). The registry's lock keeps it from handing a call to a
+// communicator that was aborted or is going: the flag then releases the
+// stream at once (what it copies out is not a result; the communicator
+// reports the failure). A replay's flag is reset here, not by the stream:
+// the previous replay of this call has copied out before this host
+// function runs (stream order; launches of one exec never overlap), so no
+// wait of it can see the reset.
+void handOff(void* p) {
+  auto* h = static_cast<HandedOffCall*>(p);
+  std::lock_guard<std::mutex> g(h->reg->mu);
+  if (!h->reg->open) return storeFlag(h->flag, kFlagReleased);
+  storeFlag(h->flag, 0);
+  Comm& c = *h->comm;
+  StagingState& ds = *c.stagingState();
+  ds.stagedQueued();
+  c.proxy().submit([h] { runStaged(*h->comm, h->host, {}); },
+                   [h, &ds] {
+                     ds.stagedRan();
+                     storeFlag(h->flag, 1);  // the last use of h: its stream goes on, and may drop it
+                   });
+}
+
+// The graph's user object destructor, or the last host function of a call
+// not captured: on a runtime thread, so the block is freed later by the
+// enqueuing thread (CapturedRegistry::reclaim) or with the registry.
+void dropCall(void* p) {
+  std::unique_ptr<HandedOffCall> h(static_cast<HandedOffCall*>(p));
+  std::lock_guard<std::mutex> g(h->reg->mu);
+  h->reg->flags.erase(h->flag);
+  if (h->captured) --h->reg->live;
+  if (h->reg->gone)  // the communicator went first: its runtime with it
+    LOG_WARN(kColl, "a graph holding calls across groups outlived their communicator: %p stays allocated",
+             static_cast<void*>(h->block));
+  else if (!h->captured && h->reg->spare.size() < CapturedRegistry::Shared::kSpareBlocks)
+    h->reg->spare.emplace(h->blockBytes, h->block);
+  else
+    h->reg->toFree.push_back(h->block);
+}
+
+std::string describe(const std::vector<CollArgs>& calls) {
+  std::string s;
+  for (const CollArgs& a : calls)
+    s += std::string(s.empty() ? "" : ", ") + collKindName(a.kind) + " of " + std::to_string(a.count) + " " +
+         dataTypeName(a.dt);
+  return s;
+}
+
+}  // namespace
+
+bool anyCaptured(Comm& c, const std::vector<CollArgs>& calls) {
+  return std::any_of(calls.begin(), calls.end(), [&](const CollArgs& a) { return c.device().capturing(a.stream); });
+}
+
+void enqueueHandedOffCalls(Comm& c, const std::vector<CollArgs>& calls, bool captured) {
+  StagingState& ds = *c.stagingState();
+  DeviceRuntime& d = c.device();
+  const Stream s = calls.front().stream;
+  if (captured) {
+    for (const CollArgs& a : calls)
+      if (a.stream != s)
+        throwRefused(hetcclInvalidUsage,
+                     "a group of calls across groups captured into a graph names several streams (" + describe(calls) +
+                         "); capture them on one stream");
+    if (!d.waitValueOnDevice())
+      throwRefused(hetcclInvalidUsage,
+                   std::string("calls across groups cannot be captured on this ") + d.kind() +
+                       " device: its stream wait-value runs as a host function, which a graph cannot replay");
+    for (const CollArgs& a : calls)
+      if (takesDeviceBorder(c, a))
+        LOG_INFO(kColl,
+                 "captured %s of %zu bytes: staged through pinned memory at every replay (the device border "
+                 "takes no captured calls yet)",
+                 collKindName(a.kind), a.count * dataTypeSize(a.dt));
+  }
+  // Blocks of calls gone are freed by eager calls only: freeing pinned
+  // memory during a capture would invalidate it.
+  if (!captured) ds.captured().reclaim();
+  const size_t bytes = (layoutHostCopies(c, calls, nullptr) + 255) & ~size_t{255};
+  auto h = std::make_unique<HandedOffCall>();
+  h->reg = ds.captured().shared();
+  h->comm = &c;
+  h->captured = captured;
+  // An eager call reuses a block of one gone; a captured one has its own,
+  // allocated now (in relaxed capture mode).
+  if (!captured) h->block = static_cast<uint8_t*>(ds.captured().takeSpare(bytes + 64, &h->blockBytes));
+  if (!h->block) {
+    h->blockBytes = bytes + 64;
+    h->block = static_cast<uint8_t*>(d.allocPinned(h->blockBytes));
+  }
+  h->flag = reinterpret_cast<uint64_t*>(h->block + bytes);
+  storeFlag(h->flag, 0);
+  HandedOffCall* raw = h.get();
+  if (captured) {
+    // Not tied: the block goes with the next eager call (freeing it now,
+    // during the capture, would invalidate the capture).
+    auto untie = [&] {
+      std::lock_guard<std::mutex> g(h->reg->mu);
+      h->reg->toFree.push_back(h->block);
+    };
+    bool tied = false;
+    try {
+      tied = d.tieToCapture(s, dropCall, raw);
+    } catch (...) {
+      untie();
+      throw;
+    }
+    if (!tied) {
+      untie();
+      throwRefused(hetcclInvalidUsage, std::string("calls across groups (") + describe(calls) +
+                                           ") cannot be captured on this " + d.kind() +
+                                           " runtime: it has no user objects (cudaUserObjectCreate, "
+                                           "hipUserObjectCreate from ROCm 5.3) to tie their staging to the graph");
+    }
+  }
+  {
+    std::lock_guard<std::mutex> g(h->reg->mu);
+    h->reg->flags.insert(h->flag);
+    if (captured) ++h->reg->live;
+  }
+  // From here on the graph's (captured) or its stream's last host
+  // function's: a device error below leaves it allocated rather than freed
+  // under a host function already enqueued.
+  h.release();
+  std::vector<HostCopy> ms = stageIn(c, calls, raw->block);
+  for (const HostCopy& m : ms) raw->host.push_back(m.host);
+  d.launchHostFunc(s, handOff, raw);
+  d.streamWaitValue(s, raw->flag, 1);
+  stageOut(c, ms);
+  if (!captured) d.launchHostFunc(s, dropCall, raw);
+  c.countCalls(hetcclPathStaged, calls.size());
+  LOG_TRACE(kColl, "%s %s: handed to the proxy when the stream reaches it", captured ? "captured" : "eager",
+            describe(calls).c_str());
+}
+
+}  // namespace hetccl
