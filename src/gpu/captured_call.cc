@@ -77,7 +77,7 @@ std::string describe(const std::vector<CollArgs>& calls) {
 
 }  // namespace
 
-bool anyCaptured(Comm& c, const std::vector<CollArgs>& calls) {
+bool anyCaptured(Comm& c, std::span<const CollArgs> calls) {
   return std::any_of(calls.begin(), calls.end(), [&](const CollArgs& a) { return c.device().capturing(a.stream); });
 }
 

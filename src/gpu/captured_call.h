@@ -11,6 +11,7 @@
 // reaches the proxy in stream order), after its copies out.
 #pragma once
 
+#include <span>
 #include <vector>
 
 #include "algorithm/coll.h"
@@ -20,7 +21,7 @@ namespace hetccl {
 class Comm;
 
 // Whether any of `calls` names a stream being captured.
-bool anyCaptured(Comm& c, const std::vector<CollArgs>& calls);
+bool anyCaptured(Comm& c, std::span<const CollArgs> calls);
 // Enqueues `calls` (collectives and send/recv of one hetccl call or group)
 // as above; `captured`: their stream is being captured. Throws
 // hetcclInvalidUsage, before anything is enqueued, where they cannot be

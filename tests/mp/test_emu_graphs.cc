@@ -54,8 +54,12 @@ struct Captured {
   }
   void launch(hetcclStream_t s) const { EXPECT_EQ(g.launch(exec, s), 0); }
   void drop() {
-    if (exec) EXPECT_EQ(g.execDestroy(exec), 0);
-    if (graph) EXPECT_EQ(g.destroy(graph), 0);
+    if (exec) {
+      EXPECT_EQ(g.execDestroy(exec), 0);
+    }
+    if (graph) {
+      EXPECT_EQ(g.destroy(graph), 0);
+    }
     exec = graph = nullptr;
   }
   ~Captured() { drop(); }
@@ -115,7 +119,9 @@ TEST_P(EmuGraphs, EveryCollectiveCapturedOnceIsRightAfterEveryReplay) {
         const int32_t sum = tri * (k + 1) + n * static_cast<int32_t>(i % 7);
         ASSERT_EQ(ar[i], sum) << "AllReduce, replay " << k << ", element " << i;
         ASSERT_EQ(b[i], k * 1000 + static_cast<int32_t>(i)) << "Broadcast, replay " << k;
-        if (me == 0) ASSERT_EQ(rd[i], sum) << "Reduce, replay " << k;
+        if (me == 0) {
+          ASSERT_EQ(rd[i], sum) << "Reduce, replay " << k;
+        }
         ASSERT_EQ(rs[i], tri * (static_cast<int32_t>((me * c + i) % 11) + k)) << "ReduceScatter, replay " << k;
       }
       for (size_t j = 0; j < c * n; ++j) {
