@@ -14,17 +14,17 @@ const MrCache::Entry& MrCache::find(const void* p, size_t n, const RegisterFn& r
       e.lastUse = clock_;
       return e;
     }
+  Entry e;
+  e.begin = b;
+  e.end = b + n;
+  e.mr = reg(p, n);  // throws where the provider refuses: the cache stays as it was
+  e.lastUse = clock_;
   if (!entries_.empty() && entries_.size() >= max_) {
     auto oldest = std::min_element(entries_.begin(), entries_.end(),
                                    [](const Entry& a, const Entry& c) { return a.lastUse < c.lastUse; });
     fi_close(&oldest->mr->fid);
     entries_.erase(oldest);
   }
-  Entry e;
-  e.begin = b;
-  e.end = b + n;
-  e.mr = reg(p, n);  // throws where the provider refuses: nothing is added
-  e.lastUse = clock_;
   ++registrations_;
   entries_.push_back(e);
   return entries_.back();
