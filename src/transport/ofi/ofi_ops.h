@@ -49,8 +49,8 @@ inline size_t partBytesFor(size_t bytes, size_t unit) {
 // The receiver's offer (the RMA path): write the payload at addr (an
 // address, or an offset into the registration where the provider has no
 // FI_MR_VIRT_ADDR) with key, or send it in tagged parts (a receive-reduce
-// folds them from staging).
-enum : uint64_t { kOfferWrite = 1, kOfferParts = 2 };
+// folds them from staging), or refused (the receiver is in another call).
+enum : uint64_t { kOfferWrite = 1, kOfferParts = 2, kOfferRefused = 3 };
 struct Offer {
   uint64_t mode = 0;
   uint64_t addr = 0;

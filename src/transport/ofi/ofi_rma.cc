@@ -9,6 +9,7 @@
 #include <rdma/fi_domain.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
+#include <rdma/fi_tagged.h>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -62,6 +63,9 @@ void OfiTransport::acceptOffer(Run& r, Op& op) {
   Rma& m = rmaOf(r, x);
   const ofi::Offer o = m.offer;
   if (o.mode == ofi::kOfferParts && o.len == x.bytes) return addParts(r, x, op.msg);
+  if (o.mode == ofi::kOfferRefused)
+    throwError(hetcclRemoteError, "ofi: rank " + std::to_string(x.peer) + " refused " + x.tag.describe() +
+                                      ": it was in another call (its error names both)");
   // Writes stay within what the receiver offered: exactly the bytes this header announced.
   if (o.mode != ofi::kOfferWrite || o.len != x.bytes)
     throwError(hetcclRemoteError, "ofi: malformed RMA offer from rank " + std::to_string(x.peer) + " in " +
@@ -83,6 +87,16 @@ void OfiTransport::acceptOffer(Run& r, Op& op) {
     ++m.writesLeft;
     if (!r.backlog.empty() || !post(r, r.ops.back())) r.backlog.push_back(r.ops.size() - 1);
   }
+}
+
+void OfiTransport::refuseOffer(int peer, uint64_t msg, size_t announced) {
+  if (!rmaMin_ || announced < rmaMin_ || sealed(peer)) return;  // the sender waits for no offer
+  ofi::Offer o;
+  o.mode = ofi::kOfferRefused;
+  if (info_->tx_attr->inject_size < sizeof(o) ||
+      fi_tinject(ep_, &o, sizeof(o), addr_[peer], ofi::makeTag(msg, ofi::kOfferPart)) != 0)
+    LOG_INFO(kTransport, "ofi: could not tell rank %d its message %llu was refused: it fails at its timeout", peer,
+             static_cast<unsigned long long>(msg));
 }
 
 bool OfiTransport::postWrite(Run& r, Op& op, void* desc) {

@@ -279,7 +279,10 @@ void OfiTransport::checkHeader(Run& r, Op& op) {
   const MsgTag got = *op.header;
   // The sender's parts stay unmatched: it fails in turn at its own header
   // check, its timeout or when this rank's endpoint closes.
-  if (!got.sameCall(x.tag) || got.bytes != x.bytes) throwMismatch("ofi", ctx_.rank, x, got);
+  if (!got.sameCall(x.tag) || got.bytes != x.bytes) {
+    refuseOffer(x.peer, op.msg, got.bytes);
+    throwMismatch("ofi", ctx_.rank, x, got);
+  }
   if (offered(x)) return offer(r, x, op.msg);
   addParts(r, x, op.msg);
 }

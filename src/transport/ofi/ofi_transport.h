@@ -40,7 +40,8 @@
 // receiver's memory when the write completes), then sends a finish message
 // (part kFinPart) carrying the bytes written, which the receiver checks.
 // Both sides decide from the size alone, so a plain receive costs no round
-// trip beyond the offer. Sealed links never take it: the written bytes would
+// trip beyond the offer. A receiver whose header check fails refuses the
+// offer, so the sender fails at once too. Sealed links never take it: the written bytes would
 // cross in the clear. A run that fails closes the registrations of its
 // receives, so a late write from a peer fails rather than lands in a
 // buffer given back to the caller. Where any rank lacks FI_RMA all ranks
@@ -106,6 +107,9 @@ class OfiTransport : public Transport {
   void postOfferOp(Run& r, Xfer& x, uint64_t msg, int kind);
   void offer(Run& r, Xfer& x, uint64_t msg);
   void acceptOffer(Run& r, Op& op);
+  // The header of message msg from peer did not match: where the sender
+  // waits for an offer, tell it at once (an inject: nothing to wait for).
+  void refuseOffer(int peer, uint64_t msg, size_t announced);
   void wrote(Run& r, Op& op);
   void finished(Run& r, Op& op);
   bool postWrite(Run& r, Op& op, void* desc);
