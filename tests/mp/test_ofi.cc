@@ -143,16 +143,20 @@ TEST(Ofi, MessagesOfManyParts) {
 // The registration path (what EFA's FI_MR_LOCAL asks for), forced on the
 // providers here, which do not need it: every collective, messages of many
 // parts and folds from the registered staging slots, plaintext and sealed.
+// With RMA writes on ("_rma"), the writes' sources and the offers and
+// finishes are registered too.
 TEST(Ofi, RegisteredBuffers) {
-  for (const char* encrypt : {"off", "all"}) {
-    JobOptions opt;
-    opt.transport = "ofi_tcp_reg";
-    opt.env = {{"HETCCL_ENCRYPT", encrypt}};
-    runJob("a,b,a,b", opt, [](Rank& r) {
-      everyCollective(r);
-      largeAllReduce(r, (size_t{5} << 20) + 3);
-    });
-  }
+  for (const char* transport : {"ofi_tcp_reg", "ofi_tcp_reg_rma"})
+    for (const char* encrypt : {"off", "all"}) {
+      SCOPED_TRACE(std::string(transport) + ", encryption " + encrypt);
+      JobOptions opt;
+      opt.transport = transport;
+      opt.env = {{"HETCCL_ENCRYPT", encrypt}};
+      runJob("a,b,a,b", opt, [](Rank& r) {
+        everyCollective(r);
+        largeAllReduce(r, (size_t{5} << 20) + 3);
+      });
+    }
 }
 
 // Every message of an encrypted link is sealed (header and parts), with a
@@ -222,6 +226,23 @@ TEST(Ofi, RmaWritesLandInReceiveBuffers) {
       EXPECT_LT(c.registrations, c.received - 15) << "the receive buffer of the 20 calls was registered again\n" << log;
     });
   }
+}
+
+// Encrypted links keep to sealed tagged parts with HETCCL_OFI_RMA_MIN set:
+// nothing is written by RMA, and every collective comes out right.
+TEST(Ofi, RmaNeverOnEncryptedLinks) {
+  if (!inFreshProcess(kTransportLog)) return;
+  JobOptions opt;
+  opt.transport = "ofi_tcp";
+  opt.env = {{"HETCCL_OFI_RMA_MIN", "1"}, {"HETCCL_ENCRYPT", "all"}};
+  opt.beforeInit = logToFile;
+  runJob("a,b,a,b", opt, [](Rank& r) {
+    everyCollective(r);
+    const std::string log = loggedText(r);
+    const RmaCounts c = rmaCounts(log);
+    EXPECT_EQ(c.wrote, 0) << log;
+    EXPECT_EQ(c.received, 0) << log;
+  });
 }
 
 // Where one rank's libfabric offers no FI_RMA (a library that refuses the
