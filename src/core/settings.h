@@ -32,6 +32,7 @@ inline constexpr StringSetting kTransport{"HETCCL_TRANSPORT"};
 inline constexpr StringSetting kAutoInter{"HETCCL_AUTO_INTER"};
 inline constexpr StringSetting kOfiProvider{"HETCCL_OFI_PROVIDER"};
 inline constexpr BoolSetting kOfiRegister{"HETCCL_OFI_REGISTER"};
+inline constexpr BytesSetting kOfiRmaMin{"HETCCL_OFI_RMA_MIN"};
 inline constexpr BytesSetting kBuffSize{"HETCCL_BUFFSIZE"};
 inline constexpr BytesSetting kShmSlotBytes{"HETCCL_SHM_SLOT_BYTES"};
 inline constexpr BytesSetting kShmMax{"HETCCL_SHM_MAX"};

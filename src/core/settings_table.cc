@@ -119,6 +119,10 @@ const std::vector<VarSpec>& settingsTable() {
       {"HETCCL_OFI_REGISTER", VarType::kBool, "0", nullptr,
        "ofi transport: register every buffer with the provider, also where it does not ask for it (FI_MR_LOCAL "
        "asks, as EFA does); for trying the registration path on providers that do not need it"},
+      {"HETCCL_OFI_RMA_MIN", VarType::kBytes, "0", nullptr,
+       "ofi transport: plain receives of this size and up take the payload by RMA write into their registered "
+       "buffer where every rank's provider offers FI_RMA (0: never, tagged parts only; every rank must set the same)",
+       0, kTiB},
       {"HETCCL_UCX_RMA_MIN", VarType::kBytes, "0", nullptr,
        "ucx transport: plain receives of this size and up take the payload by RMA put into their registered buffer "
        "(0: never, tagged parts only; every rank must set the same)",

@@ -85,9 +85,13 @@ struct Child {
   r.transport = opt.transport;
   if (!opt.devices.empty()) r.device = opt.devices.at(static_cast<size_t>(rank));
   // "ucx_tcp", "ucx_sm": the ucx transport over those UCX transports only;
-  // "..._rma": with its RMA path from 1 MiB.
+  // "..._rma": with its RMA path from 1 MiB; "ofi_..._rma": the ofi
+  // transport writing every message of 1 byte and up by RMA.
   if (r.transport.size() > 4 && r.transport.compare(r.transport.size() - 4, 4, "_rma") == 0) {
-    setenv("HETCCL_UCX_RMA_MIN", "1M", 1);
+    if (r.transport.rfind("ofi_", 0) == 0)
+      setenv("HETCCL_OFI_RMA_MIN", "1", 1);
+    else
+      setenv("HETCCL_UCX_RMA_MIN", "1M", 1);
     r.transport.resize(r.transport.size() - 4);
   }
   // "..._planfold": border data folded by the plan after whole receives

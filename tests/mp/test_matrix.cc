@@ -111,8 +111,12 @@ class Matrix : public ::testing::TestWithParam<MatrixParam> {};
 
 // The ofi transport's matrix in CI: AllReduce on every layout over
 // libfabric's tcp provider, every collective on a,b,a,b over its shm
-// provider; the rest with HETCCL_TEST_FULL=1.
+// provider; with every message written by RMA (the "_rma" forms),
+// AllReduce and AllGather on a,b,a,b over each; the rest with
+// HETCCL_TEST_FULL=1.
 bool ofiSampled(const MatrixParam& p) {
+  if (p.transport == "ofi_tcp_rma" || p.transport == "ofi_shm_rma")
+    return p.layout == "a,b,a,b" && (p.coll == Coll::kAllReduce || p.coll == Coll::kAllGather);
   return (p.transport == "ofi_tcp" && p.coll == Coll::kAllReduce) ||
          (p.transport == "ofi_shm" && p.layout == "a,b,a,b");
 }
@@ -153,7 +157,10 @@ std::vector<MatrixParam> matrixParams() {
   v.push_back({"a,a,a,b", "ucx_sm_planfold", Coll::kAllReduce, true});
   for (const std::string& layout : allLayouts())
     for (const std::string& transport : ofiTransports())
-      for (Coll coll : allColls()) v.push_back({layout, transport, coll, layout == "a,b,a,b"});
+      for (Coll coll : allColls()) {
+        v.push_back({layout, transport, coll, layout == "a,b,a,b"});
+        v.push_back({layout, transport + "_rma", coll, layout == "a,b,a,b"});
+      }
   return v;
 }
 

@@ -1,11 +1,18 @@
 // The ofi transport (libfabric) beyond the matrix and the failures suite:
-// messages of many parts, encrypted links, and what goes wrong at init (an
+// messages of many parts, encrypted links, RMA writes (that they happen, and
+// the fallback where a rank lacks FI_RMA), and what goes wrong at init (an
 // unknown provider, a missing library, ranks on different providers). Over
 // Debian's libfabric 1.17 tcp provider on the loopback and its shm provider:
 // EFA and Slingshot's cxi cannot be had on the machines these tests run on.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -54,6 +61,65 @@ void everyCollective(const Rank& r) {
       }
 }
 
+// Runs the current test again in a process of its own with `env` set from
+// its start: the logger reads its level once per process, and forked ranks
+// inherit what the test process read. Returns true in that process, where
+// the test goes on; false in the caller, which then returns.
+bool inFreshProcess(const std::vector<std::pair<std::string, std::string>>& env) {
+  if (getenv("HETCCL_TEST_FRESH_PROCESS")) return true;
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  const std::string filter = std::string("--gtest_filter=") + info->test_suite_name() + "." + info->name();
+  fflush(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setenv("HETCCL_TEST_FRESH_PROCESS", "1", 1);
+    for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+    execl("/proc/self/exe", "mp_tests", filter.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int status = 0;
+  EXPECT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "the test failed in its own process (status " << status << "; its output is above)";
+  return false;
+}
+const std::vector<std::pair<std::string, std::string>> kTransportLog = {{"HETCCL_DEBUG", "INFO"},
+                                                                        {"HETCCL_DEBUG_SUBSYS", "TRANSPORT"}};
+
+// The rank's stderr goes to a file from before init on (the transport's log
+// lines), read back by loggedText after the communicator is destroyed.
+std::string logPath() { return "/tmp/hetccl-mp-ofi-log-" + std::to_string(getpid()); }
+void logToFile(int) {
+  fflush(stderr);
+  if (!freopen(logPath().c_str(), "w", stderr)) abort();
+}
+std::string loggedText(Rank& r) {
+  if (r.comm) {  // the transport logs what it did when it closes
+    EXPECT_EQ(hetcclCommDestroy(r.comm), hetcclSuccess);
+  }
+  r.comm = nullptr;
+  fflush(stderr);
+  std::ifstream in(logPath());
+  std::stringstream text;
+  text << in.rdbuf();
+  unlink(logPath().c_str());
+  return text.str();
+}
+
+// The numbers of the ofi transport's closing line: messages written by RMA,
+// received by RMA, registrations for remote writes; all -1 where it is missing.
+struct RmaCounts {
+  long long wrote = -1, received = -1, registrations = -1;
+};
+RmaCounts rmaCounts(const std::string& log) {
+  RmaCounts c;
+  const size_t at = log.find("wrote ");
+  if (at != std::string::npos)
+    sscanf(log.c_str() + at, "wrote %lld messages by RMA, received %lld by RMA (%lld registrations)", &c.wrote,
+           &c.received, &c.registrations);
+  return c;
+}
+
 // Messages of several 4 MiB parts (an odd count: the last part is short),
 // sent, received and folded from the staging slots, over both providers.
 TEST(Ofi, MessagesOfManyParts) {
@@ -77,16 +143,20 @@ TEST(Ofi, MessagesOfManyParts) {
 // The registration path (what EFA's FI_MR_LOCAL asks for), forced on the
 // providers here, which do not need it: every collective, messages of many
 // parts and folds from the registered staging slots, plaintext and sealed.
+// With RMA writes on ("_rma"), the writes' sources and the offers and
+// finishes are registered too.
 TEST(Ofi, RegisteredBuffers) {
-  for (const char* encrypt : {"off", "all"}) {
-    JobOptions opt;
-    opt.transport = "ofi_tcp_reg";
-    opt.env = {{"HETCCL_ENCRYPT", encrypt}};
-    runJob("a,b,a,b", opt, [](Rank& r) {
-      everyCollective(r);
-      largeAllReduce(r, (size_t{5} << 20) + 3);
-    });
-  }
+  for (const char* transport : {"ofi_tcp_reg", "ofi_tcp_reg_rma"})
+    for (const char* encrypt : {"off", "all"}) {
+      SCOPED_TRACE(std::string(transport) + ", encryption " + encrypt);
+      JobOptions opt;
+      opt.transport = transport;
+      opt.env = {{"HETCCL_ENCRYPT", encrypt}};
+      runJob("a,b,a,b", opt, [](Rank& r) {
+        everyCollective(r);
+        largeAllReduce(r, (size_t{5} << 20) + 3);
+      });
+    }
 }
 
 // Every message of an encrypted link is sealed (header and parts), with a
@@ -120,6 +190,86 @@ TEST(Ofi, CrossSiteSealsOnlyTheLinksBetweenSites) {
   });
 }
 
+// With HETCCL_OFI_RMA_MIN every message of that size and up on a plaintext
+// link is written into the receiver's registered buffer: every collective
+// comes out right (folds take tagged parts), messages of several parts too,
+// and the transport's count says writes happened. A receive buffer used call
+// after call is registered once (the cache), not once per call.
+TEST(Ofi, RmaWritesLandInReceiveBuffers) {
+  if (!inFreshProcess(kTransportLog)) return;
+  for (const std::string& t : ofiTransports()) {
+    SCOPED_TRACE(t);
+    JobOptions opt;
+    opt.transport = t;
+    opt.env = {{"HETCCL_OFI_RMA_MIN", "64K"}};
+    opt.beforeInit = logToFile;
+    runJob("a,b,a,b", opt, [](Rank& r) {
+      everyCollective(r);
+      largeAllReduce(r, (size_t{5} << 20) + 3);  // 20 MiB: writes of several parts
+      // The same buffers 20 times between rank pairs across the groups.
+      const int peer = r.rank ^ 1;
+      std::vector<float> s(size_t{1} << 16, 1.0f + r.rank), d(s.size(), 0.0f);
+      for (int i = 0; i < 20; ++i) {
+        HC_ASSERT_OK(hetcclGroupStart(), nullptr);
+        HC_ASSERT_OK(hetcclSend(s.data(), s.size(), hetcclFloat32, peer, r.comm, nullptr), r.comm);
+        HC_ASSERT_OK(hetcclRecv(d.data(), d.size(), hetcclFloat32, peer, r.comm, nullptr), r.comm);
+        HC_ASSERT_OK(hetcclGroupEnd(), r.comm);
+        ASSERT_EQ(d.front(), 1.0f + peer);
+        ASSERT_EQ(d.back(), 1.0f + peer);
+      }
+      const std::string log = loggedText(r);
+      EXPECT_NE(log.find("RMA writes from 65536 bytes"), std::string::npos) << log;
+      const RmaCounts c = rmaCounts(log);
+      EXPECT_GE(c.wrote, 20) << log;
+      EXPECT_GE(c.received, 20) << log;
+      EXPECT_GE(c.registrations, 1) << log;
+      EXPECT_LT(c.registrations, c.received - 15) << "the receive buffer of the 20 calls was registered again\n" << log;
+    });
+  }
+}
+
+// Encrypted links keep to sealed tagged parts with HETCCL_OFI_RMA_MIN set:
+// nothing is written by RMA, and every collective comes out right.
+TEST(Ofi, RmaNeverOnEncryptedLinks) {
+  if (!inFreshProcess(kTransportLog)) return;
+  JobOptions opt;
+  opt.transport = "ofi_tcp";
+  opt.env = {{"HETCCL_OFI_RMA_MIN", "1"}, {"HETCCL_ENCRYPT", "all"}};
+  opt.beforeInit = logToFile;
+  runJob("a,b,a,b", opt, [](Rank& r) {
+    everyCollective(r);
+    const std::string log = loggedText(r);
+    const RmaCounts c = rmaCounts(log);
+    EXPECT_EQ(c.wrote, 0) << log;
+    EXPECT_EQ(c.received, 0) << log;
+  });
+}
+
+// Where one rank's libfabric offers no FI_RMA (a library that refuses the
+// capability, as HETCCL_OFI_LIB on rank 1), every rank keeps to tagged
+// parts, says so in its log, and every collective comes out right.
+TEST(Ofi, RmaOffWhereARankLacksIt) {
+  if (!inFreshProcess(kTransportLog)) return;
+  JobOptions opt;
+  opt.transport = "ofi_tcp";
+  opt.env = {{"HETCCL_OFI_RMA_MIN", "1"}};
+  opt.beforeInit = [](int rank) {
+    logToFile(rank);
+    if (rank == 1) setenv("HETCCL_OFI_LIB", HETCCL_TEST_OFI_NO_RMA, 1);
+  };
+  runJob("a,b,a,b", opt, [](Rank& r) {
+    everyCollective(r);
+    const std::string log = loggedText(r);
+    EXPECT_NE(log.find("RMA writes off (HETCCL_OFI_RMA_MIN=1): rank 1's provider offers no FI_RMA"), std::string::npos)
+        << log;
+    EXPECT_NE(log.find("RMA writes never"), std::string::npos) << log;
+    EXPECT_EQ(rmaCounts(log).wrote, -1) << "no RMA path, no count\n" << log;
+    if (r.rank == 1) {
+      EXPECT_NE(log.find("and RMA writes (FI_RMA)"), std::string::npos) << log;
+    }
+  });
+}
+
 // Init fails on every rank with an error that names what is wrong and how to
 // mend it: a provider libfabric does not have, a library that is not there,
 // ranks on different providers.
@@ -127,22 +277,27 @@ TEST(Ofi, BadSetupIsNamedAtInit) {
   struct Case {
     const char* what;
     std::vector<std::pair<std::string, std::string>> env;
-    bool rank1OnShm;
+    std::pair<std::string, std::string> rank1Env;  // set on rank 1 only
     hetcclResult_t code;
     std::vector<std::string> words;
   };
   const std::vector<Case> cases = {
       {"unknown provider",
        {{"HETCCL_OFI_PROVIDER", "nosuchfabric"}},
-       false,
+       {},
        hetcclSystemError,
        {"nosuchfabric", "HETCCL_OFI_PROVIDER", "fi_info"}},
       {"missing library",
        {{"HETCCL_OFI_LIB", "/nonexistent/libfabric.so.1"}},
-       false,
+       {},
        hetcclSystemError,
        {"/nonexistent/libfabric.so.1", "HETCCL_OFI_LIB"}},
-      {"providers differ", {}, true, hetcclInvalidUsage, {"shm", "tcp;ofi_rxm", "FI_PROVIDER"}},
+      {"providers differ", {}, {"FI_PROVIDER", "shm"}, hetcclInvalidUsage, {"shm", "tcp;ofi_rxm", "FI_PROVIDER"}},
+      {"RMA sizes differ",
+       {{"HETCCL_OFI_RMA_MIN", "1M"}},
+       {"HETCCL_OFI_RMA_MIN", "2M"},
+       hetcclInvalidUsage,
+       {"HETCCL_OFI_RMA_MIN", "1048576", "2097152", "every rank"}},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);
@@ -151,9 +306,9 @@ TEST(Ofi, BadSetupIsNamedAtInit) {
     opt.env = c.env;
     opt.initMayFail = true;
     opt.env.emplace_back("HETCCL_TIMEOUT_S", "10");
-    if (c.rank1OnShm)
-      opt.beforeInit = [](int rank) {
-        if (rank == 1) setenv("FI_PROVIDER", "shm", 1);
+    if (!c.rank1Env.first.empty())
+      opt.beforeInit = [&c](int rank) {
+        if (rank == 1) setenv(c.rank1Env.first.c_str(), c.rank1Env.second.c_str(), 1);
       };
     runJob("a,b", opt, [&c](Rank& r) {
       EXPECT_EQ(r.initResult, c.code) << r.initError;

@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -19,7 +20,10 @@
 #include "transport/routed.h"
 #include "transport/transport.h"
 #if HETCCL_HAVE_OFI
+#include <rdma/fi_domain.h>
+
 #include "transport/ofi/ofi_api.h"
+#include "transport/ofi/ofi_mr_cache.h"
 #endif
 #include "unit_util.h"
 
@@ -467,6 +471,69 @@ TEST(OfiProviders, SoftwareProvidersAreToldFromHardware) {
     EXPECT_TRUE(ofi::softwareProvider(soft)) << soft;
   for (const char* hard : {"efa", "cxi", "verbs;ofi_rxm", "psm3", "opx", "verbs"})
     EXPECT_FALSE(ofi::softwareProvider(hard)) << hard;
+}
+
+// Registrations the cache makes and closes, without a provider: each is a
+// region whose close counts itself.
+struct FakeRegs {
+  static inline int closed = 0;
+  int made = 0;
+  fi_ops ops{};
+  FakeRegs() {
+    closed = 0;
+    ops.size = sizeof(ops);
+    ops.close = [](fid* f) {
+      ++closed;
+      delete reinterpret_cast<fid_mr*>(f);
+      return 0;
+    };
+  }
+  ofi::MrCache::RegisterFn fn() {
+    return [this](const void*, size_t) {
+      ++made;
+      auto* mr = new fid_mr{};
+      mr->fid.ops = &ops;
+      return mr;
+    };
+  }
+};
+
+// A range inside a registration reuses it; the least recently used goes
+// when the cache is full; a cache that keeps nothing across runs empties
+// at each run's end; a refused registration leaves nothing behind.
+TEST(OfiMrCache, ReusesCoveringRangesAndEvictsTheLeastRecentlyUsed) {
+  std::vector<uint8_t> a(4096), b(4096), c(4096);
+  FakeRegs regs;
+  {
+    ofi::MrCache cache(2, true);
+    const fid_mr* ma = cache.find(a.data(), a.size(), regs.fn()).mr;
+    EXPECT_EQ(cache.find(a.data() + 100, 200, regs.fn()).mr, ma);  // inside a: no registration
+    EXPECT_EQ(regs.made, 1);
+    cache.find(b.data(), b.size(), regs.fn());
+    cache.find(a.data(), a.size(), regs.fn());  // a used last: b goes first
+    cache.find(c.data(), c.size(), regs.fn());
+    EXPECT_EQ(regs.made, 3);
+    EXPECT_EQ(FakeRegs::closed, 1);
+    EXPECT_EQ(cache.find(a.data(), 16, regs.fn()).mr, ma);
+    cache.find(b.data(), b.size(), regs.fn());  // b again: registered anew
+    EXPECT_EQ(regs.made, 4);
+    EXPECT_EQ(cache.find(a.data(), a.size() + 1, regs.fn()).begin, reinterpret_cast<uintptr_t>(a.data()));
+    EXPECT_EQ(regs.made, 5);  // one byte past a's registration: a new one
+    cache.runEnded();         // kept across runs
+    EXPECT_EQ(cache.size(), 2u);
+    EXPECT_EQ(cache.registrations(), 5u);
+    EXPECT_THROW(
+        cache.find(c.data(), c.size(), [](const void*, size_t) -> fid_mr* { throw std::runtime_error("refused"); }),
+        std::runtime_error);
+    EXPECT_EQ(cache.registrations(), 5u);
+  }
+  EXPECT_EQ(FakeRegs::closed, regs.made);  // every registration closed, the last at destruction
+  ofi::MrCache perRun(8, false);
+  perRun.find(a.data(), a.size(), regs.fn());
+  perRun.find(b.data(), b.size(), regs.fn());
+  perRun.runEnded();
+  EXPECT_EQ(perRun.size(), 0u);
+  EXPECT_EQ(FakeRegs::closed, regs.made);
 }
 #endif
 

@@ -58,7 +58,7 @@ const OfiApi& loadOfiApi() {
   return *api;
 }
 
-fi_info* findRdmProviders(const OfiApi& api, const std::string& provider) {
+fi_info* findRdmProviders(const OfiApi& api, const std::string& provider, bool rma) {
   fi_info* hints = api.dupinfo(nullptr);
   if (!hints) throwError(hetcclSystemError, "libfabric: fi_allocinfo failed");
   // Reliable datagram endpoints with tagged messages matched by tag and
@@ -68,6 +68,7 @@ fi_info* findRdmProviders(const OfiApi& api, const std::string& provider) {
   // FI_MR_ENDPOINT), and takes the provider's keys (FI_MR_PROV_KEY). Device
   // memory (FI_HMEM) is not asked for: hetccl hands transports host memory.
   hints->caps = FI_TAGGED | FI_SEND | FI_RECV | FI_DIRECTED_RECV;
+  if (rma) hints->caps |= FI_RMA | FI_WRITE | FI_REMOTE_WRITE;
   hints->mode = FI_CONTEXT | FI_CONTEXT2;
   hints->ep_attr->type = FI_EP_RDM;
   hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
@@ -81,7 +82,8 @@ fi_info* findRdmProviders(const OfiApi& api, const std::string& provider) {
   api.freeinfo(hints);
   if (rc != 0 || !list)
     throwError(hetcclSystemError,
-               "libfabric: no provider offers reliable tagged messages" +
+               std::string("libfabric: no provider offers reliable tagged messages") +
+                   (rma ? " and RMA writes (FI_RMA)" : "") +
                    (provider.empty() ? std::string() : " under the name '" + provider + "' (HETCCL_OFI_PROVIDER)") +
                    " (fi_getinfo: " + api.strerror(-rc) +
                    "); fi_info -l lists the providers, FI_PROVIDER narrows them");

@@ -33,9 +33,11 @@ constexpr uint32_t kApiVersion = FI_VERSION(1, 10);
 
 // The providers that offer a reliable tagged endpoint (FI_EP_RDM, FI_TAGGED,
 // FI_DIRECTED_RECV) with hetccl's hints, narrowed to `provider` where it is
-// not empty. The caller frees the list with api.freeinfo. Throws
-// hetcclSystemError with libfabric's reason where none fits.
-fi_info* findRdmProviders(const OfiApi& api, const std::string& provider);
+// not empty; with `rma`, those that also write into a peer's registered
+// memory (FI_RMA, FI_WRITE, FI_REMOTE_WRITE). The caller frees the list with
+// api.freeinfo. Throws hetcclSystemError with libfabric's reason where none
+// fits.
+fi_info* findRdmProviders(const OfiApi& api, const std::string& provider, bool rma = false);
 
 // The entry of `list` the transport opens: libfabric lists the best first,
 // but a socket provider also lists each interface's IPv6 link-local

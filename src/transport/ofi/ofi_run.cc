@@ -41,7 +41,7 @@ void OfiTransport::run(std::span<Xfer> xfers) {
       throwError(hetcclInvalidUsage, "ofi: a message of " + std::to_string(x.bytes) + " bytes to/from rank " +
                                          std::to_string(x.peer) + " is too large for an encrypted link or a fold (" +
                                          std::to_string(partBytes_ * ofi::kMaxParts) + " at most)");
-    maxOps += 1 + (x.bytes + pb - 1) / pb;
+    maxOps += 1 + (x.bytes + pb - 1) / pb + (offered(x) ? 2 : 0);  // the RMA path: offer and finish
   }
   Run r(xfers);
   r.ops.reserve(maxOps);
@@ -62,7 +62,10 @@ void OfiTransport::run(std::span<Xfer> xfers) {
       postBacklog(r);
       fillSlots(r);
       if (r.backlog.size() + r.waitSlot.size() + r.waitSend.size() != waiting) progress = true;
-      if (r.doneOps == r.ops.size()) return;
+      if (r.doneOps == r.ops.size()) {
+        if (remoteMrs_) remoteMrs_->runEnded();
+        return;
+      }
       if (progress) {
         watch.madeProgress();
         lastProgressUs = clockUs();
@@ -75,6 +78,7 @@ void OfiTransport::run(std::span<Xfer> xfers) {
   } catch (const std::exception& e) {
     failed_ = e.what();
     cancelAll(r);
+    if (remoteMrs_) remoteMrs_->clear();  // a peer's late write fails instead of landing in a returned buffer
     throw;
   }
 }
@@ -106,7 +110,10 @@ void OfiTransport::postHeaders(Run& r) {
     }
     r.ops.push_back(op);
     if (!r.backlog.empty() || !post(r, r.ops.back())) r.backlog.push_back(r.ops.size() - 1);
-    if (send) addParts(r, x, msg);
+    if (send && offered(x))
+      postOfferOp(r, x, msg, Op::kOfferRecv);  // the receiver's offer says where the payload goes
+    else if (send)
+      addParts(r, x, msg);
   }
 }
 
@@ -149,9 +156,13 @@ bool OfiTransport::post(Run& r, Op& op) {
       desc = descFor(r, r.sealedHeaders.data(), r.sealedHeaders.size() * sizeof(r.sealedHeaders[0]));
     else if (op.kind == Op::kHeaderSend || op.kind == Op::kHeaderRecv)
       desc = descFor(r, r.headers.data(), r.headers.size() * sizeof(MsgTag));
+    else if (op.kind == Op::kOfferSend || op.kind == Op::kOfferRecv || op.kind == Op::kFinSend ||
+             op.kind == Op::kFinRecv)
+      desc = descFor(r, r.rma.data(), r.rma.size() * sizeof(Rma));
     else
       desc = descFor(r, op.sends() ? x.src : x.dst, x.bytes);
   }
+  if (op.kind == Op::kWrite) return postWrite(r, op, desc);
   const ssize_t rc = op.sends() ? fi_tsend(ep_, op.buf, op.len, desc, addr_[peer], op.tag, &op)
                                 : fi_trecv(ep_, op.buf, op.len, desc, addr_[peer], op.tag, 0, &op);
   if (rc == -FI_EAGAIN) return false;
@@ -219,9 +230,10 @@ void OfiTransport::failCompletion(Run& r) {
   if (err.err == FI_ETRUNC)
     what = "rank " + std::to_string(x.peer) + " sent more than the " + std::to_string(op->len) +
            " bytes this rank expected (the message was refused)";
-  throwError(hetcclRemoteError, "ofi: " + std::string(op->sends() ? "sending to" : "receiving from") + " rank " +
-                                    std::to_string(x.peer) + " in " + x.tag.describe() + " failed: " + what + " (" +
-                                    (provText ? provText : "") + "; the peer failed, exited or is unreachable)");
+  const char* verb = op->kind == Op::kWrite ? "an RMA write to" : op->sends() ? "sending to" : "receiving from";
+  throwError(hetcclRemoteError, "ofi: " + std::string(verb) + " rank " + std::to_string(x.peer) + " in " +
+                                    x.tag.describe() + " failed: " + what + " (" + (provText ? provText : "") +
+                                    "; the peer failed, exited or is unreachable)");
 }
 
 void OfiTransport::completed(Run& r, Op& op) {
@@ -250,6 +262,11 @@ void OfiTransport::completed(Run& r, Op& op) {
       if (op.slot >= 0) r.freeSlots.push_back(op.slot);
       op.slot = -1;
       return;
+    case Op::kOfferSend:
+    case Op::kFinSend: return;
+    case Op::kOfferRecv: return acceptOffer(r, op);
+    case Op::kWrite: return wrote(r, op);
+    case Op::kFinRecv: return finished(r, op);
   }
 }
 
@@ -262,7 +279,11 @@ void OfiTransport::checkHeader(Run& r, Op& op) {
   const MsgTag got = *op.header;
   // The sender's parts stay unmatched: it fails in turn at its own header
   // check, its timeout or when this rank's endpoint closes.
-  if (!got.sameCall(x.tag) || got.bytes != x.bytes) throwMismatch("ofi", ctx_.rank, x, got);
+  if (!got.sameCall(x.tag) || got.bytes != x.bytes) {
+    refuseOffer(x.peer, op.msg, got.bytes);
+    throwMismatch("ofi", ctx_.rank, x, got);
+  }
+  if (offered(x)) return offer(r, x, op.msg);
   addParts(r, x, op.msg);
 }
 

@@ -40,7 +40,18 @@ void OfiTransport::openEndpoint() {
       throwError(hetcclSystemError,
                  std::string("libfabric: ") + what + " failed on provider " + provider_ + ": " + api_.strerror(-rc));
   };
-  fi_info* list = ofi::findRdmProviders(api_, settings::kOfiProvider.get());
+  // Where RMA writes are asked for (HETCCL_OFI_RMA_MIN), a provider that
+  // also offers FI_RMA; else, or where none does, tagged messages only.
+  fi_info* list = nullptr;
+  if (settings::kOfiRmaMin.get() > 0) {
+    try {
+      list = ofi::findRdmProviders(api_, settings::kOfiProvider.get(), true);
+      hasRma_ = true;
+    } catch (const Error& e) {
+      LOG_INFO(kTransport, "ofi: rank %d: %s; tagged messages only", ctx_.rank, e.what());
+    }
+  }
+  if (!list) list = ofi::findRdmProviders(api_, settings::kOfiProvider.get());
   info_ = api_.dupinfo(ofi::preferredInfo(list));
   api_.freeinfo(list);
   if (!info_) throwError(hetcclSystemError, "libfabric: fi_dupinfo failed");
@@ -49,6 +60,7 @@ void OfiTransport::openEndpoint() {
   mrLocal_ = (mr & FI_MR_LOCAL) || settings::kOfiRegister.get();
   mrEndpoint_ = mr & FI_MR_ENDPOINT;
   mrProvKey_ = mr & FI_MR_PROV_KEY;
+  mrVirtAddr_ = mr & FI_MR_VIRT_ADDR;
   // Encrypted parts grow by their records' framing: keep them within the provider's largest message.
   const size_t maxMsg = info_->ep_attr->max_msg_size;
   while (partBytes_ > 4096 && secure::MessageCipher::sealedBytes(partBytes_) > maxMsg) partBytes_ /= 2;
@@ -110,6 +122,8 @@ void OfiTransport::exchangeAddresses() {
     int64_t pid;
     char provider[48];
     std::array<uint8_t, 16> nonce;
+    uint64_t rmaMin;  // HETCCL_OFI_RMA_MIN
+    uint64_t hasRma;  // the provider offers FI_RMA
   };
   std::vector<Who> who(n, Who{});
   who[ctx_.rank].nameLen = len;
@@ -117,9 +131,18 @@ void OfiTransport::exchangeAddresses() {
   who[ctx_.rank].pid = getpid();
   snprintf(who[ctx_.rank].provider, sizeof(who[ctx_.rank].provider), "%s", provider_.c_str());
   randomBytes(who[ctx_.rank].nonce.data(), who[ctx_.rank].nonce.size());
+  const uint64_t rmaMin = settings::kOfiRmaMin.get();
+  who[ctx_.rank].rmaMin = rmaMin;
+  who[ctx_.rank].hasRma = hasRma_ ? 1 : 0;
   ctx_.bootstrap->allGather(who.data(), sizeof(Who));
   size_t maxLen = 0;
+  int noRma = -1;  // a rank whose provider lacks FI_RMA
   for (int r = 0; r < n; ++r) {
+    if (who[r].rmaMin != rmaMin)
+      throwError(hetcclInvalidUsage, "ofi: HETCCL_OFI_RMA_MIN is " + std::to_string(who[r].rmaMin) + " on rank " +
+                                         std::to_string(r) + " but " + std::to_string(rmaMin) + " on rank " +
+                                         std::to_string(ctx_.rank) + " (set it alike on every rank)");
+    if (!who[r].hasRma && noRma < 0) noRma = r;
     if (strncmp(who[r].provider, who[ctx_.rank].provider, sizeof(Who::provider)) != 0)
       throwError(hetcclInvalidUsage, "ofi: rank " + std::to_string(r) + " uses libfabric provider '" +
                                          std::string(who[r].provider, strnlen(who[r].provider, sizeof(Who::provider))) +
@@ -146,10 +169,15 @@ void OfiTransport::exchangeAddresses() {
     if (r != ctx_.rank && who[r].host == who[ctx_.rank].host) localPid_[r] = static_cast<int>(who[r].pid);
   }
   setUpSealing(nonces);
+  if (rmaMin > 0 && noRma >= 0)
+    LOG_INFO(kTransport, "ofi: RMA writes off (HETCCL_OFI_RMA_MIN=%llu): rank %d's provider offers no FI_RMA",
+             static_cast<unsigned long long>(rmaMin), noRma);
+  rmaMin_ = noRma < 0 ? rmaMin : 0;
+  if (rmaMin_) remoteMrs_ = std::make_unique<ofi::MrCache>(ofi::kRemoteMrs, ofi::softwareProvider(provider_));
   staging_.resize(ofi::kStagingSlots * secure::MessageCipher::sealedBytes(partBytes_));
   if (mrLocal_) {
-    stagingMr_ = registerMemory(staging_.data(), staging_.size());
-    if (!sendStaging_.empty()) sendStagingMr_ = registerMemory(sendStaging_.data(), sendStaging_.size());
+    stagingMr_ = registerMemory(staging_.data(), staging_.size(), localAccess());
+    if (!sendStaging_.empty()) sendStagingMr_ = registerMemory(sendStaging_.data(), sendStaging_.size(), localAccess());
   }
   ctx_.bootstrap->barrier();
   char where[128] = "?";
@@ -159,7 +187,7 @@ void OfiTransport::exchangeAddresses() {
   for (const auto& c : sealTo_) nSealed += c ? 1 : 0;
   LOG_INFO(kTransport,
            "ofi transport: rank %d at %s, %zu peers (%zu encrypted), provider %s (fabric %s, domain %s), libfabric "
-           "%u.%u, parts of %zu bytes, %s, registration %s%s",
+           "%u.%u, parts of %zu bytes, %s, registration %s%s, RMA writes %s",
            ctx_.rank, where, ctx_.peers.size(), nSealed, provider_.c_str(),
            info_->fabric_attr->name ? info_->fabric_attr->name : "?",
            info_->domain_attr->name ? info_->domain_attr->name : "?", FI_MAJOR(api_.version), FI_MINOR(api_.version),
@@ -167,13 +195,19 @@ void OfiTransport::exchangeAddresses() {
            !mrLocal_                                     ? "not needed"
            : (info_->domain_attr->mr_mode & FI_MR_LOCAL) ? "of every buffer (FI_MR_LOCAL)"
                                                          : "of every buffer (HETCCL_OFI_REGISTER)",
-           mrEndpoint_ ? ", on the endpoint" : "");
+           mrEndpoint_ ? ", on the endpoint" : "",
+           rmaMin_
+               ? ("from " + std::to_string(rmaMin_) + " bytes" + (mrVirtAddr_ ? " (virtual addresses)" : " (offsets)"))
+                     .c_str()
+               : "never");
 }
 
-fid_mr* OfiTransport::registerMemory(const void* p, size_t n) {
+uint64_t OfiTransport::localAccess() const { return FI_SEND | FI_RECV | (rmaMin_ ? FI_WRITE : 0); }
+
+fid_mr* OfiTransport::registerMemory(const void* p, size_t n, uint64_t access) {
   fid_mr* mr = nullptr;
   const uint64_t key = mrProvKey_ ? 0 : nextKey_++;
-  int rc = fi_mr_reg(domain_, p, n, FI_SEND | FI_RECV, 0, key, 0, &mr, nullptr);
+  int rc = fi_mr_reg(domain_, p, n, access, 0, key, 0, &mr, nullptr);
   if (rc == 0 && mrEndpoint_) {
     rc = fi_mr_bind(mr, &ep_->fid, 0);
     if (rc == 0) rc = fi_mr_enable(mr);
@@ -197,7 +231,7 @@ void* OfiTransport::descFor(Run& r, const void* p, size_t n) {
     return fi_mr_desc(sendStagingMr_);
   for (auto& [range, mr] : r.regs)
     if (range.first <= b && b + n <= range.second) return fi_mr_desc(mr);
-  fid_mr* mr = registerMemory(p, n);
+  fid_mr* mr = registerMemory(p, n, localAccess());
   r.regs.push_back({{b, b + n}, mr});
   return fi_mr_desc(mr);
 }
@@ -208,7 +242,16 @@ void OfiTransport::close() {
     if (obj) fi_close(&obj->fid);
     obj = nullptr;
   };
+  if (rmaMin_)
+    LOG_INFO(kTransport,
+             "ofi transport: rank %d wrote %llu messages by RMA, received %llu by RMA (%llu registrations), "
+             "took %llu folds as tagged parts",
+             ctx_.rank, static_cast<unsigned long long>(rmaWritten_), static_cast<unsigned long long>(rmaReceived_),
+             static_cast<unsigned long long>(remoteMrs_ ? remoteMrs_->registrations() : 0),
+             static_cast<unsigned long long>(rmaParts_));
+  rmaMin_ = 0;
   closeFid(ep_);
+  remoteMrs_.reset();
   closeFid(stagingMr_);
   closeFid(sendStagingMr_);
   closeFid(av_);

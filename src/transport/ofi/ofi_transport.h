@@ -25,8 +25,27 @@
 // registrations of freed buffers, so hetccl keeps none of user memory.
 // Keys come from the provider where it says FI_MR_PROV_KEY. Only host memory
 // is handed to the provider: FI_HMEM (device memory) is not asked for, and
-// could not be tried here (no EFA or Slingshot machine). RMA (FI_RMA) is not
-// used: tagged messages carry everything.
+// could not be tried here (no EFA or Slingshot machine).
+//
+// RMA writes (HETCCL_OFI_RMA_MIN, the same on every rank, checked at init):
+// where every rank's provider offers FI_RMA, messages of that size and up
+// on a plaintext link take the rendezvous path instead of tagged parts. The
+// receiver, once the header has arrived and matched, answers with an offer
+// (part kOfferPart): a plain receive registers its buffer for remote writes
+// (FI_REMOTE_WRITE; ofi_mr_cache.h says when a registration is reused) and
+// offers its address (or offset, without FI_MR_VIRT_ADDR), length and key;
+// a receive-reduce asks for tagged parts. The sender checks that the offered
+// length is the one its header announced, writes the payload in parts
+// within it (fi_writemsg, FI_DELIVERY_COMPLETE: the bytes are in the
+// receiver's memory when the write completes), then sends a finish message
+// (part kFinPart) carrying the bytes written, which the receiver checks.
+// Both sides decide from the size alone, so a plain receive costs no round
+// trip beyond the offer. A receiver whose header check fails refuses the
+// offer, so the sender fails at once too. Sealed links never take it: the written bytes would
+// cross in the clear. A run that fails closes the registrations of its
+// receives, so a late write from a peer fails rather than lands in a
+// buffer given back to the caller. Where any rank lacks FI_RMA all ranks
+// keep to tagged parts, and say so in the log.
 //
 // Encrypted links (TransportContext::encrypt) seal every message as the ucx
 // transport does (secure/message_cipher.h): the header as part 0, each
@@ -49,6 +68,7 @@
 #include <rdma/fabric.h>
 
 #include "transport/ofi/ofi_api.h"
+#include "transport/ofi/ofi_mr_cache.h"
 #include "transport/progress.h"
 #include "transport/transport.h"
 
@@ -68,6 +88,7 @@ class OfiTransport : public Transport {
 
  private:
   struct Op;
+  struct Rma;
   struct Run;
   void openEndpoint();
   void exchangeAddresses();
@@ -81,6 +102,18 @@ class OfiTransport : public Transport {
   void fillSlots(Run& r);
   void completed(Run& r, Op& op);
   void checkHeader(Run& r, Op& op);
+  // The RMA path (ofi_rma.cc).
+  bool offered(const Xfer& x) const { return rmaMin_ && x.bytes >= rmaMin_ && !sealed(x.peer); }
+  void postOfferOp(Run& r, Xfer& x, uint64_t msg, int kind);
+  void offer(Run& r, Xfer& x, uint64_t msg);
+  void acceptOffer(Run& r, Op& op);
+  // The header of message msg from peer did not match: where the sender
+  // waits for an offer, tell it at once (an inject: nothing to wait for).
+  void refuseOffer(int peer, uint64_t msg, size_t announced);
+  void wrote(Run& r, Op& op);
+  void finished(Run& r, Op& op);
+  bool postWrite(Run& r, Op& op, void* desc);
+  Rma& rmaOf(Run& r, const Xfer& x);
   void readCompletions(Run& r, bool* progress);
   [[noreturn]] void failCompletion(Run& r);
   void checkPeers(const Xfer& pending, std::chrono::steady_clock::time_point* lastAliveCheck, ProgressWatch& watch);
@@ -91,7 +124,8 @@ class OfiTransport : public Transport {
   // Registration (FI_MR_LOCAL): the descriptor of [p, p + n), registered
   // for this run where no registration of the run covers it yet.
   void* descFor(Run& r, const void* p, size_t n);
-  fid_mr* registerMemory(const void* p, size_t n);
+  fid_mr* registerMemory(const void* p, size_t n, uint64_t access);
+  uint64_t localAccess() const;  // what run()'s own registrations allow
   // Encrypted links (ofi_sealed.cc).
   void setUpSealing(const std::vector<std::array<uint8_t, 16>>& nonces);
   bool sealed(int peer) const { return peer >= 0 && static_cast<size_t>(peer) < sealTo_.size() && sealTo_[peer]; }
@@ -109,8 +143,12 @@ class OfiTransport : public Transport {
   fid_ep* ep_ = nullptr;
   int waitFd_ = -1;    // the completion queue's wait descriptor (FI_WAIT_FD), or -1: poll only
   double spinUs_ = 0;  // HETCCL_SPIN_US: how long run() spins before it sleeps on waitFd_
-  bool mrLocal_ = false, mrEndpoint_ = false, mrProvKey_ = false;
-  uint64_t nextKey_ = 1;  // requested keys where the provider does not choose them
+  bool mrLocal_ = false, mrEndpoint_ = false, mrProvKey_ = false, mrVirtAddr_ = false;
+  bool hasRma_ = false;                      // this rank's provider offers FI_RMA
+  uint64_t rmaMin_ = 0;                      // HETCCL_OFI_RMA_MIN where every rank has FI_RMA; 0: tagged parts only
+  std::unique_ptr<ofi::MrCache> remoteMrs_;  // receive buffers registered for remote writes
+  uint64_t rmaWritten_ = 0, rmaReceived_ = 0, rmaParts_ = 0;  // messages: written, received by write, asked as parts
+  uint64_t nextKey_ = 1;                                      // requested keys where the provider does not choose them
   size_t partBytes_ = size_t{4} << 20;
   std::vector<fi_addr_t> addr_;              // by rank
   std::vector<uint64_t> sendSeq_, recvSeq_;  // message numbers by peer
