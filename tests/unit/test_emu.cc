@@ -20,31 +20,13 @@
 #include "core/error.h"
 #include "device/device.h"
 #include "emu/emu_runtime.h"
+#include "emu_gate.h"
 
 namespace {
 
 using namespace std::chrono_literals;
 
-// A gate a stream operation waits behind until the test opens it.
-class Gate {
- public:
-  void open() {
-    {
-      std::lock_guard<std::mutex> g(mu_);
-      open_ = true;
-    }
-    cv_.notify_all();
-  }
-  void pass() {
-    std::unique_lock<std::mutex> l(mu_);
-    cv_.wait(l, [this] { return open_; });
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool open_ = false;
-};
+using emu_test::Gate;
 
 // Polls `pred` for up to 5 s.
 template <class P>

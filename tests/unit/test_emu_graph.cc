@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "emu/emu_runtime.h"
+#include "emu_gate.h"
 
 namespace {
 
@@ -35,25 +36,7 @@ struct Event {
   ~Event() { emuEventDestroy(e); }
 };
 
-class Gate {
- public:
-  void open() {
-    {
-      std::lock_guard<std::mutex> g(mu_);
-      open_ = true;
-    }
-    cv_.notify_all();
-  }
-  void pass() {
-    std::unique_lock<std::mutex> l(mu_);
-    cv_.wait(l, [this] { return open_; });
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool open_ = false;
-};
+using emu_test::Gate;
 
 int status(emuStream_t s) {
   int st = -1;

@@ -1,0 +1,30 @@
+// What the emulated runtime's unit tests share.
+#pragma once
+
+#include <condition_variable>
+#include <mutex>
+
+namespace emu_test {
+
+// A gate a stream operation waits behind until the test opens it.
+class Gate {
+ public:
+  void open() {
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      open_ = true;
+    }
+    cv_.notify_all();
+  }
+  void pass() {
+    std::unique_lock<std::mutex> l(mu_);
+    cv_.wait(l, [this] { return open_; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool open_ = false;
+};
+
+}  // namespace emu_test
