@@ -20,13 +20,14 @@
 #include "core/error.h"
 #include "device/device.h"
 #include "emu/emu_runtime.h"
-#include "emu_gate.h"
+#include "emu_test_util.h"
 
 namespace {
 
 using namespace std::chrono_literals;
 
 using emu_test::Gate;
+using emu_test::Stream;
 
 // Polls `pred` for up to 5 s.
 template <class P>
@@ -37,16 +38,6 @@ bool eventually(P pred) {
   }
   return pred();
 }
-
-struct Stream {
-  emuStream_t s = nullptr;
-  Stream() { EXPECT_EQ(emuStreamCreateWithFlags(&s, 0), emuSuccess); }
-  // Its work may name the test's locals: done before they go.
-  ~Stream() {
-    emuStreamSynchronize(s);
-    emuStreamDestroy(s);
-  }
-};
 
 TEST(Emu, StreamWorkRunsAfterTheCallReturnedInOrder) {
   Stream st;

@@ -15,20 +15,11 @@
 #include <vector>
 
 #include "emu/emu_runtime.h"
-#include "emu_gate.h"
+#include "emu_test_util.h"
 
 namespace {
 
 using namespace std::chrono_literals;
-
-struct Stream {
-  emuStream_t s = nullptr;
-  Stream() { EXPECT_EQ(emuStreamCreateWithFlags(&s, 0), emuSuccess); }
-  ~Stream() {
-    emuStreamSynchronize(s);
-    emuStreamDestroy(s);
-  }
-};
 
 struct Event {
   emuEvent_t e = nullptr;
@@ -37,6 +28,7 @@ struct Event {
 };
 
 using emu_test::Gate;
+using emu_test::Stream;
 
 int status(emuStream_t s) {
   int st = -1;

@@ -4,6 +4,10 @@
 #include <condition_variable>
 #include <mutex>
 
+#include <gtest/gtest.h>
+
+#include "emu/emu_runtime.h"
+
 namespace emu_test {
 
 // A gate a stream operation waits behind until the test opens it.
@@ -25,6 +29,17 @@ class Gate {
   std::mutex mu_;
   std::condition_variable cv_;
   bool open_ = false;
+};
+
+// A stream of the emulated runtime, synchronised and destroyed at scope end:
+// its work may name the test's locals, so it is done before they go.
+struct Stream {
+  emuStream_t s = nullptr;
+  Stream() { EXPECT_EQ(emuStreamCreateWithFlags(&s, 0), emuSuccess); }
+  ~Stream() {
+    emuStreamSynchronize(s);
+    emuStreamDestroy(s);
+  }
 };
 
 }  // namespace emu_test
