@@ -229,7 +229,10 @@ Socket Socket::connect(const SockAddr& addr, const Deadline& dl, const std::stri
       return s;
     }
     int err = errno;
-    if (err != ECONNREFUSED && err != ETIMEDOUT && err != EHOSTUNREACH && err != ENETUNREACH && err != EAGAIN)
+    // A reset during connect is a listener that dropped the attempt (closing
+    // or overflowing): the same as a refusal, so it is retried until the deadline.
+    if (err != ECONNREFUSED && err != ECONNRESET && err != ETIMEDOUT && err != EHOSTUNREACH && err != ENETUNREACH &&
+        err != EAGAIN)
       throwSystemError("connect to " + what + " at " + addr.str(), err);
     if (dl.passed())
       throwError(hetcclRemoteError,

@@ -169,6 +169,7 @@ TEST(TsanRoot, ManyRanksAndWrongSecretClientsAtOnce) {
   const int n = 8, hostile = 4;
   IdContents id = newJob(30);
   std::vector<std::vector<std::vector<uint8_t>>> tables(n);
+  std::atomic<int> refused{0};
   auto errs = runRanks(n + hostile, [&](int t) {
     if (t >= n) {  // knows the address but not the secret
       IdContents bad = id;
@@ -178,9 +179,17 @@ TEST(TsanRoot, ManyRanksAndWrongSecretClientsAtOnce) {
         ADD_FAILURE() << "a client without the secret joined";
       } catch (const Error& e) {
         EXPECT_EQ(e.code(), hetcclRemoteError) << e.what();
+        EXPECT_NE(std::string(e.what()).find("secret"), std::string::npos) << e.what();
       }
+      refused.fetch_add(1);
       return;
     }
+    // The last rank joins only once every hostile client has been refused:
+    // the root must still be listening when they come, or they would be
+    // turned away for arriving late rather than for the secret.
+    if (t == n - 1)
+      for (auto end = Clock::now() + std::chrono::seconds(15); refused.load() < hostile && Clock::now() < end;)
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
     tables[t] = rendezvous(id, t, n, std::vector<uint8_t>(16, static_cast<uint8_t>(t)), Deadline::in(20));
   });
   expectAllOk(errs);
