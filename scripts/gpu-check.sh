@@ -106,6 +106,9 @@ for s in $steps; do
       # torch's watchdog aborts a hung communicator from its thread: an exception, no crash
       step torch_watchdog_abort 260 env HETCCL_DROPIN_LIB="$build/dropin/libnccl.so.2" \
         "$here/tools/hetccl-torch-run" python3 "$here/tests/gpu/torch_watchdog_abort.py"
+      # torch's flight recorder: the calls across groups recorded, a stalled rank's dump names the call
+      step torch_flight_recorder 300 env HETCCL_DROPIN_LIB="$build/dropin/libnccl.so.2" \
+        "$here/tools/hetccl-torch-run" python3 "$here/tests/gpu/torch_flight_recorder.py"
       ;;
     overhead)  # one-group overhead of the drop-in against NCCL alone: the C API against NCCL in one process (ratio
       # per size, target 1.05x), the host time against stand-ins on this CPU (runtime calls per call), torch
