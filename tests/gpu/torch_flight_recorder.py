@@ -23,29 +23,16 @@ Prints "torch_flight_recorder: ok".
 import datetime
 import os
 import pickle
-import socket
-import sys
 import tempfile
 import time
 import traceback
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
+
+from gpu_ranks import free_port, report, run_quiet_pair
 
 N = 1 << 16  # elements per rank
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def report(q, *item):
-    q.put(item)
-    q.close()
-    q.join_thread()  # flushed before os._exit, which skips the queue's own flush
 
 
 def read_recorder():
@@ -152,34 +139,9 @@ def worker(rank, port, prefix, q):
 
 
 def main():
-    ctx = mp.get_context("spawn")
-    q = ctx.Queue()
-    port = free_port()
     prefix = os.path.join(tempfile.mkdtemp(prefix="hetccl_fr_"), "fr_rank_")
-    procs = [ctx.Process(target=worker, args=(r, port, prefix, q)) for r in range(2)]
-    for p in procs:
-        p.start()
-    results = {}
-    deadline = time.time() + 240
-    while 0 not in results and time.time() < deadline:  # rank 1 stays quiet until killed
-        try:
-            r, status, detail = q.get(timeout=5)
-            results[r] = (status, detail)
-        except Exception:
-            if any(p.exitcode not in (None, 0) for p in procs):
-                break
-    for p in procs:
-        p.join(timeout=5 if p is procs[1] else 60)
-        if p.is_alive():
-            p.kill()
-    ok = 0 in results and results[0][0] == "ok" and procs[0].exitcode == 0
-    for i, p in enumerate(procs):
-        print(f"process {i}: exit code {p.exitcode}")
-    for r in sorted(results):
-        print(f"rank {r}: {results[r][0]} {results[r][1]}")
-    print(f"dumps: {sorted(os.listdir(os.path.dirname(prefix)))}")
-    print("torch_flight_recorder: ok" if ok else "torch_flight_recorder: FAILED")
-    sys.exit(0 if ok else 1)
+    print(f"dumps under {os.path.dirname(prefix)}")
+    run_quiet_pair("torch_flight_recorder", worker, (free_port(), prefix), 240)
 
 
 if __name__ == "__main__":

@@ -16,18 +16,13 @@ Needs a GPU: it has not run on the machines that build hetccl's CI.
 """
 import datetime
 import os
-import socket
 import sys
 
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from gpu_ranks import free_port
 
 
 def worker(rank, port, q):

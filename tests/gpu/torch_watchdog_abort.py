@@ -25,26 +25,14 @@ dumped if it is still running after 150 s, so a hang shows where it sits.
 import datetime
 import faulthandler
 import os
-import socket
 import sys
 import time
 import traceback
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def report(q, *item):
-    q.put(item)
-    q.close()
-    q.join_thread()  # flushed before os._exit, which skips the queue's own flush
+from gpu_ranks import free_port, report, run_quiet_pair
 
 
 def worker(rank, port, q):
@@ -95,35 +83,7 @@ def worker(rank, port, q):
 
 
 def main():
-    ctx = mp.get_context("spawn")
-    q = ctx.Queue()
-    port = free_port()
-    procs = [ctx.Process(target=worker, args=(r, port, q)) for r in range(2)]
-    for p in procs:
-        p.start()
-    results = {}
-    deadline = time.time() + 200
-    while 0 not in results and time.time() < deadline:  # rank 1 stays quiet until killed
-        try:
-            r, status, detail = q.get(timeout=5)
-            results[r] = (status, detail)
-        except Exception:
-            if any(p.exitcode not in (None, 0) for p in procs):
-                break
-    for p in procs:
-        p.join(timeout=5 if p is procs[1] else 60)
-        if p.is_alive():
-            p.kill()
-    ok = 0 in results and results[0][0] == "ok"
-    for p in procs:
-        print(f"process {procs.index(p)}: exit code {p.exitcode}")
-        if p is procs[1]:
-            continue  # the quiet rank, killed once rank 0 reported
-        ok = ok and p.exitcode == 0  # a crash (negative: a signal) fails
-    for r in sorted(results):
-        print(f"rank {r}: {results[r][0]} {results[r][1]}")
-    print("torch_watchdog_abort: ok" if ok else "torch_watchdog_abort: FAILED")
-    sys.exit(0 if ok else 1)
+    run_quiet_pair("torch_watchdog_abort", worker, (free_port(),), 200)
 
 
 if __name__ == "__main__":
