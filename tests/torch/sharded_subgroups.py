@@ -52,14 +52,18 @@ from spawn_ranks import collect  # noqa: E402
 D_IN, D0, HIDDEN, D2, CLASSES = 7, 8, 10, 6, 3  # HIDDEN splits over the TP pair: 5 rows each
 BATCH = 16  # global batch: 8 samples for each DP rank, the same 8 on both ranks of a TP pair
 STEPS = 12
-OPTIMIZERS = {"sgd": lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9), "adam": lambda ps: torch.optim.Adam(ps, lr=1e-2)}
+OPTIMIZERS = {
+    "sgd": lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9),
+    "adam": lambda ps: torch.optim.Adam(ps, lr=1e-2),
+}
 # (collective form, optimizer) of each run
 RUNS = (("flat", "sgd"), ("list", "sgd"), ("flat", "adam"))
 # Relative difference of each step's loss to the one-process reference. fp32 sums in another order here (the
 # row-parallel output as two partial sums, the gradients as two half-batch means): each loss differs by a few
-# ulps, which 12 steps carry on without growing past ~1e-6. balance_training.py uses the same bound.
+# ulps (1.6e-7 at most over the 12 steps here). balance_training.py uses the same bound. A wrong sum or scale
+# (a TP all_reduce left out, the gradients not averaged under SGD) is off by 1e-2 or more.
 TOL = 1e-5
-PARAM_TOL = 1e-5  # absolute, on the final weights (of size ~0.3)
+PARAM_TOL = 1e-5  # absolute, on the final weights
 GROUP_TIMEOUT_S = 5  # the bad-input groups' timeout
 
 
@@ -303,7 +307,8 @@ def check_absent_member(rank, notes):
     members = [1, 3]
     g = dist.new_group(members, timeout=timedelta(seconds=GROUP_TIMEOUT_S))
     if rank == 1:
-        msg, took = expect_error(lambda: dist.all_reduce(torch.ones(64), group=g), ["hetccl allreduce", f"timed out after {GROUP_TIMEOUT_S} s", "receiving from rank 1"],
+        words = ["hetccl allreduce", f"timed out after {GROUP_TIMEOUT_S} s", "receiving from rank 1"]
+        msg, took = expect_error(lambda: dist.all_reduce(torch.ones(64), group=g), words,
                                  "an all_reduce one member never issues")
         if not GROUP_TIMEOUT_S - 1 <= took <= GROUP_TIMEOUT_S + 10:
             raise AssertionError(f"the waiting member failed after {took:.1f} s, the timeout is {GROUP_TIMEOUT_S} s")
