@@ -1,4 +1,4 @@
-"""FSDP2's fully_shard over hetccl's vendor groups, on the GPU machine (PyTorch 2.4+, written for 2.11):
+"""FSDP2's fully_shard over hetccl's vendor groups, on the GPU machine (PyTorch 2.6+, written for 2.11):
 
     hetccl-torch-run python3 tests/gpu/torch_fsdp2_subgroups.py --backend nccl       # the drop-in
     PYTHONPATH=build-gpu/pysite python3 tests/gpu/torch_fsdp2_subgroups.py --backend hetccl   # native
@@ -23,8 +23,9 @@ summation order, as the CPU test):
     the embedding), then fully_shard over mesh["dp"].
     Rows of the mesh are the TP pairs [0, 1] and [2, 3], columns the DP
     pairs [0, 2] and [1, 3].
-  - a subgroup made by split_group (ncclCommSplit under the nccl backend)
-    where torch has it: an all_reduce on it.
+  - a subgroup made by split_group (ncclCommSplit under the nccl backend;
+    init_device_mesh splits too where the default group is bound to a
+    device, as here with the nccl backend): an all_reduce on it.
 --groups names each rank's hetccl group. On one GPU the default is a group
 per process (g0,g1,g2,g3): two ranks of one group on one GPU would be two
 ranks of the real NCCL on one device, which NCCL refuses, so every call,
@@ -131,9 +132,13 @@ def train(model, dp_rank, dp_size, dp_group, dev):
     return out
 
 
+def fully_shard(module, mesh):
+    from torch.distributed.fsdp import fully_shard as shard  # public from torch 2.6
+    return shard(module, mesh=mesh)
+
+
 def layout_fsdp(rank, world, dev):
     from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import fully_shard
     mesh = init_device_mesh("cuda", (world, ), mesh_dim_names=("dp", ))
     model = new_model(dev)
     fully_shard(model.block, mesh=mesh)
@@ -143,7 +148,6 @@ def layout_fsdp(rank, world, dev):
 
 def layout_2d(rank, world, dev):
     from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import fully_shard
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
     mesh = init_device_mesh("cuda", (2, world // 2), mesh_dim_names=("dp", "tp"))
     model = new_model(dev)
@@ -212,6 +216,9 @@ def main():
     ap.add_argument("--layouts", default="fsdp,2d")
     ap.add_argument("--deadline", type=int, default=400)
     args = ap.parse_args()
+    if tuple(int(v) for v in torch.__version__.split(".")[:2]) < (2, 6):
+        sys.exit(f"torch_fsdp2_subgroups: needs torch 2.6+ (fully_shard in torch.distributed.fsdp), this is "
+                 f"{torch.__version__}")
     args.groups = args.groups.split(",")
     args.layouts = args.layouts.split(",")
     if len(args.groups) != 4:

@@ -19,9 +19,9 @@ gradients' scale) or Adam (which hides it) steps on the shard. Checks, on
 every rank:
   - the losses equal one process on the whole global batch at every step,
     and so do the parameters after the last step, with the flat forms FSDP2
-    issues (all_gather_into_tensor, reduce_scatter_tensor of one padded
-    buffer) and with the list forms (all_gather, reduce_scatter) of the
-    padded shards;
+    issues (all_gather_into_tensor, reduce_scatter_tensor with AVG, of one
+    padded buffer) and with the list forms (all_gather, reduce_scatter) of
+    the padded shards;
   - the list forms with shards of unequal sizes (the unpadded cut) are
     refused on every rank before anything moves, naming the element counts,
     and the subgroup works afterwards;
@@ -194,16 +194,17 @@ class Sharded:
         return [t.requires_grad_() for t in self.unpack(per_rank)]
 
     def reduce_gradients(self, whole):
-        """Each rank's padded gradient rows, summed over the pair, into this rank's shard; then the mean."""
+        """Each rank's padded gradient rows, averaged over the pair, into this rank's shard."""
         per_rank = []
         for r in range(self.size):
             per_rank.append(torch.cat([self.cut(t.grad, i, r).reshape(-1) for i, t in enumerate(whole)]))
         mine = torch.empty(self.numel)
         if self.form == "flat":
-            dist.reduce_scatter_tensor(mine, torch.cat(per_rank), group=self.group)
+            # the mean over the pair, as FSDP2 asks of NCCL (each DP rank's loss is the mean over its half batch)
+            dist.reduce_scatter_tensor(mine, torch.cat(per_rank), op=dist.ReduceOp.AVG, group=self.group)
         else:
             dist.reduce_scatter(mine, per_rank, group=self.group)
-        mine /= self.size  # each DP rank's loss is the mean over its half of the batch
+            mine /= self.size
         at = 0
         for s in self.shards:
             s.grad = mine[at:at + s.numel()].view(s.shape).clone()
