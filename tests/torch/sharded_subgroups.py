@@ -25,8 +25,9 @@ every rank:
   - the list forms with shards of unequal sizes (the unpadded cut) are
     refused on every rank before anything moves, naming the element counts,
     and the subgroup works afterwards;
-  - a subgroup call with counts that differ between the members fails on
-    every member with a collective mismatch;
+  - a subgroup call with sizes that differ between the members (an
+    all_reduce, the flat all-gather of unpadded shards) fails on every
+    member with a collective mismatch;
   - a subgroup call that one member never issues fails on the other at the
     group's timeout, and that member's next call on the group then fails too,
     naming the rank that failed.
@@ -289,17 +290,23 @@ def check_unequal_lists(dp, notes):
 
 
 def check_mismatch(rank, notes):
-    """Counts that differ between the members of a subgroup across the vendor groups: both fail."""
+    """Sizes that differ between the members of a subgroup across the vendor groups fail every member: an
+    all_reduce of different counts, and the flat all-gather of unpadded shards (5 rows cut as 3 and 2, each
+    member's output sized by its own shard). A group each: a mismatch fails its communicator for good."""
     members = [0, 2]
-    g = dist.new_group(members, timeout=timedelta(seconds=GROUP_TIMEOUT_S))
-    if rank not in members:
-        return
-    n = 1000 if rank == 0 else 1500
-    msg, took = expect_error(lambda: dist.all_reduce(torch.ones(n), group=g), ["hetccl allreduce", "mismatch"],
-                             "an all_reduce of different counts")
-    if took > GROUP_TIMEOUT_S + 5:
-        raise AssertionError(f"the mismatch took {took:.1f} s to fail")
-    notes.append(f"mismatched counts: failed after {took:.2f} s: {msg.splitlines()[0][:200]}")
+    cases = (("an all_reduce of 1000 and 1500 elements", "hetccl allreduce",
+              lambda g, me: dist.all_reduce(torch.ones(1000 + 500 * me), group=g)),
+             ("an all_gather_into_tensor of 3 and 2 rows", "hetccl allgather_into_tensor",
+              lambda g, me: dist.all_gather_into_tensor(torch.empty(2 * (3 - me) * D0), torch.ones((3 - me) * D0),
+                                                        group=g)))
+    for what, call, fn in cases:
+        g = dist.new_group(members, timeout=timedelta(seconds=GROUP_TIMEOUT_S))
+        if rank not in members:
+            continue
+        msg, took = expect_error(lambda: fn(g, members.index(rank)), [call, "collective mismatch"], what)
+        if took > GROUP_TIMEOUT_S + 5:
+            raise AssertionError(f"{what}: the mismatch took {took:.1f} s to fail")
+        notes.append(f"{what}: failed after {took:.2f} s: {msg.splitlines()[0][:200]}")
 
 
 def check_absent_member(rank, notes):
