@@ -214,7 +214,7 @@ def main():
     ap.add_argument("--backend", default="nccl", choices=["nccl", "hetccl"])
     ap.add_argument("--groups", default="g0,g1,g2,g3", help="hetccl group of each of the 4 ranks")
     ap.add_argument("--layouts", default="fsdp,2d")
-    ap.add_argument("--deadline", type=int, default=400)
+    ap.add_argument("--deadline", type=int, default=360)  # within gpu-check.sh's 400 s a step
     args = ap.parse_args()
     if tuple(int(v) for v in torch.__version__.split(".")[:2]) < (2, 6):
         sys.exit(f"torch_fsdp2_subgroups: needs torch 2.6+ (fully_shard in torch.distributed.fsdp), this is "
