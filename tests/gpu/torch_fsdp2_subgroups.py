@@ -148,10 +148,10 @@ def layout_fsdp(rank, world, dev):
 
 def layout_2d(rank, world, dev):
     from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
     mesh = init_device_mesh("cuda", (2, world // 2), mesh_dim_names=("dp", "tp"))
     model = new_model(dev)
-    from torch.distributed.tensor import Replicate
     # every parameter a DTensor of the TP mesh: the embedding's rows and the head's split too, their outputs whole
     plan = {"emb": RowwiseParallel(input_layouts=Replicate(), output_layouts=Replicate()),
             "head": ColwiseParallel(output_layouts=Replicate())}
