@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU checks, for a machine with an NVIDIA GPU, CUDA, NCCL and (for the
 # benchmark) PyTorch. Builds what the GPU tests need and runs them:
-#   bash scripts/gpu-check.sh [STEP...]     steps: build unit matrix torch torchcalls overhead c10d train bench
+#   bash scripts/gpu-check.sh [STEP...]     steps: build unit matrix torch torchcalls overhead c10d fsdp2 train bench
 #                                           matrix2 faults small mps overlap relay ucx (default: all but relay, ucx)
 # UCX_PREFIX: a UCX install (include/, lib/) to build the ucx transport
 # against where the machine has none, e.g. Debian's libucx0 and libucx-dev
@@ -12,7 +12,7 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD:-$here/build-gpu}
 logs=${LOGDIR:-$build/logs}
-steps=${*:-build unit matrix torch torchcalls overhead c10d train bench matrix2 faults small mps overlap}  # relay, ucx: on request
+steps=${*:-build unit matrix torch torchcalls overhead c10d fsdp2 train bench matrix2 faults small mps overlap}  # relay, ucx: on request
 export NCCL_NVLS_ENABLE=0  # never NVLink multicast
 mkdir -p "$logs"
 status=0
@@ -123,6 +123,16 @@ for s in $steps; do
       step c10d_cuda_host 200 env PYTHONPATH="$build/pysite" C10D_TEST_VERBOSE=1 C10D_TEST_DEADLINE_S=180 \
         python3 "$here/tests/torch/c10d_collectives.py" \
         --devices cuda,host
+      ;;
+    fsdp2)  # fully_shard of a small transformer over four processes, a group each on one GPU (--groups a,a,b,b where
+            # each group's ranks have GPUs of their own): a 1-D mesh and a (dp, tp) mesh, losses against one process;
+            # through the drop-in, then the native backend (its package from the c10d step, installed here if missing)
+      step fsdp2_dropin 400 env HETCCL_DROPIN_LIB="$build/dropin/libnccl.so.2" "$here/tools/hetccl-torch-run" \
+        python3 "$here/tests/gpu/torch_fsdp2_subgroups.py" --backend nccl
+      [ -d "$build/pysite/hetccl_torch" ] || step pip_hetccl_torch 400 env HETCCL_HOME="$build" python3 -m pip install \
+        --no-build-isolation --no-deps --no-cache-dir --target "$build/pysite" "$here/python"
+      step fsdp2_native 400 env PYTHONPATH="$build/pysite" python3 "$here/tests/gpu/torch_fsdp2_subgroups.py" \
+        --backend hetccl
       ;;
     train)  # the four training layouts of docs/training
       step train 900 bash "$here/tests/train/run_compare.sh" "$build" "$logs/train"
