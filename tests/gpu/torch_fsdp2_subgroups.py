@@ -37,25 +37,19 @@ Prints "torch_fsdp2_subgroups: ok" and exits 0 when every layout passed.
 """
 import argparse
 import os
-import socket
 import sys
 import traceback
 from datetime import timedelta
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 import torch.nn as nn
 import torch.nn.functional as F
 
+from gpu_ranks import free_port
+
 VOCAB, SEQ, DIM, HEADS, BATCH, STEPS = 64, 16, 32, 4, 16, 10
 TOL = 1e-5
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Block(nn.Module):
@@ -224,19 +218,8 @@ def main():
     if len(args.groups) != 4:
         sys.exit("torch_fsdp2_subgroups: 4 ranks, one group name each")
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pyutil"))
-    from spawn_ranks import collect
-    ctx = mp.get_context("spawn")
-    q = ctx.Queue()
-    port = free_port()
-    procs = [ctx.Process(target=worker, args=(r, 4, port, args, q)) for r in range(4)]
-    for p in procs:
-        p.start()
-    results = collect(procs, q, args.deadline)
-    ok = len(results) == 4 and all(r[1] == "ok" for r in results)
-    for r in sorted(results, key=lambda r: r[0]):
-        print(f"rank {r[0]}: {r[1]}")
-        for note in (r[2] if len(r) > 2 else []):
-            print(f"  {note}")
+    from spawn_ranks import spawn_and_collect
+    ok = spawn_and_collect(worker, 4, (free_port(), args), args.deadline)
     print(f"torch {torch.__version__}, backend {args.backend}, groups {','.join(args.groups)}")
     print(f"torch_fsdp2_subgroups: {'ok' if ok else 'FAILED'}")
     sys.exit(0 if ok else 1)

@@ -42,3 +42,21 @@ def collect(procs, q, deadline_s):
         if p.is_alive():
             p.kill()
     return results
+
+
+def spawn_and_collect(worker, nranks, args, deadline_s):
+    """Spawns worker(rank, nranks, *args, q) for every rank, collects the
+    reports (rank, status[, notes]), prints each rank's status and notes, and
+    returns whether every rank said "ok"."""
+    import torch.multiprocessing as mp
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    procs = [ctx.Process(target=worker, args=(r, nranks, *args, q)) for r in range(nranks)]
+    for p in procs:
+        p.start()
+    results = collect(procs, q, deadline_s)
+    for r in sorted(results, key=lambda r: r[0]):
+        print(f"rank {r[0]}: {r[1]}")
+        for note in (r[2] if len(r) > 2 else []):
+            print(f"  {note}")
+    return len(results) == nranks and all(r[1] == "ok" for r in results)

@@ -45,10 +45,9 @@ from datetime import timedelta
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pyutil"))
-from spawn_ranks import collect  # noqa: E402
+from spawn_ranks import spawn_and_collect  # noqa: E402
 
 D_IN, D0, HIDDEN, D2, CLASSES = 7, 8, 10, 6, 3  # HIDDEN splits over the TP pair: 5 rows each
 BATCH = 16  # global batch: 8 samples for each DP rank, the same 8 on both ranks of a TP pair
@@ -371,19 +370,8 @@ def main():
     groups = args.groups.split(",")
     if len(groups) != 4:
         sys.exit("sharded_subgroups: 4 ranks, one group name each")
-    ctx = mp.get_context("spawn")
-    q = ctx.Queue()
-    port = free_port()
     t0 = time.perf_counter()
-    procs = [ctx.Process(target=worker, args=(r, 4, port, groups, q)) for r in range(4)]
-    for p in procs:
-        p.start()
-    results = collect(procs, q, args.deadline)
-    ok = len(results) == 4 and all(r[1] == "ok" for r in results)
-    for r in sorted(results, key=lambda r: r[0]):
-        print(f"rank {r[0]}: {r[1]}")
-        for note in (r[2] if len(r) > 2 else []):
-            print(f"  {note}")
+    ok = spawn_and_collect(worker, 4, (free_port(), groups), args.deadline)
     print(f"sharded_subgroups: {'ok' if ok else 'FAILED'} ({time.perf_counter() - t0:.1f} s)")
     sys.exit(0 if ok else 1)
 
