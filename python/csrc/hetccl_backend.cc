@@ -197,25 +197,30 @@ void HetcclBackend::reduceTyped(const at::Tensor& t, const c10d::ReduceOp& op,
   if (temporary) hetcclRedOpDestroy(h, comm());  // hetccl keeps the op's value with the enqueued call
 }
 
-hetcclDataType_t dataType(at::ScalarType t) {
+bool knownType(at::ScalarType t, hetcclDataType_t* dt) {
   switch (t) {
-    case at::kChar: return hetcclInt8;
+    case at::kChar: *dt = hetcclInt8; return true;
     case at::kByte:
-    case at::kBool: return hetcclUint8;
-    case at::kInt: return hetcclInt32;
-    case at::kLong: return hetcclInt64;
-    case at::kHalf: return hetcclFloat16;
-    case at::kFloat: return hetcclFloat32;
-    case at::kDouble: return hetcclFloat64;
-    case at::kBFloat16: return hetcclBfloat16;
+    case at::kBool: *dt = hetcclUint8; return true;
+    case at::kInt: *dt = hetcclInt32; return true;
+    case at::kLong: *dt = hetcclInt64; return true;
+    case at::kHalf: *dt = hetcclFloat16; return true;
+    case at::kFloat: *dt = hetcclFloat32; return true;
+    case at::kDouble: *dt = hetcclFloat64; return true;
+    case at::kBFloat16: *dt = hetcclBfloat16; return true;
 #if HETCCL_TORCH2
-    case at::kFloat8_e4m3fn: return hetcclFloat8e4m3;
-    case at::kFloat8_e5m2: return hetcclFloat8e5m2;
+    case at::kFloat8_e4m3fn: *dt = hetcclFloat8e4m3; return true;
+    case at::kFloat8_e5m2: *dt = hetcclFloat8e5m2; return true;
 #endif
-    default:
-      TORCH_CHECK(false, msg("hetccl: tensors of type ", t, " cannot be reduced (int8, uint8, bool, int32, int64, ",
-                             "float16, bfloat16, float32, float64 and float8 can)"));
+    default: return false;
   }
+}
+
+hetcclDataType_t dataType(at::ScalarType t) {
+  hetcclDataType_t dt{};
+  TORCH_CHECK(knownType(t, &dt), msg("hetccl: tensors of type ", t, " cannot be reduced (int8, uint8, bool, int32, ",
+                                     "int64, float16, bfloat16, float32, float64 and float8 can)"));
+  return dt;
 }
 
 c10::intrusive_ptr<BackendBase> createBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,

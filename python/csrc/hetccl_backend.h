@@ -171,6 +171,10 @@ c10::intrusive_ptr<BackendBase> createBackend(const c10::intrusive_ptr<c10d::Sto
 // The CUDA stream handle behind a torch stream (torch 2.x).
 void* nativeStream(const c10::Stream& s);
 
+// Maps a tensor dtype to hetccl's; false for types hetccl does not know
+// (complex and the like), which move as bytes.
+bool knownType(at::ScalarType t, hetcclDataType_t* dt);
+
 // Maps a tensor dtype to hetccl's; raises for types hetccl cannot reduce.
 hetcclDataType_t dataType(at::ScalarType t);
 

@@ -28,6 +28,21 @@ at::Tensor& single(std::vector<at::Tensor>& ts, const char* what) {
 
 size_t bytesOf(const at::Tensor& t) { return static_cast<size_t>(t.numel()) * t.element_size(); }
 
+// What a collective that only moves data passes for a tensor: its elements
+// in its own type where hetccl knows the type, so that a call that differs
+// across ranks is reported in elements and types (and a differing type is a
+// mismatch too); otherwise its bytes. Point-to-point calls stay in bytes, as
+// NCCL's lets a receive take another type of the same size.
+struct Moved {
+  size_t count;
+  hetcclDataType_t dt;
+};
+Moved moved(const at::Tensor& t) {
+  hetcclDataType_t dt{};
+  if (knownType(t.scalar_type(), &dt)) return {static_cast<size_t>(t.numel()), dt};
+  return {bytesOf(t), hetcclUint8};
+}
+
 // Checks the op before anything is staged or issued (reduceTyped maps it
 // later); complex tensors reduce as pairs of reals, which is right for sums only.
 at::Tensor reducible(const at::Tensor& t, const c10d::ReduceOp& op, const char* what) {
@@ -78,7 +93,8 @@ c10::intrusive_ptr<c10d::Work> HetcclBackend::broadcast(std::vector<at::Tensor>&
   checkRank(opts.rootRank, size_, "broadcast");
   const int root = static_cast<int>(opts.rootRank);
   return launch(OpType::BROADCAST, "broadcast", {}, {&t}, [&](hetcclStream_t s) {
-    check(hetcclBroadcast(t.data_ptr(), t.data_ptr(), bytesOf(t), hetcclUint8, root, comm(), s), "broadcast");
+    const Moved m = moved(t);
+    check(hetcclBroadcast(t.data_ptr(), t.data_ptr(), m.count, m.dt, root, comm(), s), "broadcast");
   });
 }
 
@@ -130,7 +146,8 @@ c10::intrusive_ptr<c10d::Work> HetcclBackend::allgather(std::vector<std::vector<
   return launch(OpType::ALLGATHER, "allgather", {&in}, pointers(outs), [&](hetcclStream_t s) {
     c10::OptionalStreamGuard side(stream_);  // scratch and copies in the operation's order
     at::Tensor flat = at::empty({size_ * in.numel()}, in.options());
-    check(hetcclAllGather(in.data_ptr(), flat.data_ptr(), bytesOf(in), hetcclUint8, comm(), s), "allgather");
+    const Moved m = moved(in);
+    check(hetcclAllGather(in.data_ptr(), flat.data_ptr(), m.count, m.dt, comm(), s), "allgather");
     for (int i = 0; i < size_; ++i) outs[i].copy_(flat.narrow(0, i * in.numel(), in.numel()).view(outs[i].sizes()));
   });
 }
@@ -142,7 +159,8 @@ c10::intrusive_ptr<c10d::Work> HetcclBackend::_allgather_base(at::Tensor& output
   checkSameShape(output, input, size_, "allgather_into_tensor");
   at::Tensor in = input, out = output;
   return launch(OpType::_ALLGATHER_BASE, "allgather_into_tensor", {&in}, {&out}, [&](hetcclStream_t s) {
-    check(hetcclAllGather(in.data_ptr(), out.data_ptr(), bytesOf(in), hetcclUint8, comm(), s), "allgather_into_tensor");
+    const Moved m = moved(in);
+    check(hetcclAllGather(in.data_ptr(), out.data_ptr(), m.count, m.dt, comm(), s), "allgather_into_tensor");
   });
 }
 
@@ -165,8 +183,8 @@ c10::intrusive_ptr<c10d::Work> HetcclBackend::gather(std::vector<std::vector<at:
     c10::OptionalStreamGuard side(stream_);
     at::Tensor flat;
     if (rank_ == root) flat = at::empty({size_ * in.numel()}, in.options());
-    check(hetcclGather(in.data_ptr(), flat.defined() ? flat.data_ptr() : nullptr, bytesOf(in), hetcclUint8, root,
-                       comm(), s),
+    const Moved m = moved(in);
+    check(hetcclGather(in.data_ptr(), flat.defined() ? flat.data_ptr() : nullptr, m.count, m.dt, root, comm(), s),
           "gather");
     for (size_t i = 0; i < outs.size(); ++i)
       outs[i].copy_(flat.narrow(0, i * in.numel(), in.numel()).view(outs[i].sizes()));
@@ -197,8 +215,8 @@ c10::intrusive_ptr<c10d::Work> HetcclBackend::scatter(std::vector<at::Tensor>& o
       for (auto& i : ins) rows.push_back(i.reshape({-1}));
       flat = at::cat(rows);
     }
-    check(hetcclScatter(flat.defined() ? flat.data_ptr() : nullptr, out.data_ptr(), bytesOf(out), hetcclUint8, root,
-                        comm(), s),
+    const Moved m = moved(out);
+    check(hetcclScatter(flat.defined() ? flat.data_ptr() : nullptr, out.data_ptr(), m.count, m.dt, root, comm(), s),
           "scatter");
   });
 }
@@ -249,12 +267,14 @@ c10::intrusive_ptr<c10d::Work> HetcclBackend::allgather_into_tensor_coalesced(st
     checkDense(outs[i], "allgather_into_tensor_coalesced");
     checkSameShape(outs[i], ins[i], size_, "allgather_into_tensor_coalesced");
   }
-  return launch(
-      OpType::COALESCED, "allgather_into_tensor_coalesced", pointers(ins), pointers(outs), [&](hetcclStream_t s) {
-        for (size_t i = 0; i < ins.size(); ++i)
-          check(hetcclAllGather(ins[i].data_ptr(), outs[i].data_ptr(), bytesOf(ins[i]), hetcclUint8, comm(), s),
-                "allgather_into_tensor_coalesced");
-      });
+  return launch(OpType::COALESCED, "allgather_into_tensor_coalesced", pointers(ins), pointers(outs),
+                [&](hetcclStream_t s) {
+                  for (size_t i = 0; i < ins.size(); ++i) {
+                    const Moved m = moved(ins[i]);
+                    check(hetcclAllGather(ins[i].data_ptr(), outs[i].data_ptr(), m.count, m.dt, comm(), s),
+                          "allgather_into_tensor_coalesced");
+                  }
+                });
 }
 
 c10::intrusive_ptr<c10d::Work> HetcclBackend::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,

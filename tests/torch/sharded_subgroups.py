@@ -291,18 +291,23 @@ def check_unequal_lists(dp, notes):
 def check_mismatch(rank, notes):
     """Sizes that differ between the members of a subgroup across the vendor groups fail every member: an
     all_reduce of different counts, and the flat all-gather of unpadded shards (5 rows cut as 3 and 2, each
-    member's output sized by its own shard). A group each: a mismatch fails its communicator for good."""
+    member's output sized by its own shard), told in elements ("count 24, float", not bytes), and shards of the same bytes in
+    float32 on one member and int32 on the other. A group each: a mismatch fails its communicator for good."""
     members = [0, 2]
-    cases = (("an all_reduce of 1000 and 1500 elements", "hetccl allreduce",
+    dtypes = (torch.float32, torch.int32)
+    cases = (("an all_reduce of 1000 and 1500 elements", ["hetccl allreduce"],
               lambda g, me: dist.all_reduce(torch.ones(1000 + 500 * me), group=g)),
-             ("an all_gather_into_tensor of 3 and 2 rows", "hetccl allgather_into_tensor",
+             ("an all_gather_into_tensor of 3 and 2 rows", ["hetccl allgather_into_tensor", "count 24, float"],
               lambda g, me: dist.all_gather_into_tensor(torch.empty(2 * (3 - me) * D0), torch.ones((3 - me) * D0),
-                                                        group=g)))
-    for what, call, fn in cases:
+                                                        group=g)),
+             ("an all_gather_into_tensor of float32 and int32 shards", ["hetccl allgather_into_tensor", "int32"],
+              lambda g, me: dist.all_gather_into_tensor(torch.empty(2 * D0, dtype=dtypes[me]),
+                                                        torch.ones(D0, dtype=dtypes[me]), group=g)))
+    for what, words, fn in cases:
         g = dist.new_group(members, timeout=timedelta(seconds=GROUP_TIMEOUT_S))
         if rank not in members:
             continue
-        msg, took = expect_error(lambda: fn(g, members.index(rank)), [call, "collective mismatch"], what)
+        msg, took = expect_error(lambda: fn(g, members.index(rank)), words + ["collective mismatch"], what)
         if took > GROUP_TIMEOUT_S + 5:
             raise AssertionError(f"{what}: the mismatch took {took:.1f} s to fail")
         notes.append(f"{what}: failed after {took:.2f} s: {msg.splitlines()[0][:200]}")
