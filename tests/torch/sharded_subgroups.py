@@ -25,6 +25,9 @@ every rank:
   - the list forms with shards of unequal sizes (the unpadded cut) are
     refused on every rank before anything moves, naming the element counts,
     and the subgroup works afterwards;
+  - a subgroup of three ranks across both vendor groups gives the right
+    values for rooted calls (a root in each group), an uneven
+    all_to_all_single and send/recv between the groups;
   - a subgroup call with sizes that differ between the members (an
     all_reduce, the flat all-gather of unpadded shards) fails on every
     member with a collective mismatch;
@@ -336,6 +339,58 @@ def check_absent_member(rank, notes):
         notes.append(f"absent member: its next call failed after {took:.2f} s: {msg.splitlines()[0][:200]}")
 
 
+def check_spanning_subgroup(rank, notes):
+    """A subgroup of three ranks across both vendor groups ([1, 2, 3]: one of a, both of b), with global ranks
+    that are not its ranks: rooted calls from a root in each vendor group, all_to_all_single with uneven
+    splits, and send/recv between members of different vendor groups, each against the values it must give."""
+    members = [1, 2, 3]
+    g = dist.new_group(members)
+    if rank not in members:
+        return
+    me, n = members.index(rank), len(members)
+    for root in (1, 3):  # global ranks: one in each vendor group
+        t = torch.arange(7, dtype=torch.float32) * (rank + 1)
+        dist.broadcast(t, src=root, group=g)
+        if not torch.equal(t, torch.arange(7, dtype=torch.float32) * (root + 1)):
+            raise AssertionError(f"broadcast from {root} in {members}: {t.tolist()}")
+        t = torch.full((5,), float(rank))
+        dist.reduce(t, dst=root, group=g)
+        if rank == root and not bool((t == sum(members)).all()):
+            raise AssertionError(f"reduce to {root} in {members}: {t.tolist()} (want {sum(members)})")
+        parts = [torch.empty(3, dtype=torch.int64) for _ in members] if rank == root else None
+        dist.gather(torch.full((3,), rank, dtype=torch.int64), gather_list=parts, dst=root, group=g)
+        if rank == root and [int(p[0]) for p in parts] != members:
+            raise AssertionError(f"gather to {root} in {members}: {[p.tolist() for p in parts]}")
+        got = torch.empty(2, dtype=torch.int64)
+        src = [torch.full((2,), 10 * r, dtype=torch.int64) for r in members] if rank == root else None
+        dist.scatter(got, scatter_list=src, src=root, group=g)
+        if int(got[0]) != 10 * rank:
+            raise AssertionError(f"scatter from {root} in {members}: {got.tolist()} (want {10 * rank})")
+    # all_to_all_single, uneven: member i sends i + j + 1 rows of value 100 * i + j to member j
+    send_splits = [me + j + 1 for j in range(n)]
+    recv_splits = [i + me + 1 for i in range(n)]
+    inp = torch.cat([torch.full((k,), float(100 * me + j)) for j, k in enumerate(send_splits)])
+    out = torch.empty(sum(recv_splits))
+    dist.all_to_all_single(out, inp, output_split_sizes=recv_splits, input_split_sizes=send_splits, group=g)
+    want = torch.cat([torch.full((k,), float(100 * i + me)) for i, k in enumerate(recv_splits)])
+    if not torch.equal(out, want):
+        raise AssertionError(f"all_to_all_single in {members}, member {me}: {out.tolist()} (want {want.tolist()})")
+    # send/recv between the vendor groups: 1 (group a) and 3 (group b), both ways
+    if rank in (1, 3):
+        peer = 4 - rank
+        mine, theirs = torch.full((9,), float(rank)), torch.empty(9)
+        if rank == 1:
+            dist.send(mine, dst=peer, group=g)
+            dist.recv(theirs, src=peer, group=g)
+        else:
+            dist.recv(theirs, src=peer, group=g)
+            dist.send(mine, dst=peer, group=g)
+        if not bool((theirs == peer).all()):
+            raise AssertionError(f"recv from {peer} in {members}: {theirs.tolist()}")
+    notes.append(f"subgroup {members} across both vendor groups: broadcast, reduce, gather, scatter from roots 1 "
+                 "and 3, uneven all_to_all_single, send/recv between the groups: right")
+
+
 def worker(rank, world, port, groups, q):
     faulthandler.dump_traceback_later(100, exit=True)
     notes = []
@@ -355,6 +410,7 @@ def worker(rank, world, port, groups, q):
             raise AssertionError(f"groups {groups}: TP pairs must be inside a group, DP pairs across")
         check_training(rank, tp, dp, notes)
         check_unequal_lists(dp, notes)
+        check_spanning_subgroup(rank, notes)
         check_mismatch(rank, notes)
         check_absent_member(rank, notes)
         dist.barrier()
