@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -361,6 +362,17 @@ void runJob(const std::string& layoutText, const JobOptions& opt, const std::fun
     else if (WIFEXITED(status) && WEXITSTATUS(status) != 0 && c.failures.empty())
       ADD_FAILURE() << who << "exited with code " << WEXITSTATUS(status) << "; last step: " << c.lastStep;
   }
+  // A failed job's ranks that exited 0 and reported nothing: say whether
+  // they finished, so that a peer's "rank N died" is read right (a rank
+  // that did its part may end before the others).
+  if (::testing::Test::HasFailure())
+    for (int i = 0; i < n; ++i) {
+      const int status = procs.status(i);
+      if (kids[i].failures.empty() && WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        fprintf(stderr, "%s rank %d (group %s): %s; last step: %s\n", job.c_str(), i, layout[i].c_str(),
+                kids[i].done ? "finished its body and exited 0" : "exited 0 before its body finished",
+                kids[i].lastStep.c_str());
+    }
   int reported = 0;
   for (const auto& [label, byRank] : same) {
     bool agree =

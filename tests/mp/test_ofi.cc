@@ -270,6 +270,35 @@ TEST(Ofi, RmaOffWhereARankLacksIt) {
   });
 }
 
+// A peer that did its part of a call and exited is no death: rank 1
+// receives from ranks 0 and 2 in one group call; rank 0's send completes at
+// once and rank 0 ends its job, while rank 2 sends a second later. Rank 1's
+// wait for rank 2 outlasts rank 0's process, and the call still succeeds
+// (it used to fail with "rank 0 died", as the full matrix's last SendRecv
+// call did once on a loaded machine). Over RMA writes and tagged parts.
+TEST(Ofi, APeerThatExitedAfterItsPartIsNoDeath) {
+  for (const std::string& t : ofiTransports())
+    for (const std::string& path : {std::string("_rma"), std::string()}) {
+      SCOPED_TRACE(t + path);
+      JobOptions opt;
+      opt.transport = t + path;
+      runJob("a,b,c", opt, [](Rank& r) {
+        std::vector<float> s(4096, 1.0f + r.rank), from0(s.size(), 0.0f), from2(s.size(), 0.0f);
+        if (r.rank == 1) {
+          HC_ASSERT_OK(hetcclGroupStart(), nullptr);
+          HC_ASSERT_OK(hetcclRecv(from0.data(), s.size(), hetcclFloat32, 0, r.comm, nullptr), r.comm);
+          HC_ASSERT_OK(hetcclRecv(from2.data(), s.size(), hetcclFloat32, 2, r.comm, nullptr), r.comm);
+          HC_ASSERT_OK(hetcclGroupEnd(), r.comm);
+          EXPECT_EQ(from0.back(), 1.0f);
+          EXPECT_EQ(from2.back(), 3.0f);
+          return;
+        }
+        if (r.rank == 2) usleep(1000 * 1000);  // ten of rank 1's checks of its peers' processes
+        HC_ASSERT_OK(hetcclSend(s.data(), s.size(), hetcclFloat32, 1, r.comm, nullptr), r.comm);
+      });
+    }
+}
+
 // Init fails on every rank with an error that names what is wrong and how to
 // mend it: a provider libfabric does not have, a library that is not there,
 // ranks on different providers.

@@ -72,7 +72,7 @@ void OfiTransport::run(std::span<Xfer> xfers) {
         continue;
       }
       const auto pending = std::find_if(r.ops.begin(), r.ops.end(), [](const Op& o) { return !o.done; });
-      checkPeers(*pending->x, &lastAliveCheck, watch);
+      checkPeers(r, *pending->x, &lastAliveCheck, watch);
       idle(r, clockUs() - lastProgressUs);
     }
   } catch (const std::exception& e) {
@@ -298,17 +298,38 @@ void OfiTransport::idle(const Run& r, double sinceProgressUs) {
   ::poll(&p, 1, 100);  // bounded: the peers and the timeout are checked at least every 100 ms
 }
 
-void OfiTransport::checkPeers(const Xfer& pending, std::chrono::steady_clock::time_point* lastAliveCheck,
+void OfiTransport::checkPeers(Run& r, const Xfer& pending, std::chrono::steady_clock::time_point* lastAliveCheck,
                               ProgressWatch& watch) {
   auto now = std::chrono::steady_clock::now();
   if (now - *lastAliveCheck > std::chrono::milliseconds(100)) {
     *lastAliveCheck = now;
-    for (int peer : ctx_.peers)
-      if (localPid_[peer] && !processAlive(localPid_[peer]))
+    if (const Op* gone = awaitsExitedPeer(r)) {
+      // What the peer sent before it exited is in the queue: read it first.
+      bool progress = false;
+      readCompletions(r, &progress);
+      if (!progress && (gone = awaitsExitedPeer(r))) {
+        const int peer = gone->x->peer;
         throwError(hetcclRemoteError, "ofi: rank " + std::to_string(peer) + " (pid " + std::to_string(localPid_[peer]) +
-                                          ") died during " + pending.tag.describe());
+                                          ") died during " + gone->x->tag.describe());
+      }
+      if (progress) watch.madeProgress();
+    }
   }
   watch.check(pending);
+}
+
+// Only the peers this run still waits on count: a peer whose part of the run
+// is done may finish its own calls and exit before this rank's run ends
+// (its last send completes at the sender once the provider took it).
+const OfiTransport::Op* OfiTransport::awaitsExitedPeer(const Run& r) const {
+  std::vector<uint8_t> checked(localPid_.size(), 0);
+  for (const Op& op : r.ops) {
+    const int peer = op.x->peer;
+    if (op.done || !localPid_[peer] || checked[peer]) continue;
+    checked[peer] = 1;
+    if (!processAlive(localPid_[peer])) return &op;
+  }
+  return nullptr;
 }
 
 void OfiTransport::cancelAll(Run& r) {

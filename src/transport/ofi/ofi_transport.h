@@ -53,8 +53,9 @@
 // parts are opened from the receive slots into the buffer or folded.
 //
 // A dead peer: an error completion (the provider saw the connection fail)
-// names it at once; a peer on this host is checked by its pid; otherwise the
-// no-progress timeout names it (HETCCL_TIMEOUT_S).
+// names it at once; a peer on this host that the run still waits on is
+// checked by its pid (one that did its part and exited is no failure);
+// otherwise the no-progress timeout names it (HETCCL_TIMEOUT_S).
 #pragma once
 
 #include <array>
@@ -116,7 +117,11 @@ class OfiTransport : public Transport {
   Rma& rmaOf(Run& r, const Xfer& x);
   void readCompletions(Run& r, bool* progress);
   [[noreturn]] void failCompletion(Run& r);
-  void checkPeers(const Xfer& pending, std::chrono::steady_clock::time_point* lastAliveCheck, ProgressWatch& watch);
+  // Every 100 ms: a peer on this host that an unfinished operation waits on
+  // and whose process is gone fails the run (after one more read of the queue).
+  void checkPeers(Run& r, const Xfer& pending, std::chrono::steady_clock::time_point* lastAliveCheck,
+                  ProgressWatch& watch);
+  const Op* awaitsExitedPeer(const Run& r) const;
   void cancelAll(Run& r);
   // Nothing moved: sleep on the queue's descriptor (at most 100 ms) once
   // run() has spun spinUs_, where nothing waits for room; else yield.
