@@ -57,7 +57,13 @@ void Proxy::loop() {
     Job job = std::move(jobs_.front());
     jobs_.pop_front();
     if (error_ != hetcclSuccess) {  // sticky: drop work after a failure
+      // Outside the lock, as a job's own end: a finally may take locks of
+      // its own under which others submit (the captured calls' registry).
+      running_ = true;
+      l.unlock();
       if (job.finally) job.finally();
+      l.lock();
+      running_ = false;
       cv_.notify_all();
       continue;
     }

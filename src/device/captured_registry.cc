@@ -41,9 +41,9 @@ void* CapturedRegistry::takeSpare(size_t bytes, size_t* got) {
   return b;
 }
 
-int CapturedRegistry::live() const {
+bool CapturedRegistry::captureSeen() const {
   std::lock_guard<std::mutex> g(shared_->mu);
-  return shared_->live;
+  return shared_->captureSeen;
 }
 
 }  // namespace hetccl

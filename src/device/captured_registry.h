@@ -1,8 +1,8 @@
 // What a GPU rank of a multi-group communicator keeps of its calls captured
 // into graphs (gpu/captured_call.h), beside the calls themselves, which
 // their graphs own: the flags their streams wait on (an abort releases
-// them), whether a replay may still hand a call to the proxy, how many such
-// calls live, and the pinned blocks of calls whose graphs have gone. Those
+// them), whether a replay may still hand a call to the proxy, whether a call was
+// ever captured, and the pinned blocks of calls whose graphs have gone. Those
 // are freed by the enqueuing thread (reclaim) or with the registry: a
 // graph's destructor runs on a runtime thread, which must not call the
 // runtime.
@@ -33,7 +33,11 @@ class CapturedRegistry {
     // captured ones live then allocates no pinned memory.
     std::multimap<size_t, void*> spare;
     static constexpr size_t kSpareBlocks = 8;
-    int live = 0;  // captured calls whose graphs have not gone
+    // A call of this communicator was captured: from then on every call
+    // hands off (gpu/captured_call.h). Never reset: when a graph's calls
+    // go is up to the runtime and differs between ranks, and the ranks
+    // must choose every call's path alike.
+    bool captureSeen = false;
   };
 
   explicit CapturedRegistry(DeviceRuntime& d) : dev_(d), shared_(std::make_shared<Shared>()) {}
@@ -49,7 +53,7 @@ class CapturedRegistry {
   void reclaim();
   // A spare block of at least `bytes` (its size in *got), or null.
   void* takeSpare(size_t bytes, size_t* got);
-  int live() const;
+  bool captureSeen() const;
 
  private:
   DeviceRuntime& dev_;

@@ -252,6 +252,11 @@ class GpuRuntime : public DeviceRuntime {
       LOG_INFO(kDevice, "stream wait-value unavailable (error %d); completion waits run as host functions", r);
       waitValueWorks_ = false;
     }
+    // A graph cannot replay the polling host function (it frees its state
+    // when it returns): a capture that meets the fallback is refused.
+    if (capturing(s))
+      throwRefused(hetcclInvalidUsage, std::string("a stream wait-value cannot be captured on this ") + kind() +
+                                           " device: it runs as a host function, which a graph cannot replay");
     api_.check(api_.launchHostFunc(s, hostWaitFn, new HostWait{flag, value, hostWaitTimeoutS_}), "launchHostFunc");
   }
 

@@ -22,7 +22,13 @@ struct HandedOffCall {
   size_t blockBytes = 0;
   uint64_t* flag = nullptr;
   std::vector<CollArgs> host;  // the calls on the host copies
-  bool captured = false;       // counted among the registry's live calls
+  bool captured = false;       // owned by a graph (else by its stream's last host function)
+  // Under reg->mu: a launch's call is with the proxy (its job reads this
+  // call and its block until the job's end), and the call was dropped
+  // meanwhile (an abort released its stream, or its graph went): the job's
+  // end frees it then.
+  bool inProxy = false;
+  bool dropped = false;
 };
 
 void storeFlag(uint64_t* flag, uint64_t v) { __atomic_store_n(flag, v, __ATOMIC_RELEASE); }
@@ -35,29 +41,10 @@ void storeFlag(uint64_t* flag, uint64_t v) { __atomic_store_n(flag, v, __ATOMIC_
 // the previous replay of this call has copied out before this host
 // function runs (stream order; launches of one exec never overlap), so no
 // wait of it can see the reset.
-void handOff(void* p) {
-  auto* h = static_cast<HandedOffCall*>(p);
-  std::lock_guard<std::mutex> g(h->reg->mu);
-  if (!h->reg->open) return storeFlag(h->flag, kFlagReleased);
-  storeFlag(h->flag, 0);
-  Comm& c = *h->comm;
-  StagingState& ds = *c.stagingState();
-  ds.stagedQueued();
-  c.proxy().submit([h] { runStaged(*h->comm, h->host, {}); },
-                   [h, &ds] {
-                     ds.stagedRan();
-                     storeFlag(h->flag, 1);  // the last use of h: its stream goes on, and may drop it
-                   });
-}
-
-// The graph's user object destructor, or the last host function of a call
-// not captured: on a runtime thread, so the block is freed later by the
-// enqueuing thread (CapturedRegistry::reclaim) or with the registry.
-void dropCall(void* p) {
-  std::unique_ptr<HandedOffCall> h(static_cast<HandedOffCall*>(p));
-  std::lock_guard<std::mutex> g(h->reg->mu);
+// Under reg->mu: the call is gone; its block goes to the spare ones (an
+// eager call's) or to be freed by the enqueuing thread.
+void releaseLocked(std::unique_ptr<HandedOffCall> h) {
   h->reg->flags.erase(h->flag);
-  if (h->captured) --h->reg->live;
   if (h->reg->gone)  // the communicator went first: its runtime with it
     LOG_WARN(kColl, "a graph holding calls across groups outlived their communicator: %p stays allocated",
              static_cast<void*>(h->block));
@@ -65,6 +52,51 @@ void dropCall(void* p) {
     h->reg->spare.emplace(h->blockBytes, h->block);
   else
     h->reg->toFree.push_back(h->block);
+}
+
+void handOff(void* p) {
+  auto* h = static_cast<HandedOffCall*>(p);
+  std::lock_guard<std::mutex> g(h->reg->mu);
+  if (!h->reg->open) return storeFlag(h->flag, kFlagReleased);
+  Comm& c = *h->comm;
+  if (h->inProxy) {
+    // Another launch of this graph (an exec of it on another stream) still
+    // has the call: both would use one block and one flag. The flag is left
+    // to that launch's end, which releases both streams.
+    c.fail(hetcclInvalidUsage, "two launches of one graph holding calls across groups (" +
+                                   std::to_string(h->host.size()) +
+                                   " calls) overlapped; launch its graph execs one after the other");
+    return;
+  }
+  storeFlag(h->flag, 0);
+  h->inProxy = true;
+  StagingState& ds = *c.stagingState();
+  ds.stagedQueued();
+  c.proxy().submit([h] { runStaged(*h->comm, h->host, {}); },
+                   [h, &ds] {
+                     ds.stagedRan();
+                     std::shared_ptr<CapturedRegistry::Shared> reg = h->reg;
+                     std::lock_guard<std::mutex> g(reg->mu);
+                     h->inProxy = false;
+                     storeFlag(h->flag, 1);  // its stream goes on, and may drop it
+                     if (h->dropped) releaseLocked(std::unique_ptr<HandedOffCall>(h));
+                   });
+}
+
+// The graph's user object destructor, or the last host function of a call
+// not captured: on a runtime thread, so the block is freed later by the
+// enqueuing thread (CapturedRegistry::reclaim) or with the registry. A call
+// still with the proxy (its stream released by an abort) is freed at the
+// proxy job's end instead.
+void dropCall(void* p) {
+  auto* h = static_cast<HandedOffCall*>(p);
+  std::shared_ptr<CapturedRegistry::Shared> reg = h->reg;
+  std::lock_guard<std::mutex> g(reg->mu);
+  if (h->inProxy) {
+    h->dropped = true;
+    return;
+  }
+  releaseLocked(std::unique_ptr<HandedOffCall>(h));
 }
 
 std::string describe(const std::vector<CollArgs>& calls) {
@@ -145,7 +177,7 @@ void enqueueHandedOffCalls(Comm& c, const std::vector<CollArgs>& calls, bool cap
   {
     std::lock_guard<std::mutex> g(h->reg->mu);
     h->reg->flags.insert(h->flag);
-    if (captured) ++h->reg->live;
+    if (captured) h->reg->captureSeen = true;
   }
   // From here on the graph's (captured) or its stream's last host
   // function's: a device error below leaves it allocated rather than freed

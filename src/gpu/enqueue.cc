@@ -317,11 +317,11 @@ void enqueueDeviceCalls(Comm& c, std::span<const CollArgs> given) {
     return passThrough(c, given, c.groupBackend());
   }
   std::vector<CollArgs> calls(given.begin(), given.end());
-  // Captured calls, and every call while captured ones live, reach the
-  // proxy in stream order (captured_call.h); a captured one outside the
-  // issue order, which a replay could not repeat.
+  // Captured calls, and every call once one was captured, reach the proxy
+  // in stream order (captured_call.h); a captured one outside the issue
+  // order, which a replay could not repeat.
   const bool captured = anyCaptured(c, calls);
-  if (captured || c.stagingState()->captured().live() > 0) {
+  if (captured || c.stagingState()->captured().captureSeen()) {
     if (captured) return enqueueHandedOffCalls(c, calls, true);
     InIssueOrder order(*c.stagingState(), calls);
     return enqueueHandedOffCalls(c, calls, false);
