@@ -29,7 +29,10 @@ void Comm::watchHostRanks(const std::vector<PeerInfo>& peers, const std::vector<
   if (onHost > 0)
     LOG_INFO(kInit, "rank %d: watches %zu of %d other ranks on this host while its calls wait (%zu by pidfd)", rank_,
              hostRanks_.size(), onHost, hostRanks_.byPidfd());
-  if (stagingState_ && hostRanks_.size() > 0)
+  // Only with the device border, whose shared header says which ranks left
+  // after their last call: without it a group mate that did its part of a
+  // Reduce or Broadcast and exited would be taken for a dead one.
+  if (stagingState_ && border_ && hostRanks_.size() > 0)
     stagingState_->setWaitCheck([this] {
       // The proxy's own transports see a dead rank of another group.
       checkHostRanks("the group steps of a staged call (vendor library)", [this](int r) { return inMyGroup(r); });
@@ -66,7 +69,7 @@ void Comm::checkHostRanks(const std::string& call, const std::function<bool(int 
 
 std::string Comm::withDeadHostRank(const std::string& text) const {
   int32_t pid = 0;
-  const int dead = hostRanks_.firstEnded(&pid);
+  const int dead = hostRanks_.firstEnded(&pid, [this](int r) { return !border_ || !border_->left(r); });
   if (dead < 0 || text.find("rank " + std::to_string(dead) + " died") != std::string::npos) return text;
   return "rank " + std::to_string(dead) + " died (pid " + std::to_string(pid) + " on host " + localHostName() + "); " +
          text;

@@ -1,5 +1,6 @@
 #include "core/process_watch.h"
 
+#include <cerrno>
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/stat.h>
@@ -28,17 +29,25 @@ int openPidfd(int32_t pid) {
 
 }  // namespace
 
-uint64_t processStartTicks(int32_t pid, bool* zombie) {
+uint64_t processStartTicks(int32_t pid, bool* zombie, bool* gone) {
   *zombie = false;
+  if (gone) *gone = false;
   if (pid <= 0) return 0;
   char path[48];
   snprintf(path, sizeof(path), "/proc/%d/stat", static_cast<int>(pid));
   const int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
+  if (fd < 0) {
+    if (gone) *gone = errno == ENOENT || errno == ESRCH;
+    return 0;
+  }
   char buf[1024];
   const ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  const int readErr = n < 0 ? errno : 0;
   close(fd);
-  if (n <= 0) return 0;
+  if (n <= 0) {
+    if (gone) *gone = n == 0 || readErr == ESRCH;  // reaped after the open
+    return 0;
+  }
   buf[n] = 0;
   // "pid (comm) state f4 ... f22": comm may hold spaces and parentheses,
   // so the fields are counted from the last ')'.
@@ -92,8 +101,13 @@ bool ProcessWatch::ended(const Watched& w) const {
     pollfd p{w.pidfd, POLLIN, 0};
     return poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR)) != 0;
   }
-  bool zombie = false;
-  return processStartTicks(w.id.pid, &zombie) != w.id.startTicks || zombie;
+  // Only a process known to be gone (or another one under its pid) ended:
+  // /proc unreadable for another reason (out of file descriptors, a
+  // signal) says nothing about it.
+  bool zombie = false, gone = false;
+  const uint64_t ticks = processStartTicks(w.id.pid, &zombie, &gone);
+  if (ticks == 0) return gone;
+  return ticks != w.id.startTicks || zombie;
 }
 
 int ProcessWatch::firstEnded(int32_t* pid, const std::function<bool(int rank)>& which) const {

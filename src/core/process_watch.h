@@ -33,7 +33,9 @@ struct ProcessIdentity {
 
 // The start time of `pid` as /proc reads it now, or 0 where it has none
 // (gone, or not in this pid namespace). *zombie: it ended, unreaped.
-uint64_t processStartTicks(int32_t pid, bool* zombie);
+// *gone (if given): 0 because the process is known to be gone (no
+// /proc entry), not because /proc could not be read.
+uint64_t processStartTicks(int32_t pid, bool* zombie, bool* gone = nullptr);
 
 // A call ended because a watched rank's process ended (the communicator
 // failed first, naming it).

@@ -279,7 +279,11 @@ class GpuRuntime : public DeviceRuntime {
   }
   bool tieToCapture(Stream s, void (*destroy)(void*), void* arg) override {
     void* graph = nullptr;
-    if (!api_.userObjectCreate || !api_.graphRetainUserObject || !api_.captureGraph(s, &graph)) return false;
+    if (!api_.userObjectCreate || !api_.graphRetainUserObject) return false;
+    if (!api_.captureGraph(s, &graph))
+      throwRefused(hetcclInvalidUsage,
+                   "the capture on this stream was invalidated (an earlier call of it failed, or "
+                   "a call a capture forbids was made): a call across groups cannot join it");
     void* obj = nullptr;
     constexpr unsigned kNoDestructorSync = 1, kMove = 1;  // cudaUserObjectNoDestructorSync, cudaGraphUserObjectMove
     api_.check(api_.userObjectCreate(&obj, arg, destroy, 1, kNoDestructorSync), "userObjectCreate");

@@ -4,6 +4,7 @@
 // watched at all.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -125,6 +126,33 @@ TEST(ProcessWatch, AZombieReadsAsSuchThroughProc) {
   EXPECT_EQ(processStartTicks(child, &zombie), started);
   int status = 0;
   waitpid(child, &status, 0);
+}
+
+// Through /proc, a live process whose /proc entry cannot be opened (no
+// file descriptor left) has not ended; one reaped reads as gone.
+TEST(ProcessWatch, ProcUnreadableForWantOfDescriptorsIsNoDeath) {
+  const pid_t child = sleeper();
+  ASSERT_GT(child, 0);
+  ProcessWatch w(false);
+  ASSERT_TRUE(w.add(2, identityOf(child)));
+  rlimit old{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &old), 0);
+  rlimit none = old;
+  none.rlim_cur = 0;  // every open fails with EMFILE
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &none), 0);
+  bool zombie = false, gone = true;
+  const uint64_t ticks = processStartTicks(child, &zombie, &gone);
+  const int ended = w.firstEnded(nullptr);
+  setrlimit(RLIMIT_NOFILE, &old);
+  EXPECT_EQ(ticks, 0u);
+  EXPECT_FALSE(gone) << "/proc unreadable was taken for a process gone";
+  EXPECT_EQ(ended, -1) << "a live process read as ended for want of a file descriptor";
+  kill(child, SIGKILL);
+  int status = 0;
+  waitpid(child, &status, 0);
+  EXPECT_EQ(processStartTicks(child, &zombie, &gone), 0u);
+  EXPECT_TRUE(gone);
+  EXPECT_EQ(w.firstEnded(nullptr), 2);
 }
 
 }  // namespace

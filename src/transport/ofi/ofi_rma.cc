@@ -64,8 +64,9 @@ void OfiTransport::acceptOffer(Run& r, Op& op) {
   const ofi::Offer o = m.offer;
   if (o.mode == ofi::kOfferParts && o.len == x.bytes) return addParts(r, x, op.msg);
   if (o.mode == ofi::kOfferRefused)
-    throwError(hetcclRemoteError, "ofi: rank " + std::to_string(x.peer) + " refused " + x.tag.describe() +
-                                      ": it was in another call (its error names both)");
+    throwError(hetcclRemoteError,
+               "ofi: rank " + std::to_string(x.peer) + " refused " + x.tag.describe() +
+                   ": its check of this call's header failed (another call, or another count: its error names both)");
   // Writes stay within what the receiver offered: exactly the bytes this header announced.
   if (o.mode != ofi::kOfferWrite || o.len != x.bytes)
     throwError(hetcclRemoteError, "ofi: malformed RMA offer from rank " + std::to_string(x.peer) + " in " +
