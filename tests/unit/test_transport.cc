@@ -499,8 +499,10 @@ struct FakeRegs {
 };
 
 // A range inside a registration reuses it; the least recently used goes
-// when the cache is full; a cache that keeps nothing across runs empties
-// at each run's end; a refused registration leaves nothing behind.
+// when the cache is full, never one the current run used (its peer may be
+// writing into it): a run of more receives grows the cache until its end;
+// a cache that keeps nothing across runs empties at each run's end; a
+// refused registration leaves nothing behind.
 TEST(OfiMrCache, ReusesCoveringRangesAndEvictsTheLeastRecentlyUsed) {
   std::vector<uint8_t> a(4096), b(4096), c(4096);
   FakeRegs regs;
@@ -510,15 +512,19 @@ TEST(OfiMrCache, ReusesCoveringRangesAndEvictsTheLeastRecentlyUsed) {
     EXPECT_EQ(cache.find(a.data() + 100, 200, regs.fn()).mr, ma);  // inside a: no registration
     EXPECT_EQ(regs.made, 1);
     cache.find(b.data(), b.size(), regs.fn());
+    cache.runEnded();
     cache.find(a.data(), a.size(), regs.fn());  // a used last: b goes first
+    cache.runEnded();
     cache.find(c.data(), c.size(), regs.fn());
     EXPECT_EQ(regs.made, 3);
     EXPECT_EQ(FakeRegs::closed, 1);
     EXPECT_EQ(cache.find(a.data(), 16, regs.fn()).mr, ma);
-    cache.find(b.data(), b.size(), regs.fn());  // b again: registered anew
+    cache.runEnded();
+    cache.find(b.data(), b.size(), regs.fn());  // b again: registered anew, in place of c
     EXPECT_EQ(regs.made, 4);
+    EXPECT_EQ(FakeRegs::closed, 2);
     EXPECT_EQ(cache.find(a.data(), a.size() + 1, regs.fn()).begin, reinterpret_cast<uintptr_t>(a.data()));
-    EXPECT_EQ(regs.made, 5);  // one byte past a's registration: a new one
+    EXPECT_EQ(regs.made, 5);  // one byte past a's registration: a new one, in place of a's
     cache.runEnded();         // kept across runs
     EXPECT_EQ(cache.size(), 2u);
     EXPECT_EQ(cache.registrations(), 5u);
@@ -526,6 +532,21 @@ TEST(OfiMrCache, ReusesCoveringRangesAndEvictsTheLeastRecentlyUsed) {
         cache.find(c.data(), c.size(), [](const void*, size_t) -> fid_mr* { throw std::runtime_error("refused"); }),
         std::runtime_error);
     EXPECT_EQ(cache.registrations(), 5u);
+    // One run of three receives into a cache of two: none closed while the
+    // run goes on; at its end the least recently used goes.
+    const int closedBefore = FakeRegs::closed;
+    std::vector<uint8_t> d(4096), e(4096), f(4096);
+    cache.runEnded();
+    const fid_mr* md = cache.find(d.data(), d.size(), regs.fn()).mr;
+    cache.find(e.data(), e.size(), regs.fn());
+    EXPECT_EQ(FakeRegs::closed, closedBefore + 2);  // the two of earlier runs
+    cache.find(f.data(), f.size(), regs.fn());
+    EXPECT_EQ(FakeRegs::closed, closedBefore + 2) << "a registration of the current run was closed";
+    EXPECT_EQ(cache.size(), 3u);
+    EXPECT_EQ(cache.find(d.data(), 8, regs.fn()).mr, md);
+    cache.runEnded();
+    EXPECT_EQ(cache.size(), 2u);
+    EXPECT_EQ(FakeRegs::closed, closedBefore + 3);  // e, the least recently used
   }
   EXPECT_EQ(FakeRegs::closed, regs.made);  // every registration closed, the last at destruction
   ofi::MrCache perRun(8, false);

@@ -32,7 +32,10 @@ class MrCache {
   };
   using RegisterFn = std::function<fid_mr*(const void* p, size_t n)>;
 
-  // At most maxEntries registrations are kept; the least recently used goes first.
+  // At most maxEntries registrations are kept between runs; the least
+  // recently used goes first. Within a run none that the run used goes (its
+  // offer is out: the peer may be writing into it), so a run of more
+  // receives than that grows the cache until the run's end.
   MrCache(size_t maxEntries, bool keepAcrossRuns) : max_(maxEntries), keep_(keepAcrossRuns) {}
   ~MrCache() { clear(); }
   MrCache(const MrCache&) = delete;
@@ -41,10 +44,9 @@ class MrCache {
   // The entry covering [p, p + n), registered with `reg` where none does.
   // The reference holds until the next call.
   const Entry& find(const void* p, size_t n, const RegisterFn& reg);
-  // A run ended: empties the cache unless it keeps entries across runs.
-  void runEnded() {
-    if (!keep_) clear();
-  }
+  // A run ended: empties the cache unless it keeps entries across runs,
+  // else trims it to maxEntries.
+  void runEnded();
   // Closes every registration (after a failed run: no late write lands in a buffer given back).
   void clear();
   size_t size() const { return entries_.size(); }
@@ -54,8 +56,12 @@ class MrCache {
   size_t max_;
   bool keep_;
   uint64_t clock_ = 0;
+  uint64_t runStart_ = 0;  // entries used after this belong to the current run
   uint64_t registrations_ = 0;
   std::vector<Entry> entries_;
+  // Closes the least recently used entry of those last used before
+  // `before`; false where there is none.
+  bool evictOldest(uint64_t before);
 };
 
 }  // namespace hetccl::ofi
