@@ -132,9 +132,13 @@ bool dispatchCalls(hetcclComm* comm, std::span<const CollArgs> calls, bool mayWa
     // (gpu/captured_call.h): its record ends with the capture.
     const bool captured = comm->topo().ngroups() > 1 && anyCaptured(*comm, calls);
     const uint64_t first = recordCalls(*comm, calls, FlightRecorder::State::kEnqueued);
-    failOnError(*comm,
-                [&] { recorded(*comm, first, calls.size(), captured, 0, [&] { enqueueDeviceCalls(*comm, calls); }); });
-    if (first && comm->topo().ngroups() > 1 && !captured) finishAfterProxy(*comm, first, calls.size());
+    bool endsItsRecord = false;  // handed off at stream time: the proxy ends the record when it ran the calls
+    failOnError(*comm, [&] {
+      recorded(*comm, first, calls.size(), captured, 0,
+               [&] { endsItsRecord = enqueueDeviceCalls(*comm, calls, first); });
+    });
+    if (first && comm->topo().ngroups() > 1 && !captured && !endsItsRecord)
+      finishAfterProxy(*comm, first, calls.size());
     return false;
   }
   if (blocking) checkReady(comm);  // a non-blocking rank's init may still run on the proxy

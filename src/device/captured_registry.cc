@@ -4,13 +4,15 @@ namespace hetccl {
 
 CapturedRegistry::~CapturedRegistry() {
   close();
+  std::multimap<size_t, void*> blocks;
   {
     std::lock_guard<std::mutex> g(shared_->mu);
     shared_->gone = true;
-    for (auto& [bytes, b] : shared_->spare) shared_->toFree.push_back(b);
-    shared_->spare.clear();
+    blocks.swap(shared_->spare);
   }
-  reclaim();  // outside the lock: freeing may wait for streams whose host functions take it
+  // Outside the lock: freeing pinned memory may wait for streams whose host
+  // functions take it.
+  for (auto& [bytes, b] : blocks) dev_.freePinned(b);
 }
 
 void CapturedRegistry::close() {
@@ -18,17 +20,6 @@ void CapturedRegistry::close() {
   shared_->open = false;
   for (volatile uint64_t* f : shared_->flags)
     __atomic_store_n(const_cast<uint64_t*>(f), kFlagReleased, __ATOMIC_RELEASE);
-}
-
-// Outside the lock: freeing pinned memory may wait for streams whose host
-// functions take it.
-void CapturedRegistry::reclaim() {
-  std::vector<void*> blocks;
-  {
-    std::lock_guard<std::mutex> g(shared_->mu);
-    blocks.swap(shared_->toFree);
-  }
-  for (void* b : blocks) dev_.freePinned(b);
 }
 
 void* CapturedRegistry::takeSpare(size_t bytes, size_t* got) {

@@ -1,11 +1,11 @@
 // What a GPU rank of a multi-group communicator keeps of its calls captured
 // into graphs (gpu/captured_call.h), beside the calls themselves, which
 // their graphs own: the flags their streams wait on (an abort releases
-// them), whether a replay may still hand a call to the proxy, whether a call was
-// ever captured, and the pinned blocks of calls whose graphs have gone. Those
-// are freed by the enqueuing thread (reclaim) or with the registry: a
-// graph's destructor runs on a runtime thread, which must not call the
-// runtime.
+// them), whether a replay may still hand a call to the proxy, whether a call
+// was ever captured, and the pinned blocks of calls gone, kept for the next
+// calls and freed with the registry: a graph's destructor runs on a runtime
+// thread, which must not call the runtime, and freeing pinned memory on the
+// calling thread would wait for the whole device.
 #pragma once
 
 #include <cstddef>
@@ -27,12 +27,10 @@ class CapturedRegistry {
     bool open = true;   // false once aborted or closed: a replay's hand-off then releases its stream at once
     bool gone = false;  // the registry (and the runtime) went: blocks can no longer be freed
     std::set<volatile uint64_t*> flags;
-    std::vector<void*> toFree;  // pinned blocks of calls gone
-    // Blocks of eager calls gone, by size, for the next eager calls (at
-    // most kSpareBlocks; the rest go to toFree): an eager call while
-    // captured ones live then allocates no pinned memory.
+    // Pinned blocks of calls gone, by size, for the next calls: a call
+    // takes the smallest that fits, so their number stays at the most that
+    // were live at once for each size.
     std::multimap<size_t, void*> spare;
-    static constexpr size_t kSpareBlocks = 8;
     // A call of this communicator was captured: from then on every call
     // hands off (gpu/captured_call.h). Never reset: when a graph's calls
     // go is up to the runtime and differs between ranks, and the ranks
@@ -49,8 +47,6 @@ class CapturedRegistry {
   // Abort or the communicator's end: every flag holds kFlagReleased, and
   // every later hand-off stores it instead of reaching the proxy.
   void close();
-  // Frees the pinned blocks of calls gone (the enqueuing thread).
-  void reclaim();
   // A spare block of at least `bytes` (its size in *got), or null.
   void* takeSpare(size_t bytes, size_t* got);
   bool captureSeen() const;

@@ -29,6 +29,12 @@ struct HandedOffCall {
   // end frees it then.
   bool inProxy = false;
   bool dropped = false;
+  // An eager call's first flight record (0: none, or captured: those end
+  // at capture), finished when the proxy has run the call; `ran` is set by
+  // the proxy's job and read by its end, on the proxy's thread.
+  uint64_t record = 0;
+  size_t recorded = 0;
+  bool ran = false;
 };
 
 void storeFlag(uint64_t* flag, uint64_t v) { __atomic_store_n(flag, v, __ATOMIC_RELEASE); }
@@ -41,17 +47,15 @@ void storeFlag(uint64_t* flag, uint64_t v) { __atomic_store_n(flag, v, __ATOMIC_
 // the previous replay of this call has copied out before this host
 // function runs (stream order; launches of one exec never overlap), so no
 // wait of it can see the reset.
-// Under reg->mu: the call is gone; its block goes to the spare ones (an
-// eager call's) or to be freed by the enqueuing thread.
+// Under reg->mu: the call is gone; its block goes to the spare ones, for
+// the next calls (freed with the registry).
 void releaseLocked(std::unique_ptr<HandedOffCall> h) {
   h->reg->flags.erase(h->flag);
   if (h->reg->gone)  // the communicator went first: its runtime with it
     LOG_WARN(kColl, "a graph holding calls across groups outlived their communicator: %p stays allocated",
              static_cast<void*>(h->block));
-  else if (!h->captured && h->reg->spare.size() < CapturedRegistry::Shared::kSpareBlocks)
-    h->reg->spare.emplace(h->blockBytes, h->block);
   else
-    h->reg->toFree.push_back(h->block);
+    h->reg->spare.emplace(h->blockBytes, h->block);
 }
 
 void handOff(void* p) {
@@ -72,22 +76,32 @@ void handOff(void* p) {
   h->inProxy = true;
   StagingState& ds = *c.stagingState();
   ds.stagedQueued();
-  c.proxy().submit([h] { runStaged(*h->comm, h->host, {}); },
-                   [h, &ds] {
-                     ds.stagedRan();
-                     std::shared_ptr<CapturedRegistry::Shared> reg = h->reg;
-                     std::lock_guard<std::mutex> g(reg->mu);
-                     h->inProxy = false;
-                     storeFlag(h->flag, 1);  // its stream goes on, and may drop it
-                     if (h->dropped) releaseLocked(std::unique_ptr<HandedOffCall>(h));
-                   });
+  c.proxy().submit(
+      [h] {
+        runStaged(*h->comm, h->host, {});
+        h->ran = true;
+      },
+      [h, &ds] {
+        ds.stagedRan();
+        if (h->record) {
+          const hetcclResult_t e = h->comm->asyncError();
+          h->comm->flight().finish(h->record, h->recorded,
+                                   h->ran               ? hetcclSuccess
+                                   : e == hetcclSuccess ? hetcclRemoteError
+                                                        : e);
+        }
+        std::shared_ptr<CapturedRegistry::Shared> reg = h->reg;
+        std::lock_guard<std::mutex> g(reg->mu);
+        h->inProxy = false;
+        storeFlag(h->flag, 1);  // its stream goes on, and may drop it
+        if (h->dropped) releaseLocked(std::unique_ptr<HandedOffCall>(h));
+      });
 }
 
 // The graph's user object destructor, or the last host function of a call
-// not captured: on a runtime thread, so the block is freed later by the
-// enqueuing thread (CapturedRegistry::reclaim) or with the registry. A call
-// still with the proxy (its stream released by an abort) is freed at the
-// proxy job's end instead.
+// not captured: on a runtime thread, which must not call the runtime, so
+// the block is kept for later calls. A call still with the proxy (its
+// stream released by an abort) is released at the proxy job's end instead.
 void dropCall(void* p) {
   auto* h = static_cast<HandedOffCall*>(p);
   std::shared_ptr<CapturedRegistry::Shared> reg = h->reg;
@@ -113,7 +127,7 @@ bool anyCaptured(Comm& c, std::span<const CollArgs> calls) {
   return std::any_of(calls.begin(), calls.end(), [&](const CollArgs& a) { return c.device().capturing(a.stream); });
 }
 
-void enqueueHandedOffCalls(Comm& c, const std::vector<CollArgs>& calls, bool captured) {
+void enqueueHandedOffCalls(Comm& c, const std::vector<CollArgs>& calls, bool captured, uint64_t record) {
   StagingState& ds = *c.stagingState();
   DeviceRuntime& d = c.device();
   const Stream s = calls.front().stream;
@@ -134,17 +148,17 @@ void enqueueHandedOffCalls(Comm& c, const std::vector<CollArgs>& calls, bool cap
                  "takes no captured calls yet)",
                  collKindName(a.kind), a.count * dataTypeSize(a.dt));
   }
-  // Blocks of calls gone are freed by eager calls only: freeing pinned
-  // memory during a capture would invalidate it.
-  if (!captured) ds.captured().reclaim();
   const size_t bytes = (layoutHostCopies(c, calls, nullptr) + 255) & ~size_t{255};
   auto h = std::make_unique<HandedOffCall>();
   h->reg = ds.captured().shared();
   h->comm = &c;
   h->captured = captured;
-  // An eager call reuses a block of one gone; a captured one has its own,
-  // allocated now (in relaxed capture mode).
-  if (!captured) h->block = static_cast<uint8_t*>(ds.captured().takeSpare(bytes + 64, &h->blockBytes));
+  if (!captured) h->record = record, h->recorded = calls.size();
+  // A block of a call gone where one is large enough, else one allocated
+  // now (in relaxed capture mode where captured). Blocks are never freed on
+  // the way: freeing pinned memory waits for the whole device (the calling
+  // thread must not), and would invalidate a capture under way.
+  h->block = static_cast<uint8_t*>(ds.captured().takeSpare(bytes + 64, &h->blockBytes));
   if (!h->block) {
     h->blockBytes = bytes + 64;
     h->block = static_cast<uint8_t*>(d.allocPinned(h->blockBytes));
@@ -153,11 +167,11 @@ void enqueueHandedOffCalls(Comm& c, const std::vector<CollArgs>& calls, bool cap
   storeFlag(h->flag, 0);
   HandedOffCall* raw = h.get();
   if (captured) {
-    // Not tied: the block goes with the next eager call (freeing it now,
-    // during the capture, would invalidate the capture).
+    // Not tied: the block is kept for later calls (freeing it now, during
+    // the capture, would invalidate the capture).
     auto untie = [&] {
       std::lock_guard<std::mutex> g(h->reg->mu);
-      h->reg->toFree.push_back(h->block);
+      h->reg->spare.emplace(h->blockBytes, h->block);
     };
     bool tied = false;
     try {

@@ -26,7 +26,8 @@ bool anyCaptured(Comm& c, std::span<const CollArgs> calls);
 // as above; `captured`: their stream is being captured. Throws
 // hetcclInvalidUsage, before anything is enqueued, where they cannot be
 // captured (several streams, or a runtime without user objects or stream
-// memory operations).
-void enqueueHandedOffCalls(Comm& c, const std::vector<CollArgs>& calls, bool captured);
+// memory operations). `record` (eager calls): their first flight record,
+// finished when the proxy has run them.
+void enqueueHandedOffCalls(Comm& c, const std::vector<CollArgs>& calls, bool captured, uint64_t record = 0);
 
 }  // namespace hetccl

@@ -310,22 +310,7 @@ void enqueueBorderWork(Comm& c, const std::vector<CollArgs>& border, std::vector
 // waits; a stream wait-value can hold up other streams that share its
 // hardware queue, which groups of several real GPUs (never run here) would
 // meet first.
-void enqueueDeviceCalls(Comm& c, std::span<const CollArgs> given) {
-  if (given.empty()) return;
-  if (c.topo().ngroups() == 1) {  // no copy of the calls: the vendor library gets them as they are
-    c.countCalls(hetcclPathNone, given.size());
-    return passThrough(c, given, c.groupBackend());
-  }
-  std::vector<CollArgs> calls(given.begin(), given.end());
-  // Captured calls, and every call once one was captured, reach the proxy
-  // in stream order (captured_call.h); a captured one outside the issue
-  // order, which a replay could not repeat.
-  const bool captured = anyCaptured(c, calls);
-  if (captured || c.stagingState()->captured().captureSeen()) {
-    if (captured) return enqueueHandedOffCalls(c, calls, true);
-    InIssueOrder order(*c.stagingState(), calls);
-    return enqueueHandedOffCalls(c, calls, false);
-  }
+static void enqueueEager(Comm& c, std::vector<CollArgs> calls) {
   prepareBorderPairs(c, calls);
   InIssueOrder order(*c.stagingState(), calls);
   // Collectives the device border takes go first, one after the other in
@@ -386,6 +371,31 @@ void enqueueDeviceCalls(Comm& c, std::span<const CollArgs> given) {
   }
   LOG_TRACE(kColl, "GPU call ticket %llu: %zu call(s)", static_cast<unsigned long long>(ticket), calls.size());
   c.proxy().submit([&c, host = std::move(host), ready] { runStaged(c, host, ready); }, release);
+}
+
+bool enqueueDeviceCalls(Comm& c, std::span<const CollArgs> given, uint64_t record) {
+  if (given.empty()) return false;
+  if (c.topo().ngroups() == 1) {  // no copy of the calls: the vendor library gets them as they are
+    c.countCalls(hetcclPathNone, given.size());
+    passThrough(c, given, c.groupBackend());
+    return false;
+  }
+  std::vector<CollArgs> calls(given.begin(), given.end());
+  // Captured calls, and every call once one was captured, reach the proxy
+  // in stream order (captured_call.h); a captured one outside the issue
+  // order, which a replay could not repeat.
+  const bool captured = anyCaptured(c, calls);
+  if (captured || c.stagingState()->captured().captureSeen()) {
+    if (captured) {
+      enqueueHandedOffCalls(c, calls, true);
+      return false;
+    }
+    InIssueOrder order(*c.stagingState(), calls);
+    enqueueHandedOffCalls(c, calls, false, record);
+    return record != 0;
+  }
+  enqueueEager(c, std::move(calls));
+  return false;
 }
 
 bool inPlaceOrDisjoint(const CollArgs& a, size_t sendBytes, size_t recvBytes, size_t recvAt, size_t sendAt) {

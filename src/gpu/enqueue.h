@@ -29,8 +29,11 @@ struct ChunkHooks;
 // point-to-point operations together), on a GPU rank's communicator. The
 // calling thread never waits for the device or the proxy: vendor library
 // calls it would make while staged calls are queued on the proxy go through
-// the proxy (vendor_calls.h).
-void enqueueDeviceCalls(Comm& c, std::span<const CollArgs> calls);
+// the proxy (vendor_calls.h). `record`: the calls' first flight record
+// (0: none); returns whether the calls end their records themselves (eager
+// calls handed off at stream time, once the communicator captured a call),
+// else the caller arranges it.
+bool enqueueDeviceCalls(Comm& c, std::span<const CollArgs> calls, uint64_t record = 0);
 
 // Whether a call's buffers are in place (send + sendAt == recv + recvAt:
 // AllGather's send block at recvAt in recv, ReduceScatter's recv block at

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "emu_util.h"
+#include "flight_dumps.h"
 #include "harness.h"
 #include "layouts.h"
 
@@ -334,6 +335,48 @@ TEST(EmuGraphsAbort, AnAbortDuringAReplayReleasesTheStream) {
     A.drop();
     reopenAlone(r);
   });
+}
+
+// An eager call after a capture is handed to the proxy when its stream
+// reaches it: its flight record ends when the proxy has run it, not
+// before (a hung call must not read as ended in a dump). Rank 0's stream is
+// held behind a gate while its call waits there.
+TEST(EmuGraphsFlight, AnEagerCallAfterACaptureEndsItsRecordOnlyOnceItRan) {
+  char dir[] = "/tmp/hetccl-emu-graphs-flight-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  JobOptions o = emuJob("a,b", true);
+  o.env.emplace_back("HETCCL_FLIGHT_DIR", dir);
+  runJob("a,b", o, [&dir](Rank& r) {
+    Graphs g(r.device);
+    ASSERT_TRUE(g.usable());
+    const size_t c = 1000;
+    DeviceBuffer a(r, c * 4);
+    a.upload(std::vector<int32_t>(c, 1).data(), c * 4);
+    {
+      Captured A(g, r.stream, [&] {
+        HC_EXPECT_OK(hetcclAllReduce(a.get(), a.get(), c, hetcclInt32, hetcclSum, r.comm, r.stream), r.comm);
+      });
+      A.launch(r.stream);
+    }
+    syncStream(r);
+    const size_t before = countOf(dumpOnceCompleted(r, 1, 2), "\"completed\"");
+    {
+      StreamGate gate(r, r.stream);
+      ASSERT_TRUE(gate.armed());
+      HC_ASSERT_OK(hetcclAllReduce(a.get(), a.get(), c, hetcclInt32, hetcclSum, r.comm, r.stream), r.comm);
+      std::this_thread::sleep_for(std::chrono::milliseconds(400));  // time for an early end to show
+      raise(SIGUSR1);
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      const std::string held = readDump(dir, r.rank, 2);
+      EXPECT_EQ(countOf(held, "\"completed\""), before) << "the held call's record ended before it ran\n" << held;
+      gate.open();
+      EXPECT_FALSE(gate.expired());
+    }
+    syncStream(r);
+    EXPECT_EQ(readBack(a, c), std::vector<int32_t>(c, 4));
+    EXPECT_EQ(countOf(dumpOnceCompleted(r, before + 1, 2), "\"completed\""), before + 1);
+  });
+  EXPECT_EQ(system((std::string("rm -rf ") + dir).c_str()), 0);
 }
 
 }  // namespace
