@@ -50,6 +50,10 @@ struct NetTransport::Run {
   std::vector<Lane> send, recv;  // by peer index
   size_t pending = 0;            // transfers not done
   mutable std::chrono::steady_clock::time_point lastAliveCheck = std::chrono::steady_clock::now();
+  // A peer found exited while the run waits on it: named only if the next
+  // check (after another pass over the requests) still finds it so, as what
+  // it sent before it exited may not have been tested yet.
+  mutable int exitedPeer = -1;
 };
 
 void NetTransport::failed(const char* call, int r, const Peer& p, const Xfer& x, bool sending) const {
@@ -109,6 +113,11 @@ void NetTransport::checkAlive(const Run& r) const {
     const Peer& p = peers_[i];
     const bool busy = !r.send[i].q.empty() || !r.send[i].ops.empty() || !r.recv[i].q.empty() || !r.recv[i].ops.empty();
     if (busy && p.pid && !processAlive(p.pid)) {
+      if (r.exitedPeer != static_cast<int>(i)) {
+        r.exitedPeer = static_cast<int>(i);
+        r.lastAliveCheck = now - std::chrono::milliseconds(100);  // checked again after one more pass
+        return;
+      }
       const Xfer* x = !r.recv[i].ops.empty()   ? r.recv[i].ops.front().x
                       : !r.recv[i].q.empty()   ? r.recv[i].q.front()
                       : !r.send[i].ops.empty() ? r.send[i].ops.front().x

@@ -192,10 +192,17 @@ void UcxTransport::checkPeers(const Run& r, const Xfer& pending, std::chrono::st
   if (now - *lastAliveCheck > std::chrono::milliseconds(100)) {
     *lastAliveCheck = now;
     for (const Op& op : r.ops)
-      if (!op.done && localPid_[op.x->peer] && !processAlive(localPid_[op.x->peer]))
+      if (!op.done && localPid_[op.x->peer] && !processAlive(localPid_[op.x->peer])) {
+        // What the peer sent before it exited may still be in the worker:
+        // the next round reads it, and checks again.
+        if (api_.workerProgress(worker_) > 0) {
+          *lastAliveCheck = now - std::chrono::milliseconds(100);
+          return;
+        }
         throwError(hetcclRemoteError, "ucx: rank " + std::to_string(op.x->peer) + " (pid " +
                                           std::to_string(localPid_[op.x->peer]) + ") died during " +
                                           op.x->tag.describe());
+      }
   }
   if (failed_[pending.peer] != UCS_OK)
     throwError(hetcclRemoteError, "ucx: rank " + std::to_string(pending.peer) + " failed during " +
