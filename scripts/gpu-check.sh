@@ -60,11 +60,12 @@ for s in $steps; do
       ;;
     faults)  # the emu suite's tests of one GPU per group (a,b) on the real GPU, two processes on it: a peer
              # that exits under a staged, a border and a send call, abort releasing a waiting stream, the pair
-             # channels, in place / PreMulSum / group calls on the border, calls on two streams, stream capture,
+             # channels, in place / PreMulSum / group calls on the border, calls on two streams, stream capture, graphs
+             # (a refused capture; the flight record of a call handed off after one),
              # calls returning while the stream is held (a host function), a rank killed mid-call (kill -9) seen
              # within 5 s and a stopped one waited for
       step faults_cuda 400 env HETCCL_TEST_GPU=cuda "$build/tests/mp/mp_emu_tests" --gtest_brief=1 \
-        --gtest_filter='EmuFaults.PeerExitsUnderAStreamOrderedCall:EmuFaults.PeerExitsUnderADeviceBorder*:EmuFaults.AbortReleases*:EmuDeadPeer.*:EmuBorder.*:*EmuBorderCalls.*/ab:*EmuStreams.*/ab_border:EmuCapture.*:EmuFlight.*:*EmuNoWait.*/ab_*:*EmuOverlap.*/ab*:-EmuDeadPeer.KillNineOfAGroupOfTwo*'
+        --gtest_filter='EmuFaults.PeerExitsUnderAStreamOrderedCall:EmuFaults.PeerExitsUnderADeviceBorder*:EmuFaults.AbortReleases*:EmuDeadPeer.*:EmuBorder.*:*EmuBorderCalls.*/ab:*EmuStreams.*/ab_border:EmuCapture.*:EmuFlight.*:EmuGraphsRefused.*:EmuGraphsFlight.*:*EmuNoWait.*/ab_*:*EmuOverlap.*/ab*:-EmuDeadPeer.KillNineOfAGroupOfTwo*'
       ;;
     small)  # small AllReduce calls: two contexts on the GPU, under MPS, one CUDA and one host rank
       TAIL=40 step small_calls 400 bash "$here/bench/gpu_small_calls.sh" "$build"
@@ -81,7 +82,7 @@ for s in $steps; do
           --mid "${MID:-266240}" --max 64
         grep -h "device border with" "$logs/matrix_2cuda_groups_shm_mps.log" | sed 's/^.*INIT //' | sort | uniq -c
         step faults_cuda_mps 300 env HETCCL_TEST_GPU=cuda "$build/tests/mp/mp_emu_tests" --gtest_brief=1 \
-          --gtest_filter='EmuFaults.PeerExitsUnderAStreamOrderedCall:EmuFaults.PeerExitsUnderADeviceBorder*:EmuFaults.AbortReleases*:EmuDeadPeer.*:EmuBorder.*:*EmuBorderCalls.*/ab:*EmuStreams.*/ab_border:EmuCapture.*:EmuFlight.*:*EmuNoWait.*/ab_*:*EmuOverlap.*/ab*:-EmuDeadPeer.KillNineOfAGroupOfTwo*'
+          --gtest_filter='EmuFaults.PeerExitsUnderAStreamOrderedCall:EmuFaults.PeerExitsUnderADeviceBorder*:EmuFaults.AbortReleases*:EmuDeadPeer.*:EmuBorder.*:*EmuBorderCalls.*/ab:*EmuStreams.*/ab_border:EmuCapture.*:EmuFlight.*:EmuGraphsRefused.*:EmuGraphsFlight.*:*EmuNoWait.*/ab_*:*EmuOverlap.*/ab*:-EmuDeadPeer.KillNineOfAGroupOfTwo*'
         echo quit | nvidia-cuda-mps-control
         unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
       else

@@ -66,9 +66,13 @@ struct Captured {
   ~Captured() { drop(); }
 };
 
+// Two ranks (one GPU per group) run on the real GPU under HETCCL_TEST_GPU
+// (two processes on it, as scripts/gpu-check.sh's faults step runs them);
+// groups of several GPUs only on the emulated one.
 JobOptions emuJob(const std::string& layout, bool border) {
   JobOptions o;
-  o.devices = std::vector<std::string>(std::count(layout.begin(), layout.end(), ',') + 1, "emu");
+  const size_t n = std::count(layout.begin(), layout.end(), ',') + 1;
+  o.devices = std::vector<std::string>(n, n == 2 ? testGpuKind() : std::string("emu"));
   borderEnv(o, border);
   return o;
 }
