@@ -18,6 +18,7 @@
 
 #include "checks.h"
 #include "harness.h"
+#include "peer_exit.h"
 #include "layouts.h"
 
 namespace hmp {
@@ -282,20 +283,7 @@ TEST(Ofi, APeerThatExitedAfterItsPartIsNoDeath) {
       SCOPED_TRACE(t + path);
       JobOptions opt;
       opt.transport = t + path;
-      runJob("a,b,c", opt, [](Rank& r) {
-        std::vector<float> s(4096, 1.0f + r.rank), from0(s.size(), 0.0f), from2(s.size(), 0.0f);
-        if (r.rank == 1) {
-          HC_ASSERT_OK(hetcclGroupStart(), nullptr);
-          HC_ASSERT_OK(hetcclRecv(from0.data(), s.size(), hetcclFloat32, 0, r.comm, nullptr), r.comm);
-          HC_ASSERT_OK(hetcclRecv(from2.data(), s.size(), hetcclFloat32, 2, r.comm, nullptr), r.comm);
-          HC_ASSERT_OK(hetcclGroupEnd(), r.comm);
-          EXPECT_EQ(from0.back(), 1.0f);
-          EXPECT_EQ(from2.back(), 3.0f);
-          return;
-        }
-        if (r.rank == 2) usleep(1000 * 1000);  // ten of rank 1's checks of its peers' processes
-        HC_ASSERT_OK(hetcclSend(s.data(), s.size(), hetcclFloat32, 1, r.comm, nullptr), r.comm);
-      });
+      runJob("a,b,c", opt, receiveFromTwoWhileOneExits);
     }
 }
 
