@@ -43,6 +43,7 @@ import torch.nn.functional as F
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "pyutil"))
 sys.path.insert(0, os.path.join(HERE, "..", "train"))
+from expect_error import expect_error as expect_error_of  # noqa: E402
 from spawn_ranks import collect  # noqa: E402
 from train_gpt import GPT, make_tokens  # noqa: E402
 
@@ -98,16 +99,7 @@ def reference(data, steps):
 
 def expect_error(fn, words, what):
     from hetccl_torch.balance import BalanceError
-    t0 = time.perf_counter()
-    try:
-        fn()
-    except BalanceError as e:
-        msg = str(e)
-        missing = [w for w in words if w not in msg]
-        if missing:
-            raise AssertionError(f"{what}: the error {msg!r} lacks {missing}")
-        return msg, time.perf_counter() - t0
-    raise AssertionError(f"{what}: no BalanceError")
+    return expect_error_of(fn, words, what, BalanceError)
 
 
 def check_bad_input(rank, world, ddp, notes):

@@ -50,6 +50,7 @@ import torch
 import torch.distributed as dist
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pyutil"))
+from expect_error import expect_error  # noqa: E402
 from spawn_ranks import spawn_and_collect  # noqa: E402
 
 D_IN, D0, HIDDEN, D2, CLASSES = 7, 8, 10, 6, 3  # HIDDEN splits over the TP pair: 5 rows each
@@ -255,19 +256,6 @@ def check_training(rank, tp, dp, notes):
             raise AssertionError(f"{what}: the reference does not learn: {ref_losses}")
         notes.append(f"{what}: {STEPS} steps, losses {losses[0]:.5f} -> {losses[-1]:.5f}, largest relative "
                      f"difference to one process {worst:.3g}, weights {pdiff:.3g}")
-
-
-def expect_error(fn, words, what):
-    t0 = time.perf_counter()
-    try:
-        fn()
-    except Exception as e:  # torch raises RuntimeError
-        msg = str(e)
-        missing = [w for w in words if w not in msg]
-        if missing:
-            raise AssertionError(f"{what}: the error {msg!r} lacks {missing}")
-        return msg, time.perf_counter() - t0
-    raise AssertionError(f"{what}: no error")
 
 
 def check_unequal_lists(dp, notes):
